@@ -1,0 +1,136 @@
+"""The chain runner: asks each gate until it decides or its deadline passes; the one place that
+turns a gate's exception into an ERROR result.
+
+A gate that says NOT_YET is asked again when the log changes (or after `poll_s`); at its deadline
+the last NOT_YET becomes FAIL with the gate's own words. A required gate that fails stops the
+chain: later gates are reported as skipped, so the report always lists every gate.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gates.context import GateContext
+from gates.outcome import GateResult, Outcome, Verdict
+from gates.setting import Setting
+
+
+class Gate(Protocol):
+    name: str
+    required: bool
+    timeout_s: float
+    poll_s: float
+
+    def check(self, ctx: GateContext) -> Outcome: ...
+
+
+ProgressFn = Callable[[int, int, str, Outcome | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    results: tuple[GateResult, ...]
+    stopped_early: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not any(r.blocks_promotion for r in self.results)
+
+    @property
+    def first_failure(self) -> GateResult | None:
+        return next((r for r in self.results if r.blocks_promotion), None)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [r.to_json() for r in self.results]
+
+
+@dataclass
+class ChainRunner:
+    gates: Sequence[Gate]
+    on_progress: ProgressFn = field(default=lambda *_: None)
+    should_stop: Callable[[], bool] = field(default=lambda: False)
+
+    def run(self, ctx: GateContext) -> ChainReport:
+        results: list[GateResult] = []
+        for index, gate in enumerate(self.gates):
+            if results and results[-1].blocks_promotion:
+                results += [self._skipped(g, "not run: an earlier required gate failed") for g in self.gates[index:]]
+                return ChainReport(tuple(results), stopped_early=True)
+            self.on_progress(index, len(self.gates), gate.name, None)
+            result = self._run_one(gate, ctx)
+            self.on_progress(index, len(self.gates), gate.name, Outcome(result.verdict, result.summary))
+            results.append(result)
+        return ChainReport(tuple(results))
+
+    def _run_one(self, gate: Gate, ctx: GateContext) -> GateResult:
+        started = ctx.clock.monotonic()
+        deadline = started + gate.timeout_s
+        while True:
+            outcome = self._ask(gate, ctx)
+            now = ctx.clock.monotonic()
+            if outcome.verdict.final:
+                break
+            died = ctx.server.exit_description()
+            if died is not None:
+                outcome = Outcome.failed(f"engine {died} while waiting: {outcome.summary}", **outcome.evidence)
+                break
+            if self.should_stop():
+                outcome = Outcome.failed(f"stopped by a signal while waiting: {outcome.summary}", **outcome.evidence)
+                break
+            if now >= deadline:
+                outcome = Outcome.failed(
+                    f"deadline {gate.timeout_s:g}s passed: {outcome.summary}", **outcome.evidence
+                )
+                break
+            ctx.log.wait_for_change(min(gate.poll_s, max(0.0, deadline - now)))
+        return GateResult(
+            name=gate.name,
+            verdict=outcome.verdict,
+            summary=outcome.summary,
+            evidence=outcome.evidence,
+            duration_s=ctx.clock.monotonic() - started,
+            required=gate.required,
+        )
+
+    @staticmethod
+    def _ask(gate: Gate, ctx: GateContext) -> Outcome:
+        try:
+            return gate.check(ctx)
+        except Exception as err:  # the one place a gate's bug becomes a result
+            return Outcome(
+                Verdict.ERROR,
+                f"gate raised {type(err).__name__}: {err}",
+                {"traceback": traceback.format_exc(limit=8)},
+            )
+
+    @staticmethod
+    def _skipped(gate: Gate, why: str) -> GateResult:
+        return GateResult(gate.name, Verdict.SKIP, why, {}, 0.0, required=gate.required)
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    """Settings every gate has: read from its `[gates.NAME]` table with these defaults."""
+
+    required: bool
+    timeout_s: float
+    poll_s: float
+
+
+def common_options(table: dict[str, Any], default_timeout_s: float, default_poll_s: float = 0.5) -> GateOptions:
+    return GateOptions(
+        required=bool(table.get("required", True)),
+        timeout_s=float(table.get("timeout_s", default_timeout_s)),
+        poll_s=float(table.get("poll_s", default_poll_s)),
+    )
+
+
+def setting_value(settings: tuple[Setting, ...], table: dict[str, Any], name: str) -> Any:
+    """A gate's setting from its table, else its declared default."""
+    for setting in settings:
+        if setting.name == name:
+            return table.get(name, setting.default)
+    raise KeyError(name)

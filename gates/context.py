@@ -1,0 +1,101 @@
+"""The small interfaces gates need; `launcher/` supplies the real ones, tests their own doubles.
+
+A gate sees the server only through these: a clock, an HTTP client, the log (facts and lines), the
+server's processes and their memory, and what the profile expects. Nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HttpReply:
+    status: int  # 0 when no connection could be made (refused, reset, timed out)
+    body: str
+    error: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.status != 0
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.body)
+
+
+class HttpClient(Protocol):
+    """HTTP to the server under test; never raises for network errors (status 0 instead)."""
+
+    def get(self, path: str, timeout_s: float) -> HttpReply: ...
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply: ...
+
+    def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
+        """Yield each SSE `data:` payload of a streamed response (ends after `[DONE]`)."""
+        ...
+
+
+class LogView(Protocol):
+    """The server's log since this start, as facts (docs/logs.md keys) and as lines."""
+
+    def facts(self) -> Mapping[str, Any]: ...
+
+    def lines(self) -> Sequence[str]: ...
+
+    def wait_for_change(self, timeout_s: float) -> None:
+        """Return when new log lines arrive, the engine exits, or `timeout_s` passes."""
+        ...
+
+
+class ServerView(Protocol):
+    """The engine under test: is it alive, and which processes are its own."""
+
+    def alive(self) -> bool: ...
+
+    def exit_description(self) -> str | None:
+        """None while alive, else how it ended ("exited with code 1", "killed by SIGKILL")."""
+        ...
+
+    def process_tree(self) -> Sequence[int]: ...
+
+
+class MemoryProbe(Protocol):
+    def rss_bytes(self, pids: Sequence[int]) -> int: ...
+
+    def gpu_bytes(self, pids: Sequence[int]) -> int | None:
+        """GPU memory held by these pids, or None where there is no NVML."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    """What the profile asks for, in the gates' terms (computed by the launcher from the plan)."""
+
+    served_model_names: tuple[str, ...]
+    capture_sizes: tuple[int, ...] | None  # what vLLM will capture; None = hardware-dependent
+    enforce_eager: bool = False
+    cudagraph_mode: str | None = None  # asked for explicitly in compilation_config, else None
+    max_num_seqs: int | None = None
+    decode_query_len: int = 1
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateContext:
+    clock: Clock
+    http: HttpClient
+    log: LogView
+    server: ServerView
+    memory: MemoryProbe
+    expect: Expectations
+    extra: Mapping[str, Any] = field(default_factory=dict)

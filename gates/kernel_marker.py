@@ -1,0 +1,57 @@
+"""kernel_marker: every pattern must appear in the log of this start.
+
+A kernel patch that was built but never ran must not be promoted: the gate refuses because it
+cannot confirm the fast path runs, not because anything is slow.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from gates.base import GateBase
+from gates.context import GateContext
+from gates.outcome import Outcome
+from gates.setting import Setting
+
+
+class KernelMarkerGate(GateBase):
+    name = "kernel_marker"
+    DEFAULT_TIMEOUT_S = 1800.0
+    SETTINGS: ClassVar[tuple[Setting, ...]] = (
+        Setting("patterns", list, [], "Regexes that must each appear in the log after this start."),
+        Setting(
+            "after_ready_s",
+            (int, float),
+            30.0,
+            "How long to keep looking once the server is ready (a kernel may announce itself on first use).",
+            unit="s",
+        ),
+    )
+
+    def __init__(self, table: dict[str, Any] | None = None) -> None:
+        super().__init__(table)
+        self.patterns = [re.compile(p) for p in self.setting("patterns")]
+        self.found: dict[str, str] = {}
+        self._scanned = 0
+        self._ready_at: float | None = None
+
+    def check(self, ctx: GateContext) -> Outcome:
+        if not self.patterns:
+            return Outcome.skipped("no patterns configured ([gates.kernel_marker] patterns)")
+        lines = ctx.log.lines()
+        for line in lines[self._scanned :]:
+            for pattern in self.patterns:
+                if pattern.pattern not in self.found and pattern.search(line):
+                    self.found[pattern.pattern] = line
+        self._scanned = len(lines)
+        missing = [p.pattern for p in self.patterns if p.pattern not in self.found]
+        if not missing:
+            return Outcome.passed(f"seen: {', '.join(self.found)}", lines=dict(self.found))
+        summary = f"cannot confirm the fast path is running: {', '.join(missing)} not seen"
+        if ctx.log.facts().get("outcome") == "ready":
+            now = ctx.clock.monotonic()
+            self._ready_at = self._ready_at if self._ready_at is not None else now
+            if now - self._ready_at >= float(self.setting("after_ready_s")):
+                return Outcome.failed(summary, missing=missing, found=dict(self.found))
+        return Outcome.not_yet(summary, missing=missing)

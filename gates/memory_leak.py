@@ -1,0 +1,132 @@
+"""memory_leak: drive representative traffic through N windows while sampling the memory of the
+engine's whole process tree (RSS, and GPU memory per process where NVML exists), then apply the
+leak rule (gates/leak_rule.py). Reports the series either way.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar
+
+from gates.base import GateBase
+from gates.context import GateContext
+from gates.leak_rule import LeakJudgement, LeakRule, judge
+from gates.outcome import Outcome
+from gates.setting import Setting
+from gates.traffic import chat_request
+
+MIB = 1024 * 1024
+
+
+class MemoryLeakGate(GateBase):
+    name = "memory_leak"
+    TIMEOUT_NOTE = "windows × window_s × 1.5 + 60"
+    SETTINGS: ClassVar[tuple[Setting, ...]] = (
+        Setting("windows", int, 6, "Number of measurement windows (≥ baseline_window + consecutive)."),
+        Setting("window_s", (int, float), 20.0, "Length of one window.", unit="s"),
+        Setting("baseline_window", int, 2, "Window whose end is the baseline (warm-up growth before it is ignored)."),
+        Setting("consecutive", int, 3, "Growing windows in a row that make a leak."),
+        Setting("min_growth_mib", (int, float), 1024.0, "Total growth over the baseline that makes a leak.", unit="MiB"),
+        Setting("concurrency", int, 4, "Parallel request streams while measuring."),
+        Setting("prompt_paragraphs", int, 40, "Prompt length in paragraphs (≈ 45 tokens each)."),
+        Setting("max_tokens", int, 128, "Tokens asked per request."),
+    )
+
+    def __init__(self, table: dict[str, Any] | None = None) -> None:
+        super().__init__(table)
+        self.rule = LeakRule(
+            baseline_window=int(self.setting("baseline_window")),
+            consecutive=int(self.setting("consecutive")),
+            min_growth_mib=float(self.setting("min_growth_mib")),
+        )
+        if "timeout_s" not in self.table:
+            self.timeout_s = int(self.setting("windows")) * float(self.setting("window_s")) * 1.5 + 60
+
+    def check(self, ctx: GateContext) -> Outcome:
+        windows = int(self.setting("windows"))
+        if windows < self.rule.windows_needed:
+            return Outcome.failed(f"windows = {windows} is too few: the rule needs {self.rule.windows_needed}")
+        models = ctx.http.get("/v1/models", 10.0)
+        if models.status != 200:
+            return Outcome.not_yet(f"/v1/models answered {models.status or models.error}")
+        model = models.json()["data"][0]["id"]
+        traffic = _Traffic(ctx, model, self)
+        rss, gpu = traffic.measure(windows, float(self.setting("window_s")))
+        if traffic.completed == 0:
+            return Outcome.failed(f"no request succeeded ({traffic.failed} failed): no data, no verdict", rss_mib=rss)
+        return self._verdict(rss, gpu, traffic)
+
+    def _verdict(self, rss: list[float], gpu: list[float] | None, traffic: _Traffic) -> Outcome:
+        judged = {"rss": judge(rss, self.rule)}
+        if gpu is not None:
+            judged["gpu"] = judge(gpu, self.rule)
+        evidence: dict[str, Any] = {
+            "rss_mib": [round(v, 1) for v in rss],
+            "gpu_mib": [round(v, 1) for v in gpu] if gpu is not None else None,
+            "requests": {"completed": traffic.completed, "failed": traffic.failed},
+            "rule": {"baseline_window": self.rule.baseline_window, "consecutive": self.rule.consecutive,
+                     "min_growth_mib": self.rule.min_growth_mib},
+        }  # fmt: skip
+        leaks = {kind: j for kind, j in judged.items() if j.leak}
+        if leaks:
+            return Outcome.failed("; ".join(f"{k} leak: {j.reason}" for k, j in leaks.items()), **evidence)
+        return Outcome.passed(_describe(judged), **evidence)
+
+
+def _describe(judged: dict[str, LeakJudgement]) -> str:
+    return "; ".join(f"{kind}: {j.reason}" for kind, j in judged.items())
+
+
+class _Traffic:
+    """Request streams running while the main thread samples memory at each window's end."""
+
+    def __init__(self, ctx: GateContext, model: str, gate: MemoryLeakGate) -> None:
+        self.ctx, self.model, self.gate = ctx, model, gate
+        self.completed = self.failed = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def measure(self, windows: int, window_s: float) -> tuple[list[float], list[float] | None]:
+        streams = int(self.gate.setting("concurrency"))
+        rss: list[float] = []
+        gpu: list[float] | None = []
+        with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="leak-traffic") as pool:
+            for stream in range(streams):
+                pool.submit(self._stream, stream, streams)
+            try:
+                start = self.ctx.clock.monotonic()
+                for window in range(1, windows + 1):
+                    self._sleep_until(start + window * window_s)
+                    pids: Sequence[int] = self.ctx.server.process_tree()
+                    rss.append(self.ctx.memory.rss_bytes(pids) / MIB)
+                    used = self.ctx.memory.gpu_bytes(pids)
+                    gpu = None if used is None or gpu is None else [*gpu, used / MIB]
+            finally:
+                self._stop.set()
+        return rss, gpu
+
+    def _sleep_until(self, when: float) -> None:
+        while (left := when - self.ctx.clock.monotonic()) > 0:
+            self.ctx.clock.sleep(min(left, 0.5))
+
+    def _stream(self, stream: int, streams: int) -> None:
+        index = stream
+        while not self._stop.is_set():
+            body = chat_request(
+                self.model, index,
+                paragraphs=int(self.gate.setting("prompt_paragraphs")),
+                max_tokens=int(self.gate.setting("max_tokens")),
+            )  # fmt: skip
+            reply = self.ctx.http.post_json("/v1/chat/completions", body, 120.0)
+            with self._lock:
+                if reply.status == 200:
+                    self.completed += 1
+                else:
+                    self.failed += 1
+            if reply.status == 0 and not self.ctx.server.alive():
+                return
+            if reply.status != 200:
+                self.ctx.clock.sleep(0.2)  # a failing server is not hammered in a tight loop
+            index += streams

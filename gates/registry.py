@@ -1,0 +1,42 @@
+"""The explicit registry of gates: name → class. The default chain order is the registry's order.
+
+A gate class declares its settings (`SETTINGS`, plus the common `required`, `timeout_s`, `poll_s`);
+the profile validator reads them to reject unknown gates and keys, docs/gates.md is generated from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gates.base import GateBase
+from gates.graph_capture import GraphCaptureGate
+from gates.health import HealthGate
+from gates.kernel_marker import KernelMarkerGate
+from gates.memory_leak import MemoryLeakGate
+from gates.setting import Setting
+from gates.smoke import SmokeGate
+from gates.tool_call import ToolCallGate
+
+GATES: dict[str, type[GateBase]] = {
+    "kernel_marker": KernelMarkerGate,
+    "graph_capture": GraphCaptureGate,
+    "health": HealthGate,
+    "tool_call": ToolCallGate,
+    "memory_leak": MemoryLeakGate,
+    "smoke": SmokeGate,
+}
+GATE_SETTINGS: dict[str, tuple[Setting, ...]] = {name: cls.all_settings() for name, cls in GATES.items()}
+# Run unless the profile's `gates.order` says otherwise; memory_leak and smoke are opt-in (they take minutes).
+DEFAULT_ORDER: tuple[str, ...] = ("kernel_marker", "graph_capture", "health", "tool_call")
+
+
+def gate_settings(name: str) -> tuple[Setting, ...] | None:
+    """All settings a gate accepts, or None when no gate has that name."""
+    return GATE_SETTINGS.get(name)
+
+
+def build_chain(order: list[str] | None, tables: Mapping[str, Mapping[str, Any]]) -> list[GateBase]:
+    """Gate objects for a profile: `gates.order` (or the default), each with its `[gates.NAME]` table."""
+    names = list(order) if order is not None else list(DEFAULT_ORDER)
+    return [GATES[name](dict(tables.get(name, {}))) for name in names]

@@ -1,0 +1,130 @@
+"""smoke: quick answers a working model must give — arithmetic, Chinese, a little code, a needle
+found in long contexts, the same answer three times at temperature 0, and 2-/4-way concurrency.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from gates.base import GateBase
+from gates.context import GateContext
+from gates.outcome import Outcome
+from gates.setting import Setting
+from gates.traffic import PARAGRAPHS
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+CHECKS = ("arithmetic", "chinese", "code", "needle", "consistency", "concurrency")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    content: str
+    finish_reason: str | None
+    reasoning: str
+
+    def problem(self) -> str | None:
+        if self.status != 200:
+            return f"HTTP {self.status or 'no connection'}"
+        if not self.content.strip():
+            if self.finish_reason == "length" and self.reasoning:
+                return "reasoning used the whole budget: empty answer"
+            return "empty answer"
+        return None
+
+
+class SmokeGate(GateBase):
+    name = "smoke"
+    DEFAULT_TIMEOUT_S = 600.0
+    SETTINGS: ClassVar[tuple[Setting, ...]] = (
+        Setting("checks", list, list(CHECKS), "Which checks to run: " + ", ".join(CHECKS) + "."),
+        Setting("needle_contexts", list, [8192], "Context sizes (≈ tokens) for needle retrieval, e.g. [8192, 32768]."),
+        Setting("max_tokens", int, 1024, "Token budget per request (room for reasoning models)."),
+        Setting("request_timeout_s", (int, float), 300.0, "Timeout of each request.", unit="s"),
+    )
+
+    def check(self, ctx: GateContext) -> Outcome:
+        models = ctx.http.get("/v1/models", 10.0)
+        if models.status != 200:
+            return Outcome.not_yet(f"/v1/models answered {models.status or models.error}")
+        self.model = models.json()["data"][0]["id"]
+        results: dict[str, str | None] = {}
+        for check in self.setting("checks"):
+            results[check] = getattr(self, f"_{check}")(ctx)
+        failing = {k: v for k, v in results.items() if v}
+        evidence: dict[str, Any] = {"results": {k: v or "ok" for k, v in results.items()}}
+        if not results:
+            return Outcome.failed("no smoke check selected: the gate would check nothing")
+        if failing:
+            return Outcome.failed("; ".join(f"{k}: {v}" for k, v in failing.items()), **evidence)
+        return Outcome.passed(f"all {len(results)} checks passed ({', '.join(results)})", **evidence)
+
+    def _ask(self, ctx: GateContext, text: str, temperature: float = 0.0) -> Answer:
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": text}],
+            "max_tokens": int(self.setting("max_tokens")),
+            "temperature": temperature,
+        }
+        reply = ctx.http.post_json("/v1/chat/completions", body, float(self.setting("request_timeout_s")))
+        if reply.status != 200:
+            return Answer(reply.status, "", None, "")
+        choice = reply.json()["choices"][0]
+        message = choice.get("message") or {}
+        return Answer(200, message.get("content") or "", choice.get("finish_reason"), message.get("reasoning") or "")
+
+    def _expect(self, answer: Answer, ok: bool, wanted: str) -> str | None:
+        return answer.problem() or (None if ok else f"{wanted}; got {answer.content[:120]!r}")
+
+    def _arithmetic(self, ctx: GateContext) -> str | None:
+        answer = self._ask(ctx, "What is 17 + 25? Answer with the number only.")
+        return self._expect(answer, "42" in answer.content, "expected 42")
+
+    def _chinese(self, ctx: GateContext) -> str | None:
+        answer = self._ask(ctx, "请用中文回答：一年有几个季节？")
+        return self._expect(answer, bool(CJK.search(answer.content)), "expected an answer in Chinese")
+
+    def _code(self, ctx: GateContext) -> str | None:
+        answer = self._ask(ctx, "Write a Python function add(a, b) that returns the sum. Only the code.")
+        return self._expect(answer, "def " in answer.content and "return" in answer.content, "expected a def … return")
+
+    def _needle(self, ctx: GateContext) -> str | None:
+        for size in self.setting("needle_contexts"):
+            code = f"ZX-{int(size) % 9973:04d}-Q"
+            answer = self._ask(ctx, _needle_prompt(int(size), code))
+            problem = self._expect(answer, code in answer.content, f"expected {code} at ~{size} tokens")
+            if problem:
+                return problem
+        return None
+
+    def _consistency(self, ctx: GateContext) -> str | None:
+        answers = [self._ask(ctx, "Name three primary colours.") for _ in range(3)]
+        problem = next((a.problem() for a in answers if a.problem()), None)
+        if problem:
+            return problem
+        same = len({a.content for a in answers}) == 1
+        return None if same else "three answers at temperature 0 differ"
+
+    def _concurrency(self, ctx: GateContext) -> str | None:
+        for width in (2, 4):
+            with ThreadPoolExecutor(max_workers=width) as pool:
+                answers = list(pool.map(lambda i: self._ask(ctx, f"Count from 1 to {i + 3}."), range(width)))
+            bad = [a.problem() for a in answers if a.problem()]
+            if bad:
+                return f"{len(bad)}/{width} concurrent requests failed: {bad[0]}"
+        return None
+
+
+def _needle_prompt(tokens: int, code: str) -> str:
+    """≈`tokens` of real text with one sentence holding the code in the middle."""
+    words_needed = int(tokens / 1.4)
+    filler: list[str] = []
+    index = 0
+    while sum(len(p.split()) for p in filler) < words_needed:
+        filler.append(PARAGRAPHS[index % len(PARAGRAPHS)])
+        index += 1
+    filler.insert(len(filler) // 2, f"The secret code is {code}.")
+    return "\n\n".join(filler) + "\n\nWhat is the secret code? Answer with the code only."

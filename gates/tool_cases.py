@@ -1,0 +1,187 @@
+"""The tool-call suite: each case's request, and pure judges of a reply (tested on recorded bodies)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name, e.g. Paris"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["city"],
+        },
+    },
+}
+TOOL_NAME = "get_weather"
+ASK_WEATHER = "What is the weather in Paris right now? Use the get_weather tool."
+ASK_NOTHING = "Say hello to the user in one short sentence. No tool is needed for this."
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCase:
+    name: str
+    prompt: str
+    tool_choice: Any
+    expect_call: bool
+    stream: bool = False
+
+    def request(self, model: str, max_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": self.prompt}],
+            "tools": [WEATHER_TOOL],
+            "tool_choice": self.tool_choice,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
+        if self.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+
+CASES: tuple[ToolCase, ...] = (
+    ToolCase("auto", ASK_WEATHER, "auto", expect_call=True),
+    ToolCase("required", ASK_WEATHER, "required", expect_call=True),
+    ToolCase("named", ASK_WEATHER, {"type": "function", "function": {"name": TOOL_NAME}}, expect_call=True),
+    ToolCase("no_tool", ASK_NOTHING, "auto", expect_call=False),
+    ToolCase("auto_stream", ASK_WEATHER, "auto", expect_call=True, stream=True),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    name: str
+    ok: bool
+    why: str
+    body: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "why": self.why, "body": self.body[:2000]}
+
+
+@dataclass(slots=True)
+class Reply:
+    """The parts of an answer the judges look at, from a whole body or assembled from a stream."""
+
+    content: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    calls: list[dict[str, str]] = field(default_factory=list)
+
+
+def judge_reply(case: ToolCase, status: int, body: str) -> CaseResult:
+    if status != 200:
+        return CaseResult(case.name, False, f"HTTP {status or 'no connection'}", body)
+    try:
+        choice = json.loads(body)["choices"][0]
+        message = choice.get("message") or {}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return CaseResult(case.name, False, "the body is not a chat completion", body)
+    calls = [
+        {"name": (c.get("function") or {}).get("name", ""), "arguments": (c.get("function") or {}).get("arguments", "")}
+        for c in message.get("tool_calls") or []
+    ]
+    reply = Reply(
+        content=message.get("content") or "",
+        reasoning=message.get("reasoning") or message.get("reasoning_content") or "",
+        finish_reason=choice.get("finish_reason"),
+        calls=calls,
+    )
+    return _judge(case, reply, body)
+
+
+def judge_stream(case: ToolCase, payloads: Iterable[str]) -> CaseResult:
+    """Assemble streamed deltas (tool-call arguments arrive in pieces, by index) and judge them."""
+    reply = Reply()
+    by_index: dict[int, dict[str, str]] = {}
+    raw: list[str] = []
+    for payload in payloads:
+        raw.append(payload)
+        if payload.strip() == "[DONE]":
+            continue
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            return CaseResult(case.name, False, "a stream chunk is not JSON", "\n".join(raw))
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            reply.content += delta.get("content") or ""
+            reply.reasoning += delta.get("reasoning") or delta.get("reasoning_content") or ""
+            for call in delta.get("tool_calls") or []:
+                slot = by_index.setdefault(int(call.get("index", 0)), {"name": "", "arguments": ""})
+                function = call.get("function") or {}
+                slot["name"] += function.get("name") or ""
+                slot["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                reply.finish_reason = choice["finish_reason"]
+    if not raw:
+        return CaseResult(case.name, False, "the stream was empty (no connection or no data)")
+    reply.calls = [by_index[i] for i in sorted(by_index)]
+    return _judge(case, reply, "\n".join(raw))
+
+
+def _judge(case: ToolCase, reply: Reply, body: str) -> CaseResult:
+    budget_spent = reply.finish_reason == "length" and not reply.content.strip() and not reply.calls
+    if not case.expect_call:
+        if reply.calls:
+            return CaseResult(case.name, False, f"called {reply.calls[0]['name']} for a question that needs no tool", body)
+        if budget_spent and reply.reasoning:
+            return CaseResult(case.name, False, "reasoning used the whole budget: no answer text", body)
+        if not reply.content.strip():
+            return CaseResult(case.name, False, "empty answer", body)
+        return CaseResult(case.name, True, "answered in text", "")
+    if not reply.calls:
+        if budget_spent and reply.reasoning:
+            return CaseResult(case.name, False, "reasoning used the whole budget before any call", body)
+        return CaseResult(case.name, False, f"no tool call; answered in text: {reply.content[:120]!r}", body)
+    call = reply.calls[0]
+    if call["name"] != TOOL_NAME:
+        return CaseResult(case.name, False, f"called {call['name']!r}, expected {TOOL_NAME!r}", body)
+    try:
+        arguments = json.loads(call["arguments"])
+    except ValueError:
+        return CaseResult(case.name, False, f"arguments are not valid JSON: {call['arguments'][:200]!r}", body)
+    problem = schema_problem(arguments, WEATHER_TOOL["function"]["parameters"])
+    if problem:
+        return CaseResult(case.name, False, f"arguments do not match the schema: {problem}", body)
+    return CaseResult(case.name, True, f"called {TOOL_NAME}({call['arguments']})", "")
+
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
+    """The subset of JSON Schema a tool's parameters use: object, required, property types, enum."""
+    if not isinstance(value, dict):
+        return f"expected an object, got {type(value).__name__}"
+    for name in schema.get("required", []):
+        if name not in value:
+            return f"missing required {name!r}"
+    for name, item in value.items():
+        spec = schema.get("properties", {}).get(name)
+        if spec is None:
+            continue
+        kinds = JSON_TYPES.get(spec.get("type", ""), (object,))
+        if isinstance(item, bool) and bool not in kinds or not isinstance(item, kinds):
+            return f"{name!r} should be {spec.get('type')}, got {item!r}"
+        if "enum" in spec and item not in spec["enum"]:
+            return f"{name!r} = {item!r} is not one of {spec['enum']}"
+    return None

@@ -1,0 +1,128 @@
+"""The `launch` command line: one click group, subcommands registered from `launcher/commands/`.
+
+Errors meant for the operator (`GateError`) are turned into one paragraph and an exit code here,
+and only here; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import click
+
+from launcher.errors import ExitCode, GateError
+from launcher.settings import GlobalOptions
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  ok
+  1  a gate failed
+  2  bad input (profile, flag, file, argument); nothing was changed
+  3  rolled back: the candidate was rejected, last-good is served
+  4  preflight refused to start
+  5  the engine died after promotion
+"""
+
+# (module, attribute): each subcommand lives in its own module under launcher/commands/.
+COMMANDS: list[tuple[str, str]] = [
+    ("launcher.commands.parse_log", "parse_log"),
+    ("launcher.commands.set_cmd", "set_command"),
+    ("launcher.commands.rollback", "rollback"),
+]
+
+
+class LaunchGroup(click.Group):
+    """A group that maps operator errors to their exit codes instead of tracebacks."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except GateError as err:
+            _print_error(err)
+            ctx.exit(int(err.exit_code))
+        return None
+
+
+def _print_error(err: GateError) -> None:
+    click.echo(f"error: {err.message}", err=True)
+    problems = getattr(err, "problems", None)
+    for problem in problems or ():
+        click.echo(f"  - {problem}", err=True)
+    if err.hint:
+        click.echo(f"hint: {err.hint}", err=True)
+
+
+@click.group(
+    cls=LaunchGroup,
+    invoke_without_command=True,
+    epilog=EXIT_CODES_HELP,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option("--profile", "profile", metavar="NAME", help="Profile to start (profiles/NAME.toml).")
+@click.option("--dry-run", is_flag=True, help="Show the argv/env vLLM would get, validation and diff; start nothing.")
+@click.option("--explain", is_flag=True, help="With --dry-run: show which file each value came from.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: one JSON object on stdout.")
+@click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
+@click.option(
+    "--profiles-dir",
+    type=click.Path(path_type=Path),
+    envvar="VLLM_GATE_PROFILES",
+    help="Where profiles live [env VLLM_GATE_PROFILES; default ./profiles].",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    envvar="VLLM_GATE_STATE",
+    help="State (last-good, history, locks, logs) [env VLLM_GATE_STATE; default /var/lib/vllm-gate "
+    "as root, else $XDG_STATE_HOME/vllm-gate].",
+)
+@click.version_option(package_name="vllm-gate", prog_name="launch")
+@click.pass_context
+def launch(
+    ctx: click.Context,
+    profile: str | None,
+    dry_run: bool,
+    explain: bool,
+    as_json: bool,
+    allow_unknown: bool,
+    profiles_dir: Path | None,
+    state_dir: Path | None,
+) -> None:
+    """Render, gate and serve vLLM profiles.
+
+    \b
+      launch --profile prod --dry-run      show exactly what would run, and what changed
+      launch --profile prod                preflight, start, gate, promote or roll back
+    """
+    ctx.obj = GlobalOptions.resolve(profiles_dir=profiles_dir, state_dir=state_dir)
+    if ctx.invoked_subcommand is not None:
+        return
+    if profile is None:
+        click.echo(ctx.get_help())
+        return
+    if dry_run:
+        from launcher.commands.dry_run import run_dry_run
+
+        ctx.exit(run_dry_run(ctx.obj, profile, explain=explain, as_json=as_json, allow_unknown=allow_unknown))
+    from launcher.commands.serve import run_serve
+
+    ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown))
+
+
+def _register() -> None:
+    for module_name, attr in COMMANDS:
+        module = importlib.import_module(module_name)
+        launch.add_command(getattr(module, attr))
+
+
+_register()
+
+
+def main() -> None:
+    launch.main(prog_name="launch")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

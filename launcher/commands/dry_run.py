@@ -1,0 +1,110 @@
+"""`launch --profile NAME --dry-run`: what would run, what changed, what is wrong — starts nothing."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launcher.errors import ExitCode
+from launcher.profile.diff import Change, diff_launches
+from launcher.profile.kvpool import kv_pool_report
+from launcher.profile.plan import LaunchPlan, build_plan
+from launcher.settings import GlobalOptions
+from launcher.state.store import StateStore
+
+
+def run_dry_run(options: GlobalOptions, name: str, *, explain: bool, as_json: bool, allow_unknown: bool) -> int:
+    plan = build_plan(options.profiles_dir, name, allow_unknown=allow_unknown)
+    store = StateStore(options.state_dir)
+    baseline_label, changes = _baseline_diff(plan, options.profiles_dir, store)
+    facts = store.last_facts(name) if options.state_dir.exists() else None
+    kv_line = kv_pool_report(plan.args, facts)
+    if as_json:
+        click.echo(json.dumps(_as_json(plan, baseline_label, changes, kv_line), indent=2, ensure_ascii=False))
+    else:
+        _print_human(plan, explain, baseline_label, changes, kv_line)
+    return int(ExitCode.BAD_INPUT) if plan.errors else int(ExitCode.OK)
+
+
+def _baseline_diff(plan: LaunchPlan, profiles_dir: Path, store: StateStore) -> tuple[str | None, list[Change]]:
+    """Diff against the last promoted launch; else against the profile's newest `.bak_<tag>`."""
+    last_good = store.last_good(plan.name) if store.root.exists() else None
+    if last_good is not None:
+        label = f"last promoted ({last_good.get('promoted_at', 'unknown time')}, {last_good.get('fingerprint', '?')})"
+        return label, diff_launches(last_good.get("argv", []), last_good.get("env", {}), plan.argv, plan.env)
+    baks = sorted(profiles_dir.glob(f"{plan.name}.toml.bak_*"), key=lambda p: p.stat().st_mtime)
+    if not baks:
+        return None, []
+    newest = baks[-1]
+    try:
+        old = build_plan(profiles_dir, plan.name, allow_unknown=True, top_file=newest)
+    except Exception as err:  # a broken .bak must not hide the dry run itself
+        return f"{newest.name} (unreadable: {err})", []
+    return newest.name, diff_launches(old.argv, old.env, plan.argv, plan.env)
+
+
+def _as_json(plan: LaunchPlan, baseline: str | None, changes: list[Change], kv_line: str | None) -> dict[str, Any]:
+    return {
+        "profile": plan.name,
+        "chain": list(plan.profile.chain),
+        "files": [str(f) for f in plan.profile.files],
+        "argv": list(plan.argv),
+        "command": plan.command_line(),
+        "env": plan.env,
+        "secret_env": {k: f"${v}" for k, v in plan.rendered.secret_env.items()},
+        "provenance": {k: str(v) for k, v in sorted(plan.profile.provenance.items())},
+        "schema": plan.schema_origin,
+        "fingerprint": plan.fingerprint(),
+        "diff": {"against": baseline, "changes": [c.to_json() for c in changes]},
+        "kv_pool": kv_line,
+        "warnings": list(plan.warnings),
+        "errors": list(plan.errors),
+    }
+
+
+def _print_human(
+    plan: LaunchPlan, explain: bool, baseline: str | None, changes: list[Change], kv_line: str | None
+) -> None:
+    echo = click.echo
+    chain = " ← ".join(plan.profile.chain)
+    echo(f"profile   {plan.name}   (chain: {chain})")
+    echo(f"schema    {plan.schema_origin}")
+    echo("")
+    echo("command:")
+    echo(f"  {plan.command_line()}")
+    echo("environment added:")
+    for name, value in plan.env.items():
+        echo(f"  {name}={shlex.quote(value)}")
+    for name, source in plan.rendered.secret_env.items():
+        echo(f"  {name}=<from ${source}, not shown>")
+    if not plan.env and not plan.rendered.secret_env:
+        echo("  (none)")
+    if explain:
+        echo("")
+        echo("where each value comes from:")
+        width = max((len(k) for k in plan.profile.provenance), default=0)
+        for key, source in sorted(plan.profile.provenance.items()):
+            echo(f"  {key:<{width}}  {source}")
+    echo("")
+    if baseline is None:
+        echo("changes: nothing to compare with (no promoted launch recorded, no .bak_<tag> file)")
+    elif not changes:
+        echo(f"changes against {baseline}: none")
+    else:
+        echo(f"changes against {baseline}:")
+        for change in changes:
+            for line in change.lines():
+                echo(f"  {line}")
+    if kv_line:
+        echo(kv_line)
+    for warning in plan.warnings:
+        echo(click.style("warning: ", fg="yellow") + warning)
+    for error in plan.errors:
+        echo(click.style("error: ", fg="red") + error)
+    echo("")
+    verdict = "invalid: fix the errors above" if plan.errors else "valid"
+    echo(f"dry run: {verdict}; nothing was started")

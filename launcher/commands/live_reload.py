@@ -1,0 +1,82 @@
+"""After `set --apply` or `rollback`: make the profile's running launcher reload, report the verdict.
+
+The launcher does the work (start the candidate, gate it, promote or go back to last-good); this
+side only finds it in the state dir, signals it and waits for the verdict it writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from launcher.errors import BadInput, ExitCode
+
+DEFAULT_RELOAD_TIMEOUT_S = 1800.0  # a 27B model loads and captures graphs for minutes, not seconds
+
+VERDICTS = {
+    int(ExitCode.OK): "reloaded: the gates passed and the launcher now serves the changed profile",
+    int(
+        ExitCode.ROLLED_BACK
+    ): "rolled back: the gates rejected the change; the last good launch is served again",
+    int(ExitCode.GATE_FAILED): "the reload failed: the change was rejected and nothing good could be served",
+}
+
+
+def running_profiles(state_dir: Path) -> dict[str, int]:
+    """Profile → pid of its live launcher, from `STATE/profiles/*/launcher.json`."""
+    from launcher.supervisor.control import running_launcher_pid
+
+    found: dict[str, int] = {}
+    root = state_dir / "profiles"
+    if not root.is_dir():
+        return found
+    for profile_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        pid = running_launcher_pid(state_dir, profile_dir.name)
+        if pid is not None:
+            found[profile_dir.name] = pid
+    return found
+
+
+def served_profile(state_dir: Path) -> str:
+    """The one profile a launcher serves now; with none or several, the operator must name it."""
+    running = running_profiles(state_dir)
+    if len(running) == 1:
+        return next(iter(running))
+    if not running:
+        raise BadInput(
+            f"no launcher is running (state dir {state_dir}), so there is no served profile to act on",
+            hint="name the profile: --profile NAME",
+        )
+    listing = ", ".join(f"{name} (pid {pid})" for name, pid in running.items())
+    raise BadInput(f"several launchers are running: {listing}", hint="name the profile: --profile NAME")
+
+
+def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
+    """Reload the profile's launcher and return its verdict as an exit code; 0 when none runs."""
+    from launcher.supervisor.control import profile_state_dir, reload_and_wait, running_launcher_pid
+    from launcher.supervisor.status import read_status
+
+    pid = running_launcher_pid(state_dir, profile)
+    if pid is None:
+        click.echo(f"no launcher is running profile {profile!r}: the change takes effect at its next start")
+        return int(ExitCode.OK)
+    click.echo(
+        f"launcher pid {pid} serves {profile!r}: reloading it, waiting up to {timeout_s:g} s for the gates"
+    )
+    code = reload_and_wait(state_dir, profile, timeout_s)
+    click.echo(VERDICTS.get(code, f"the reload ended with exit code {code}"))
+    status = read_status(profile_state_dir(state_dir, profile) / "status.json") or {}
+    why = status.get("rollback_reason") or status.get("detail")
+    if code != int(ExitCode.OK) and why:
+        click.echo(f"  why: {why}")
+    return code
+
+
+def note_if_running(state_dir: Path, profile: str, apply_hint: str) -> None:
+    """Without --apply a running launcher keeps serving the old profile: say so."""
+    from launcher.supervisor.control import running_launcher_pid
+
+    pid = running_launcher_pid(state_dir, profile)
+    if pid is not None:
+        click.echo(f"launcher pid {pid} still serves the previous {profile!r}; to switch now: {apply_hint}")

@@ -1,0 +1,223 @@
+"""`launch set PROFILE key=value… --tag TAG`: edit a profile in place, keeping a `.bak_TAG` first.
+
+Order matters for "nothing written on bad input": every argument is parsed, the edit is made in
+memory and the result is rendered and validated (with the profiles that extend this one) before
+the snapshot and then the profile are written, each atomically.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from launcher.atomicfile import write_atomic
+from launcher.errors import BadInput, ExitCode, ProfileInvalid
+from launcher.profile.diff import diff_launches
+from launcher.profile.edit import (
+    Assignment,
+    apply_assignments,
+    format_value,
+    match_spelling,
+    parse_assignment,
+)
+from launcher.profile.loader import ResolvedProfile, profile_path, read_toml
+from launcher.profile.plan import LaunchPlan, build_plan
+from launcher.profile.proposal import ProposalCheck, check_proposal
+from launcher.profile.snapshots import bak_path, check_tag, refuse_existing, save_snapshot
+from launcher.settings import GlobalOptions
+
+from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
+
+
+@click.command("set")
+@click.argument("profile")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@click.option("--tag", metavar="TAG", help="Keep the profile as it was in PROFILE.toml.bak_TAG (required).")
+@click.option("--force-tag", is_flag=True, help="Replace an existing PROFILE.toml.bak_TAG.")
+@click.option("--dry-run", is_flag=True, help="Show the file diff and the argv changes; write nothing.")
+@click.option(
+    "--apply", "apply_now", is_flag=True, help="Then reload the running launcher and wait for the gates."
+)
+@click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
+@click.option(
+    "--timeout-s",
+    type=float,
+    default=DEFAULT_RELOAD_TIMEOUT_S,
+    show_default=True,
+    help="With --apply: wait this long.",
+)
+@click.pass_obj
+def set_command(
+    options: GlobalOptions,
+    profile: str,
+    assignments: tuple[str, ...],
+    tag: str | None,
+    force_tag: bool,
+    dry_run: bool,
+    apply_now: bool,
+    allow_unknown: bool,
+    timeout_s: float,
+) -> None:
+    """Change keys of a profile; the file as it was is kept as PROFILE.toml.bak_TAG.
+
+    \b
+    A bare key is a vLLM flag of [args]; env.NAME, engine.KEY and gates.NAME.KEY address the other
+    tables; dotted keys reach into inline tables. Values are TOML; a bare word is a string.
+      launch set prod max_num_seqs=16 --tag seqs16
+      launch set prod env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=1 --tag gdn_on --apply
+      launch set fable-27b compilation_config.cudagraph_capture_sizes=[1,2,4] --dry-run
+    Undo with `launch rollback TAG --profile PROFILE`.
+    """
+    code = run_set(
+        options,
+        profile,
+        assignments,
+        tag=tag,
+        force_tag=force_tag,
+        dry_run=dry_run,
+        apply_now=apply_now,
+        allow_unknown=allow_unknown,
+        timeout_s=timeout_s,
+    )
+    click.get_current_context().exit(code)
+
+
+def run_set(
+    options: GlobalOptions,
+    profile: str,
+    assignments: Sequence[str],
+    *,
+    tag: str | None,
+    force_tag: bool = False,
+    dry_run: bool = False,
+    apply_now: bool = False,
+    allow_unknown: bool = False,
+    timeout_s: float = DEFAULT_RELOAD_TIMEOUT_S,
+) -> int:
+    path = profile_path(options.profiles_dir, profile)
+    bak = _snapshot_target(options.profiles_dir, profile, tag, force_tag=force_tag, dry_run=dry_run)
+    document = read_toml(path)  # a syntax error is reported as file:line:col before anything else
+    before = _current_plan(options.profiles_dir, profile, allow_unknown)
+    args_now = before.args if before is not None else document.get("args")
+    args_keys = list(args_now) if isinstance(args_now, dict) else []
+    items = match_spelling([parse_assignment(given) for given in assignments], args_keys)
+    original = path.read_bytes().decode("utf-8")
+    edited = apply_assignments(original, items, where=str(path))
+    check = check_proposal(
+        options.profiles_dir, profile, edited.encode("utf-8"), shown_as=path, allow_unknown=allow_unknown
+    )
+    if dry_run:
+        _print_dry_run(path, original, edited, items, before, check)
+        _raise_for_errors(path, profile, check, dry_run=True)
+        click.echo("dry run: valid; nothing was written")
+        return int(ExitCode.OK)
+    _raise_for_errors(path, profile, check, dry_run=False)
+    if edited == original:
+        click.echo(
+            f"{path} already has these values; nothing was written (no {bak.name if bak else 'snapshot'})"
+        )
+        return int(ExitCode.OK)
+    assert bak is not None and tag is not None
+    save_snapshot(path, bak, force=force_tag)
+    write_atomic(path, edited)
+    click.echo(f"saved   {bak}  (the profile as it was)")
+    click.echo(f"wrote   {path}")
+    _print_changes(items, before, check)
+    undo = f"launch rollback {shlex.quote(tag)} --profile {shlex.quote(profile)}"
+    click.echo(f"undo:   {undo}")
+    if apply_now:
+        return reload_if_running(options.state_dir, profile, timeout_s)
+    note_if_running(options.state_dir, profile, f"add --apply next time, or run `{undo}` to go back")
+    return int(ExitCode.OK)
+
+
+def _snapshot_target(
+    profiles_dir: Path, profile: str, tag: str | None, *, force_tag: bool, dry_run: bool
+) -> Path | None:
+    if tag is None:
+        if dry_run:
+            return None
+        raise BadInput(
+            f"--tag is required: `launch set` keeps {profile}.toml as it was in {profile}.toml.bak_TAG",
+            hint="for example --tag before_seqs16; preview without a tag with --dry-run",
+        )
+    bak = bak_path(profiles_dir, profile, check_tag(tag))
+    if bak.exists() and not force_tag:
+        raise refuse_existing(bak)
+    return bak
+
+
+def _current_plan(profiles_dir: Path, profile: str, allow_unknown: bool) -> LaunchPlan | None:
+    """The profile as it renders now; None when it does not (`set` may be what fixes it)."""
+    try:
+        return build_plan(profiles_dir, profile, allow_unknown=allow_unknown)
+    except BadInput:
+        return None
+
+
+def _raise_for_errors(path: Path, profile: str, check: ProposalCheck, *, dry_run: bool) -> None:
+    if not check.errors:
+        return
+    raise ProfileInvalid(
+        f"{path}: this change would leave {len(check.errors)} error(s) in profile {profile!r}"
+        + (" or the profiles that extend it; " if check.dependents else "; ")
+        + ("this was a dry run" if dry_run else "nothing was written"),
+        list(check.errors),
+        hint=f"fix the value, or check it with `launch set {profile} ... --dry-run`",
+    )
+
+
+def _print_dry_run(
+    path: Path,
+    original: str,
+    edited: str,
+    items: Sequence[Assignment],
+    before: LaunchPlan | None,
+    check: ProposalCheck,
+) -> None:
+    lines = difflib.unified_diff(
+        original.splitlines(keepends=True),
+        edited.splitlines(keepends=True),
+        fromfile=str(path),
+        tofile=f"{path} (after set)",
+    )
+    diff = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    click.echo(diff.rstrip("\n") if diff else f"{path}: no change (it already has these values)")
+    click.echo("")
+    _print_changes(items, before, check)
+    for warning in check.warnings:
+        click.echo(click.style("warning: ", fg="yellow") + warning)
+
+
+def _print_changes(items: Sequence[Assignment], before: LaunchPlan | None, check: ProposalCheck) -> None:
+    click.echo("keys:")
+    for item in items:
+        click.echo(f"  {item.dotted}: {_old_value(before.profile if before else None, item)} → {item.text}")
+    if before is None:
+        click.echo("argv changes: unknown (the profile did not render before this change)")
+        return
+    changes = diff_launches(before.argv, before.env, check.plan.argv, check.plan.env)
+    click.echo("argv changes:" if changes else "argv changes: none")
+    for change in changes:
+        for line in change.lines():
+            click.echo(f"  {line}")
+    if check.dependents:
+        click.echo(f"also checked (they extend it): {', '.join(check.dependents)}")
+
+
+def _old_value(profile: ResolvedProfile | None, item: Assignment) -> str:
+    if profile is None:
+        return "?"
+    node: Any = profile.data
+    for key in item.path:
+        if not isinstance(node, dict) or key not in node:
+            return "(unset)"
+        node = node[key]
+    source = profile.source_of(item.dotted)
+    origin = f" (from {source.name})" if source is not None and source != profile.files[0] else ""
+    return f"{format_value(node)}{origin}"

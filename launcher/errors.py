@@ -1,0 +1,74 @@
+"""The operator-facing error tree: each class carries its exit code, mapped once at the CLI edge."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of `launch`; documented in `launch --help` and docs/architecture.md."""
+
+    OK = 0
+    GATE_FAILED = 1
+    BAD_INPUT = 2
+    ROLLED_BACK = 3
+    PREFLIGHT_REFUSED = 4
+    ENGINE_DIED = 5
+
+
+class GateError(Exception):
+    """Base of every error meant for the operator (never a bug): one paragraph, no traceback."""
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class BadInput(GateError):
+    """A profile, flag, file or argument the operator gave is wrong; nothing was changed."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class ProfileNotFound(BadInput):
+    pass
+
+
+class ProfileSyntaxError(BadInput):
+    pass
+
+
+class ProfileInvalid(BadInput):
+    """Validation found errors; `problems` lists them all (not only the first)."""
+
+    def __init__(self, message: str, problems: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems
+
+
+class PreflightRefused(GateError):
+    exit_code = ExitCode.PREFLIGHT_REFUSED
+
+
+class GateFailed(GateError):
+    exit_code = ExitCode.GATE_FAILED
+
+
+class RolledBack(GateError):
+    exit_code = ExitCode.ROLLED_BACK
+
+
+class EngineDied(GateError):
+    exit_code = ExitCode.ENGINE_DIED
+
+
+class AlreadyRunning(GateError):
+    """Another launcher holds the profile's lock (its pid is in the message)."""
+
+    exit_code = ExitCode.BAD_INPUT

@@ -1,0 +1,110 @@
+"""Every key a profile may hold outside `[args]`/`[env]`/`[gates.*]`, declared once.
+
+docs/profiles.md carries a table generated from these declarations (`reference_markdown`); a test
+keeps the two in sync.
+"""
+
+from __future__ import annotations
+
+from gates.setting import Setting
+
+TOP_LEVEL: tuple[Setting, ...] = (
+    Setting("extends", str, None, "Name of the profile this one builds on (a chain; cycles are an error)."),
+    Setting("description", str, "", "One line for humans: what this profile serves and where."),
+    Setting("abstract", bool, False, "Only to be extended (like `base`): renders, but never starts. Not inherited."),
+    Setting("engine", dict, {}, "How to start the server: command, model, name, address (below)."),
+    Setting("args", dict, {}, "vLLM flags, snake_case or kebab-case, checked against vLLM's own parser."),
+    Setting("env", dict, {}, "Environment added to vLLM's (strings; VLLM_* names are checked)."),
+    Setting("gates", dict, {}, "Per-gate tables `[gates.NAME]` and `gates.order` (docs/gates.md)."),
+    Setting("preflight", dict, {}, "Host checks before start (docs/host-safety.md)."),
+    Setting("supervisor", dict, {}, "Start deadline, stop grace and monitoring (docs/gates.md)."),
+)
+
+ENGINE: tuple[Setting, ...] = (
+    Setting("command", list, ["vllm", "serve"], "Argv prefix; `[\"vllm-sim\", \"serve\"]` runs the simulator."),
+    Setting("model", str, None, "Model path or name: vLLM's positional MODEL argument (required)."),
+    Setting("served_model_name", (str, list), None, "Name(s) clients use; the first is the metrics label."),
+    Setting("host", str, "127.0.0.1", "Address vLLM binds."),
+    Setting("port", int, 8000, "Port vLLM listens on (1-65535)."),
+    Setting(
+        "api_key_env",
+        str,
+        None,
+        "NAME of the environment variable holding the API key; the key itself never goes in a profile.",
+    ),
+    Setting(
+        "schema",
+        str,
+        "auto",
+        "Flag schema: `auto` (installed vLLM, else the 0.33.0 snapshot), `snapshot`, or `none` "
+        "(a fork: unknown flags are warnings).",
+    ),
+)
+
+PREFLIGHT: tuple[Setting, ...] = (
+    Setting(
+        "reap_orphans",
+        bool,
+        False,
+        "End vLLM orphans before starting (SIGTERM, grace, SIGKILL), as `--reap-orphans` does.",
+    ),
+    Setting("reap_grace_s", float, 10.0, "How long a reaped process gets between SIGTERM and SIGKILL.", "s"),
+    Setting(
+        "reap_deadline_s",
+        float,
+        60.0,
+        "How long reaping may take in all: until the processes are gone and (NVML) their memory is back.",
+        "s",
+    ),
+    Setting(
+        "min_host_available_gib",
+        float,
+        2.0,
+        "Refuse to start when the host has less RAM available than this (psutil `available`).",
+        "GiB",
+    ),
+    Setting(
+        "max_swap_used_gib",
+        float,
+        None,
+        "Refuse to start when more swap than this is in use; unset: not checked.",
+        "GiB",
+    ),
+    Setting(
+        "restart_max_failures",
+        int,
+        3,
+        "Failed starts of one candidate (same argv and env) after which it is no longer retried.",
+    ),
+    Setting("restart_window_s", float, 3600.0, "The window in which those failed starts are counted.", "s"),
+)
+
+
+SUPERVISOR: tuple[Setting, ...] = (
+    Setting("stop_grace_s", (int, float), 30.0, "SIGTERM to the engine's process group, then SIGKILL after this.", unit="s"),
+    Setting(
+        "leak_monitor",
+        str,
+        None,
+        "After promotion, keep applying the leak rule of [gates.memory_leak] every window: "
+        "`log`, `restart` or `rollback` (re-gate; last-good if that fails). Off when unset.",
+    ),
+)
+
+
+def reference_markdown() -> str:
+    """The key tables of docs/profiles.md, generated from the declarations above."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    lines += [_row(s) for s in TOP_LEVEL]
+    lines += ["", "`[engine]`:", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    lines += [_row(s) for s in ENGINE]
+    lines += ["", "`[preflight]` (docs/host-safety.md):", "", "| key | type | default | meaning |"]
+    lines += ["|---|---|---|---|"]
+    lines += [_row(s) for s in PREFLIGHT]
+    return "\n".join(lines) + "\n"
+
+
+def _row(setting: Setting) -> str:
+    default = "—" if setting.default in (None, "", {}) else f"`{setting.default!r}`".replace("'", '"')
+    unit = f" ({setting.unit})" if setting.unit else ""
+    return f"| `{setting.name}` | {setting.type_name} | {default} | {setting.description}{unit} |"

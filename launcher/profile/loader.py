@@ -1,0 +1,158 @@
+"""Find, read and resolve profiles: the `extends` chain merged table by table, with provenance.
+
+Merging rule: tables merge key by key down the chain; arrays and scalars are replaced. Every leaf
+value remembers the file it came from, so `--explain` can say why a flag is there.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import BadInput, ProfileNotFound, ProfileSyntaxError
+
+PROFILE_SUFFIX = ".toml"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedProfile:
+    """A profile with its chain merged: `data` is what renders, `provenance` maps dotted keys to files."""
+
+    name: str
+    chain: tuple[str, ...]
+    files: tuple[Path, ...]
+    data: dict[str, Any]
+    provenance: dict[str, Path]
+
+    def source_of(self, dotted_key: str) -> Path | None:
+        """The file a value came from; for a table, the file of its first value."""
+        exact = self.provenance.get(dotted_key)
+        if exact is not None:
+            return exact
+        for key, path in self.provenance.items():
+            if key.startswith(dotted_key + "."):
+                return path
+        return None
+
+
+def available_profiles(profiles_dir: Path) -> list[str]:
+    if not profiles_dir.is_dir():
+        return []
+    return sorted(p.stem for p in profiles_dir.glob(f"*{PROFILE_SUFFIX}") if p.is_file())
+
+
+def profile_path(profiles_dir: Path, name: str) -> Path:
+    """The file of profile `name`; a clear error listing what exists when there is none."""
+    if not NAME_RE.match(name):
+        raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
+    path = profiles_dir / f"{name}{PROFILE_SUFFIX}"
+    if not path.is_file():
+        existing = available_profiles(profiles_dir)
+        listing = ", ".join(existing) if existing else "none"
+        raise ProfileNotFound(
+            f"no profile {name!r} in {profiles_dir} (profiles there: {listing})",
+            hint="pass --profiles-dir DIR or set VLLM_GATE_PROFILES",
+        )
+    return path
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse one TOML file; syntax errors become `file:line:col: message`."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise BadInput(f"cannot read {path}: {err.strerror or err}") from err
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInput(f"{path} is not UTF-8 text (byte {err.start})") from err
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ProfileSyntaxError(_syntax_message(path, err)) from err
+
+
+def _syntax_message(path: Path, err: tomllib.TOMLDecodeError) -> str:
+    line = getattr(err, "lineno", None)
+    col = getattr(err, "colno", None)
+    message = getattr(err, "msg", None) or str(err)
+    if line is None:
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(err))
+        if found:
+            line, col = int(found.group(1)), int(found.group(2))
+            message = str(err)[: found.start()].strip()
+    where = f"{path}:{line}:{col}" if line is not None else str(path)
+    return f"{where}: TOML syntax error: {message}"
+
+
+def resolve(profiles_dir: Path, name: str, *, top_file: Path | None = None) -> ResolvedProfile:
+    """Resolve `name` and its `extends` chain. `top_file` replaces the first file (used to render `.bak`s)."""
+    chain: list[str] = []
+    files: list[Path] = []
+    documents: list[dict[str, Any]] = []
+    current: str | None = name
+    while current is not None:
+        if current in chain:
+            cycle = " → ".join([*chain, current])
+            raise BadInput(f"profile 'extends' cycle: {cycle}", hint="remove one of the 'extends' keys")
+        path = top_file if (top_file is not None and not chain) else profile_path(profiles_dir, current)
+        document = _normalize_args(read_toml(path), path)
+        parent = document.get("extends")
+        if parent is not None and not isinstance(parent, str):
+            raise BadInput(f"{path}: 'extends' must be a profile name (a string), got {parent!r}")
+        chain.append(current)
+        files.append(path)
+        documents.append(document)
+        current = parent
+    merged: dict[str, Any] = {}
+    provenance: dict[str, Path] = {}
+    for depth, (path, document) in enumerate(zip(reversed(files), reversed(documents), strict=True)):
+        is_top = depth == len(files) - 1
+        # `abstract` describes one file (base profiles), so it is never inherited.
+        body = {k: v for k, v in document.items() if k != "extends" and (is_top or k != "abstract")}
+        _merge(merged, body, path, provenance, prefix="")
+    return ResolvedProfile(
+        name=name, chain=tuple(chain), files=tuple(files), data=merged, provenance=provenance
+    )
+
+
+def _normalize_args(document: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`[args]` keys are vLLM flags: `max-num-seqs` and `max_num_seqs` are one key, so a child's
+    spelling overrides its parent's whatever the dashes."""
+    args = document.get("args")
+    if not isinstance(args, dict):
+        return document
+    normalized: dict[str, Any] = {}
+    for key, value in args.items():
+        snake = key.replace("-", "_")
+        if snake in normalized:
+            raise BadInput(f"{path}: [args] sets {snake} twice (as {key!r} and another spelling)")
+        normalized[snake] = value
+    return {**document, "args": normalized}
+
+
+def _merge(
+    into: dict[str, Any], overlay: dict[str, Any], source: Path, provenance: dict[str, Path], prefix: str
+) -> None:
+    for key, value in overlay.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value, source, provenance, prefix=dotted + ".")
+            continue
+        if isinstance(value, dict):
+            into[key] = {}
+            _drop_provenance(provenance, dotted)
+            _merge(into[key], value, source, provenance, prefix=dotted + ".")
+            continue
+        _drop_provenance(provenance, dotted)
+        into[key] = value
+        provenance[dotted] = source
+
+
+def _drop_provenance(provenance: dict[str, Path], dotted: str) -> None:
+    for key in [k for k in provenance if k == dotted or k.startswith(dotted + ".")]:
+        del provenance[key]

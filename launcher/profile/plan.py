@@ -1,0 +1,143 @@
+"""A launch plan: a profile resolved, checked and rendered — everything `launch` needs to start vLLM.
+
+This is the one entry point the rest of the launcher uses; it never starts anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import ProfileInvalid
+from launcher.profile.findings import Findings
+from launcher.profile.loader import ResolvedProfile, resolve
+from launcher.profile.render import Rendered, render
+from launcher.profile.schema import VllmSchema, load_schema, load_snapshot
+from launcher.profile.semantics import check_semantics
+from launcher.profile.structure import check_structure
+
+SIM_PROGRAM = "vllm-sim"
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    profile: ResolvedProfile
+    rendered: Rendered
+    schema_origin: str
+    warnings: tuple[str, ...]
+    errors: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.rendered.argv
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.rendered.env
+
+    @property
+    def engine(self) -> dict[str, Any]:
+        engine = self.profile.data.get("engine", {})
+        return engine if isinstance(engine, dict) else {}
+
+    @property
+    def host(self) -> str:
+        return str(self.engine.get("host", "127.0.0.1"))
+
+    @property
+    def port(self) -> int:
+        return int(self.engine.get("port", 8000))
+
+    @property
+    def served_model_names(self) -> list[str]:
+        names = self.engine.get("served_model_name") or self.engine.get("model")
+        return [names] if isinstance(names, str) else [str(n) for n in names or []]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        args = self.profile.data.get("args", {})
+        return args if isinstance(args, dict) else {}
+
+    def gate_table(self, gate: str) -> dict[str, Any]:
+        gates = self.profile.data.get("gates", {})
+        table = gates.get(gate, {}) if isinstance(gates, dict) else {}
+        return table if isinstance(table, dict) else {}
+
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+    def fingerprint(self) -> str:
+        """Hash of what would run (argv + env): equal hashes start the same server."""
+        payload = json.dumps({"argv": list(self.argv), "env": self.env}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def raise_for_errors(self) -> None:
+        if self.profile.data.get("abstract") is True:
+            raise ProfileInvalid(
+                f"profile {self.name!r} is abstract (only to be extended); nothing was started",
+                [],
+                hint="start a profile that extends it",
+            )
+        if self.errors:
+            raise ProfileInvalid(
+                f"profile {self.name!r} has {len(self.errors)} error(s); nothing was started",
+                list(self.errors),
+                hint=f"see `launch --profile {self.name} --dry-run`",
+            )
+
+
+def build_plan(
+    profiles_dir: Path, name: str, *, allow_unknown: bool = False, top_file: Path | None = None
+) -> LaunchPlan:
+    """Resolve, check and render profile `name` (syntax errors and a missing profile raise)."""
+    profile = resolve(profiles_dir, name, top_file=top_file)
+    findings = Findings()
+    check_structure(profile, findings)
+    engine = profile.data.get("engine", {}) if isinstance(profile.data.get("engine"), dict) else {}
+    schema_choice = str(engine.get("schema", "auto"))
+    schema = _schema_for(schema_choice, engine.get("command"))
+    lenient = allow_unknown or schema_choice == "none"
+    rendered = render(profile, schema, findings, lenient=lenient)
+    check_semantics(profile, findings)
+    _check_env_names(rendered, schema, findings)
+    return LaunchPlan(
+        profile=profile,
+        rendered=rendered,
+        schema_origin=schema.origin,
+        warnings=tuple(findings.warnings),
+        errors=tuple(findings.errors),
+    )
+
+
+def _schema_for(choice: str, command: Any) -> VllmSchema:
+    schema = load_snapshot() if choice in ("snapshot", "none") else load_schema()
+    program = Path(command[0]).name if isinstance(command, list) and command else ""
+    if program == SIM_PROGRAM:
+        from launcher.sim.flags import sim_option_specs
+
+        extra = {spec.option: spec for spec in sim_option_specs()}
+        schema = dataclasses.replace(schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags")
+    return schema
+
+
+def _check_env_names(rendered: Rendered, schema: VllmSchema, findings: Findings) -> None:
+    """Unknown VLLM_* names are warnings: vLLM itself only warns about them."""
+    from launcher.profile.findings import did_you_mean
+
+    for name in rendered.env:
+        if name.startswith("VLLM_SIM_"):
+            continue
+        if name.startswith("VLLM_") and schema.env_vars and name not in schema.env_vars:
+            findings.warn(
+                f"env.{name}: vLLM {schema.vllm_version} declares no such variable (a fork's own flag?)"
+                f"{did_you_mean(name, schema.env_vars)}"
+            )

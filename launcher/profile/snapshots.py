@@ -1,0 +1,86 @@
+"""`.bak_<tag>` snapshots of a profile file, and the `.replaced-<time>` copies a rollback leaves.
+
+The operator's habit (`cp start.sh start.sh.bak_gdn`, later `cp start.sh.bak_gdn start.sh`) made
+safe: a snapshot is a byte-identical copy written atomically, an existing one is never overwritten
+silently, and a rollback keeps the file it replaces, so nothing is ever lost.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+from launcher.atomicfile import write_atomic
+from launcher.errors import BadInput
+from launcher.profile.loader import PROFILE_SUFFIX
+
+TAG_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+BAK_MARK = ".bak_"
+REPLACED_MARK = ".replaced-"
+
+
+def check_tag(tag: str) -> str:
+    if not TAG_RE.match(tag) or tag in (".", ".."):
+        raise BadInput(
+            f"invalid tag {tag!r}: a tag names the file PROFILE.toml.bak_TAG",
+            hint="use 1-64 letters, digits, '_', '-' or '.', for example --tag gdn_off",
+        )
+    return tag
+
+
+def bak_path(profiles_dir: Path, profile: str, tag: str) -> Path:
+    return profiles_dir / f"{profile}{PROFILE_SUFFIX}{BAK_MARK}{tag}"
+
+
+def available_tags(profiles_dir: Path, profile: str) -> list[str]:
+    """Tags of the profile's snapshots, newest first."""
+    prefix = f"{profile}{PROFILE_SUFFIX}{BAK_MARK}"
+    found = [
+        p for p in profiles_dir.glob(f"{prefix}*") if p.is_file() and TAG_RE.match(p.name[len(prefix) :])
+    ]
+    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    return [p.name[len(prefix) :] for p in found]
+
+
+def refuse_existing(bak: Path) -> BadInput:
+    saved = datetime.fromtimestamp(bak.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return BadInput(
+        f"{bak} already exists (saved {saved}); a snapshot is never overwritten silently, so nothing "
+        "was changed",
+        hint="pick another --tag, or pass --force-tag to replace that snapshot",
+    )
+
+
+def save_snapshot(profile_file: Path, bak: Path, *, force: bool) -> None:
+    """Copy the profile to its `.bak_<tag>`, byte for byte, with the profile's permissions."""
+    if bak.exists() and not force:
+        raise refuse_existing(bak)
+    write_atomic(bak, profile_file.read_bytes(), mode=_mode(profile_file))
+
+
+def restore_snapshot(profile_file: Path, bak: Path, now: datetime) -> Path | None:
+    """Put the snapshot back; the file it replaces is written first, as `.replaced-<UTC time>`."""
+    data = bak.read_bytes()
+    kept: Path | None = None
+    mode = _mode(profile_file) if profile_file.exists() else _mode(bak)
+    if profile_file.exists():
+        kept = replaced_path(profile_file, now)
+        write_atomic(kept, profile_file.read_bytes(), mode=mode)
+    write_atomic(profile_file, data, mode=mode)
+    return kept
+
+
+def replaced_path(profile_file: Path, now: datetime) -> Path:
+    """`prod.toml.replaced-20260917T101500Z`; `-2`, `-3`… when that second is taken already."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    candidate = profile_file.with_name(f"{profile_file.name}{REPLACED_MARK}{stamp}")
+    serial = 1
+    while candidate.exists():
+        serial += 1
+        candidate = profile_file.with_name(f"{profile_file.name}{REPLACED_MARK}{stamp}-{serial}")
+    return candidate
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777

@@ -1,0 +1,100 @@
+"""Shape checks of a resolved profile: known keys, right types, required values."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gates.registry import GATE_SETTINGS, gate_settings
+from gates.setting import Setting
+from launcher.profile.findings import Findings, did_you_mean, where
+from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL
+from launcher.profile.loader import ResolvedProfile
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+GATES_TABLE_KEYS = ("order",)
+
+
+def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
+    data = profile.data
+    _check_table(profile, data, TOP_LEVEL, "", findings)
+    engine = data.get("engine", {})
+    if isinstance(engine, dict):
+        _check_table(profile, engine, ENGINE, "engine.", findings)
+        if not engine.get("model") and data.get("abstract") is not True:
+            findings.error(f"{profile.files[0]}: engine.model is required (vLLM's positional MODEL)")
+        port = engine.get("port", 8000)
+        if isinstance(port, int) and not isinstance(port, bool) and not 1 <= port <= 65535:
+            findings.error(f"{where(profile.source_of('engine.port'), 'engine.port')} = {port}: out of range 1-65535")
+        command = engine.get("command")
+        if isinstance(command, list) and (not command or not all(isinstance(c, str) for c in command)):
+            findings.error(f"{where(profile.source_of('engine.command'), 'engine.command')}: a non-empty list of strings")
+    preflight = data.get("preflight", {})
+    if isinstance(preflight, dict):
+        _check_table(profile, preflight, PREFLIGHT, "preflight.", findings)
+    supervisor = data.get("supervisor", {})
+    if isinstance(supervisor, dict):
+        _check_table(profile, supervisor, SUPERVISOR, "supervisor.", findings)
+        action = supervisor.get("leak_monitor")
+        if action is not None and action not in ("log", "restart", "rollback"):
+            findings.error(f"{where(profile.source_of('supervisor.leak_monitor'), 'supervisor.leak_monitor')} = "
+                           f"{action!r}: one of log, restart, rollback")
+    _check_env(profile, findings)
+    _check_gates(profile, findings)
+
+
+def _check_table(
+    profile: ResolvedProfile, table: dict[str, Any], settings: tuple[Setting, ...], prefix: str, findings: Findings
+) -> None:
+    known = {s.name: s for s in settings}
+    for key, value in table.items():
+        dotted = prefix + key
+        setting = known.get(key)
+        source = profile.source_of(dotted)
+        if setting is None:
+            findings.error(f"{where(source, dotted)}: unknown key{did_you_mean(key, known)}")
+        elif not setting.accepts(value):
+            findings.error(f"{where(source, dotted)} = {value!r}: expected {setting.type_name}")
+
+
+def _check_env(profile: ResolvedProfile, findings: Findings) -> None:
+    env = profile.data.get("env", {})
+    if not isinstance(env, dict):
+        return
+    for name, value in env.items():
+        source = profile.source_of(f"env.{name}")
+        if not ENV_NAME_RE.match(name):
+            findings.error(f"{where(source, 'env.' + name)}: not a valid environment variable name")
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            findings.error(f"{where(source, 'env.' + name)} = {value!r}: environment values are strings")
+
+
+def _check_gates(profile: ResolvedProfile, findings: Findings) -> None:
+    gates = profile.data.get("gates", {})
+    if not isinstance(gates, dict):
+        return
+    for name, table in gates.items():
+        dotted = f"gates.{name}"
+        if name in GATES_TABLE_KEYS:
+            _check_order(profile, table, findings)
+            continue
+        settings = gate_settings(name)
+        if settings is None:
+            source = profile.source_of(dotted)
+            findings.error(f"{where(source, dotted)}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}")
+            continue
+        if not isinstance(table, dict):
+            findings.error(f"{where(profile.source_of(dotted), dotted)}: must be a table [gates.{name}]")
+            continue
+        _check_table(profile, table, settings, dotted + ".", findings)
+
+
+def _check_order(profile: ResolvedProfile, order: Any, findings: Findings) -> None:
+    source = profile.source_of("gates.order")
+    if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
+        findings.error(f"{where(source, 'gates.order')}: a list of gate names")
+        return
+    for name in order:
+        if name not in GATE_SETTINGS:
+            findings.error(f"{where(source, 'gates.order')}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}")
+

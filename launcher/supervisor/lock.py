@@ -1,0 +1,53 @@
+"""One launcher per profile: an flock held for the launcher's life, with its pid beside it."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from types import TracebackType
+
+from launcher.atomicfile import write_atomic
+from launcher.errors import AlreadyRunning
+from launcher.supervisor.history import utc_now
+
+
+class ProfileLock:
+    """`with ProfileLock(dir, "prod"):` — refuses, naming the pid, when another launcher holds it."""
+
+    def __init__(self, profile_dir: Path, profile: str) -> None:
+        self.profile = profile
+        self.lock_path = profile_dir / "launcher.lock"
+        self.info_path = profile_dir / "launcher.json"
+        self._fd: int | None = None
+
+    def __enter__(self) -> ProfileLock:
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = self.holder_pid()
+            who = f"pid {holder}" if holder else "another process"
+            raise AlreadyRunning(
+                f"a launcher for profile {self.profile!r} is already running ({who})",
+                hint=f"stop it first, or use `launch status` to see what it serves",
+            ) from None
+        self._fd = fd
+        write_atomic(self.info_path, json.dumps({"pid": os.getpid(), "started_at": utc_now()}) + "\n")
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        if self._fd is not None:
+            self.info_path.unlink(missing_ok=True)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def holder_pid(self) -> int | None:
+        try:
+            return int(json.loads(self.info_path.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None

@@ -1,0 +1,60 @@
+"""What runs now, in one atomically written file: `launch status` and `launch rollback` read it."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from launcher.atomicfile import write_atomic
+from launcher.supervisor.history import utc_now
+
+
+class Phase(StrEnum):
+    STARTING = "starting"
+    GATING = "gating"
+    SERVING = "serving"
+    ROLLING_BACK = "rolling_back"
+    SERVING_LAST_GOOD = "serving_last_good"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    phase: str
+    profile: str
+    serving_profile: str | None = None
+    serving_fingerprint: str | None = None
+    engine_pid: int | None = None
+    engine_started_at: str | None = None
+    launcher_pid: int = field(default_factory=os.getpid)
+    phase_since: str = field(default_factory=utc_now)
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    rollback_reason: str | None = None
+    reload_seq: int = 0
+    detail: str | None = None
+
+
+class StatusBoard:
+    def __init__(self, path: Path, profile: str) -> None:
+        self.path = path
+        self.current = Status(phase=Phase.STARTING, profile=profile)
+
+    def update(self, **changes: Any) -> Status:
+        if "phase" in changes and changes["phase"] != self.current.phase:
+            changes.setdefault("phase_since", utc_now())
+        self.current = replace(self.current, **changes)
+        write_atomic(self.path, json.dumps(asdict(self.current), indent=2, default=str) + "\n")
+        return self.current
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,131 @@
+"""The chain runner and the log-reading gates, driven by a fake clock and a scripted log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gates.chain import ChainRunner
+from gates.context import Expectations, GateContext
+from gates.graph_capture import GraphCaptureGate
+from gates.kernel_marker import KernelMarkerGate
+from gates.outcome import Outcome, Verdict
+from tests.doubles import FakeClock, FakeServer, ScriptedLog, make_context
+
+
+@dataclass
+class ScriptedGate:
+    name: str
+    outcomes: list[Outcome]
+    required: bool = True
+    timeout_s: float = 10.0
+    poll_s: float = 1.0
+    asked: int = 0
+
+    def check(self, ctx: GateContext) -> Outcome:
+        self.asked += 1
+        return self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
+
+
+class BrokenGate(ScriptedGate):
+    def check(self, ctx: GateContext) -> Outcome:
+        raise RuntimeError("bug in the gate")
+
+
+def _ctx() -> tuple[GateContext, FakeClock]:
+    clock = FakeClock()
+    return make_context(ScriptedLog(clock), clock), clock
+
+
+def test_not_yet_until_the_deadline_becomes_fail_with_the_gates_words() -> None:
+    ctx, clock = _ctx()
+    gate = ScriptedGate("g", [Outcome.not_yet("marker not seen")], timeout_s=5.0)
+    report = ChainRunner([gate]).run(ctx)
+    result = report.results[0]
+    assert result.verdict is Verdict.FAIL and result.summary == "deadline 5s passed: marker not seen"
+    assert 5.0 <= result.duration_s <= 6.0 and not report.passed
+
+
+def test_an_exception_becomes_an_error_and_later_gates_are_skipped() -> None:
+    ctx, _ = _ctx()
+    later = ScriptedGate("later", [Outcome.passed("fine")])
+    report = ChainRunner([BrokenGate("broken", []), later]).run(ctx)
+    assert [r.verdict for r in report.results] == [Verdict.ERROR, Verdict.SKIP]
+    assert "RuntimeError: bug in the gate" in report.results[0].summary and later.asked == 0
+    assert report.first_failure is not None and report.first_failure.name == "broken"
+
+
+def test_an_optional_gate_failure_does_not_block() -> None:
+    ctx, _ = _ctx()
+    gates = [ScriptedGate("soft", [Outcome.failed("meh")], required=False), ScriptedGate("hard", [Outcome.passed("ok")])]
+    report = ChainRunner(gates).run(ctx)
+    assert report.passed and [r.verdict for r in report.results] == [Verdict.FAIL, Verdict.PASS]
+
+
+def test_engine_death_while_waiting_fails_at_once() -> None:
+    clock = FakeClock()
+    ctx = make_context(ScriptedLog(clock), clock, server=FakeServer(died="exited with code 1"))
+    report = ChainRunner([ScriptedGate("g", [Outcome.not_yet("loading")], timeout_s=100)]).run(ctx)
+    assert report.results[0].summary == "engine exited with code 1 while waiting: loading"
+    assert report.results[0].duration_s == 0
+
+
+def test_kernel_marker_passes_when_the_line_arrives() -> None:
+    clock = FakeClock()
+    log = ScriptedLog(clock, script=[(3.0, {}, ["(Worker_TP0 pid=9) INFO IQ4XS_BMMVQ_READY tiles=64"])])
+    gate = KernelMarkerGate({"patterns": ["IQ4XS_BMMVQ_READY"], "poll_s": 1.0})
+    result = ChainRunner([gate]).run(make_context(log, clock)).results[0]
+    assert result.verdict is Verdict.PASS and "IQ4XS_BMMVQ_READY" in result.evidence["lines"]
+
+
+def test_kernel_marker_fails_after_ready_without_the_line() -> None:
+    clock = FakeClock()
+    log = ScriptedLog(clock, script=[(2.0, {"outcome": "ready"}, ["INFO:     Application startup complete."])])
+    gate = KernelMarkerGate({"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 5, "poll_s": 1.0})
+    result = ChainRunner([gate]).run(make_context(log, clock)).results[0]
+    assert result.verdict is Verdict.FAIL
+    assert result.summary == "cannot confirm the fast path is running: IQ4XS_BMMVQ_READY not seen"
+    assert result.duration_s < 10
+
+
+READY = {"outcome": "ready", "enforce_eager": False, "cudagraph_captured": True, "cudagraph_mode": "FULL_AND_PIECEWISE"}
+
+
+def _judge(facts: dict, expect: Expectations | None = None) -> Outcome:
+    clock = FakeClock()
+    ctx = make_context(ScriptedLog(clock, current_facts=facts), clock, expect=expect)
+    return GraphCaptureGate().check(ctx)
+
+
+def test_graph_capture_passes_with_matching_sizes_and_counts() -> None:
+    facts = {**READY, "capture_sizes": [1, 2, 4, 8], "graphs_captured_by_mode": {"PIECEWISE": 4, "FULL": 4}}
+    outcome = _judge(facts)
+    assert outcome.verdict is Verdict.PASS and "PIECEWISE 4/4, FULL 4/4" in outcome.summary
+
+
+def test_graph_capture_rejects_the_fallback_to_1_2() -> None:
+    outcome = _judge({**READY, "capture_sizes": [1, 2], "graphs_captured": 4})
+    assert outcome.verdict is Verdict.FAIL and "fell back to [1, 2]" in outcome.summary
+
+
+def test_graph_capture_rejects_unasked_eager_and_downgraded_mode() -> None:
+    eager = _judge({**READY, "enforce_eager": True, "cudagraph_captured": False})
+    assert eager.verdict is Verdict.FAIL and "eager mode though the profile did not ask" in eager.summary
+    downgraded = _judge({**READY, "cudagraph_mode": "PIECEWISE", "capture_sizes": [1, 2, 4, 8]})
+    assert downgraded.verdict is Verdict.FAIL and "downgraded" in downgraded.summary
+
+
+def test_graph_capture_skips_an_eager_profile_and_waits_for_ready() -> None:
+    expect = Expectations(served_model_names=("m",), capture_sizes=(), enforce_eager=True)
+    assert _judge({}, expect).verdict is Verdict.SKIP
+    assert _judge({"graphs_captured": 3}).verdict is Verdict.NOT_YET
+    failed = _judge({"outcome": "failed", "failure_line": "CUDA out of memory", "failure_kind": "oom"})
+    assert failed.verdict is Verdict.FAIL and "CUDA out of memory" in failed.summary
+
+
+def test_graph_capture_counts_decode_graphs_up_to_max_num_seqs() -> None:
+    expect = Expectations(served_model_names=("m",), capture_sizes=(1, 2, 4, 8, 16), max_num_seqs=4)
+    facts = {**READY, "capture_sizes": [1, 2, 4, 8, 16], "graphs_captured_by_mode": {"PIECEWISE": 5, "FULL": 3}}
+    assert _judge(facts, expect).verdict is Verdict.PASS
+    short = {**facts, "graphs_captured_by_mode": {"PIECEWISE": 5, "FULL": 2}}
+    outcome = _judge(short, expect)
+    assert outcome.verdict is Verdict.FAIL and "FULL 2/3" in outcome.summary
