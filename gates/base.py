@@ -10,7 +10,13 @@ from gates.setting import Setting
 COMMON: tuple[Setting, ...] = (
     Setting("required", bool, True, "A failure of this gate rejects the candidate (false: report only)."),
     Setting("timeout_s", (int, float), None, "Deadline for this gate, from the moment it starts.", unit="s"),
-    Setting("poll_s", (int, float), 0.5, "How often a waiting gate looks again (it also wakes on new log lines).", unit="s"),
+    Setting(
+        "poll_s",
+        (int, float),
+        0.5,
+        "How often a waiting gate looks again (it also wakes on new log lines).",
+        unit="s",
+    ),
 )
 
 

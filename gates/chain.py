@@ -57,7 +57,9 @@ class ChainRunner:
         results: list[GateResult] = []
         for index, gate in enumerate(self.gates):
             if results and results[-1].blocks_promotion:
-                results += [self._skipped(g, "not run: an earlier required gate failed") for g in self.gates[index:]]
+                results += [
+                    self._skipped(g, "not run: an earlier required gate failed") for g in self.gates[index:]
+                ]
                 return ChainReport(tuple(results), stopped_early=True)
             self.on_progress(index, len(self.gates), gate.name, None)
             result = self._run_one(gate, ctx)
@@ -75,10 +77,14 @@ class ChainRunner:
                 break
             died = ctx.server.exit_description()
             if died is not None:
-                outcome = Outcome.failed(f"engine {died} while waiting: {outcome.summary}", **outcome.evidence)
+                outcome = Outcome.failed(
+                    f"engine {died} while waiting: {outcome.summary}", **outcome.evidence
+                )
                 break
             if self.should_stop():
-                outcome = Outcome.failed(f"stopped by a signal while waiting: {outcome.summary}", **outcome.evidence)
+                outcome = Outcome.failed(
+                    f"stopped by a signal while waiting: {outcome.summary}", **outcome.evidence
+                )
                 break
             if now >= deadline:
                 outcome = Outcome.failed(
@@ -120,7 +126,9 @@ class GateOptions:
     poll_s: float
 
 
-def common_options(table: dict[str, Any], default_timeout_s: float, default_poll_s: float = 0.5) -> GateOptions:
+def common_options(
+    table: dict[str, Any], default_timeout_s: float, default_poll_s: float = 0.5
+) -> GateOptions:
     return GateOptions(
         required=bool(table.get("required", True)),
         timeout_s=float(table.get("timeout_s", default_timeout_s)),

@@ -34,22 +34,29 @@ class CaptureConfig:
         return 1 + max(0, self.num_speculative_tokens)
 
 
-def expected_capture_sizes(config: CaptureConfig) -> list[int] | None:
-    """The sizes vLLM will capture, or None when they depend on the hardware (no max_num_seqs)."""
+def configured_capture_sizes(config: CaptureConfig) -> list[int] | None:
+    """The sizes of vLLM's compilation config — what its engine-config log line prints.
+
+    Rounding for speculative decoding happens later, in the model runner, so the log line shows
+    these (seen with vLLM 0.26.0 and ngram: the line said [1, 2, 4, 8], the runner captured [3, 6]).
+    """
     if config.enforce_eager:
         return []
     if config.sizes is not None:
         sizes = sorted({s for s in config.sizes if s > 0})
         if config.max_num_batched_tokens is not None:
             sizes = [s for s in sizes if s <= config.max_num_batched_tokens]
-        top = max(sizes) if sizes else 0
-    else:
-        top_or_none = _default_max(config)
-        if top_or_none is None:
-            return None
-        top = top_or_none
-        sizes = _default_sizes(config, top)
-    return _round_for_spec_decode(sizes, top, config.decode_query_len)
+        return sizes
+    top = _default_max(config)
+    return None if top is None else _default_sizes(config, top)
+
+
+def expected_capture_sizes(config: CaptureConfig) -> list[int] | None:
+    """The sizes vLLM will capture, or None when they depend on the hardware (no max_num_seqs)."""
+    sizes = configured_capture_sizes(config)
+    if not sizes:
+        return sizes
+    return _round_for_spec_decode(sizes, max(sizes), config.decode_query_len)
 
 
 def _default_max(config: CaptureConfig) -> int | None:

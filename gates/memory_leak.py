@@ -26,9 +26,20 @@ class MemoryLeakGate(GateBase):
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting("windows", int, 6, "Number of measurement windows (≥ baseline_window + consecutive)."),
         Setting("window_s", (int, float), 20.0, "Length of one window.", unit="s"),
-        Setting("baseline_window", int, 2, "Window whose end is the baseline (warm-up growth before it is ignored)."),
+        Setting(
+            "baseline_window",
+            int,
+            2,
+            "Window whose end is the baseline (warm-up growth before it is ignored).",
+        ),
         Setting("consecutive", int, 3, "Growing windows in a row that make a leak."),
-        Setting("min_growth_mib", (int, float), 1024.0, "Total growth over the baseline that makes a leak.", unit="MiB"),
+        Setting(
+            "min_growth_mib",
+            (int, float),
+            1024.0,
+            "Total growth over the baseline that makes a leak.",
+            unit="MiB",
+        ),
         Setting("concurrency", int, 4, "Parallel request streams while measuring."),
         Setting("prompt_paragraphs", int, 40, "Prompt length in paragraphs (≈ 45 tokens each)."),
         Setting("max_tokens", int, 128, "Tokens asked per request."),
@@ -47,7 +58,9 @@ class MemoryLeakGate(GateBase):
     def check(self, ctx: GateContext) -> Outcome:
         windows = int(self.setting("windows"))
         if windows < self.rule.windows_needed:
-            return Outcome.failed(f"windows = {windows} is too few: the rule needs {self.rule.windows_needed}")
+            return Outcome.failed(
+                f"windows = {windows} is too few: the rule needs {self.rule.windows_needed}"
+            )
         models = ctx.http.get("/v1/models", 10.0)
         if models.status != 200:
             return Outcome.not_yet(f"/v1/models answered {models.status or models.error}")
@@ -55,7 +68,9 @@ class MemoryLeakGate(GateBase):
         traffic = _Traffic(ctx, model, self)
         rss, gpu = traffic.measure(windows, float(self.setting("window_s")))
         if traffic.completed == 0:
-            return Outcome.failed(f"no request succeeded ({traffic.failed} failed): no data, no verdict", rss_mib=rss)
+            return Outcome.failed(
+                f"no request succeeded ({traffic.failed} failed): no data, no verdict", rss_mib=rss
+            )
         return self._verdict(rss, gpu, traffic)
 
     def _verdict(self, rss: list[float], gpu: list[float] | None, traffic: _Traffic) -> Outcome:

@@ -14,7 +14,9 @@ def reference_markdown() -> str:
             if setting.name == "timeout_s" and getattr(cls, "TIMEOUT_NOTE", None):
                 default = cls.TIMEOUT_NOTE  # type: ignore[attr-defined]
             unit = f" ({setting.unit})" if setting.unit else ""
-            lines.append(f"| `{setting.name}` | {setting.type_name} | {_shown(default)} | {setting.description}{unit} |")
+            lines.append(
+                f"| `{setting.name}` | {setting.type_name} | {_shown(default)} | {setting.description}{unit} |"
+            )
         lines.append("")
     return "\n".join(lines)
 

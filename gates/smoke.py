@@ -41,7 +41,12 @@ class SmokeGate(GateBase):
     DEFAULT_TIMEOUT_S = 600.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting("checks", list, list(CHECKS), "Which checks to run: " + ", ".join(CHECKS) + "."),
-        Setting("needle_contexts", list, [8192], "Context sizes (≈ tokens) for needle retrieval, e.g. [8192, 32768]."),
+        Setting(
+            "needle_contexts",
+            list,
+            [8192],
+            "Context sizes (≈ tokens) for needle retrieval, e.g. [8192, 32768].",
+        ),
         Setting("max_tokens", int, 1024, "Token budget per request (room for reasoning models)."),
         Setting("request_timeout_s", (int, float), 300.0, "Timeout of each request.", unit="s"),
     )
@@ -74,7 +79,9 @@ class SmokeGate(GateBase):
             return Answer(reply.status, "", None, "")
         choice = reply.json()["choices"][0]
         message = choice.get("message") or {}
-        return Answer(200, message.get("content") or "", choice.get("finish_reason"), message.get("reasoning") or "")
+        return Answer(
+            200, message.get("content") or "", choice.get("finish_reason"), message.get("reasoning") or ""
+        )
 
     def _expect(self, answer: Answer, ok: bool, wanted: str) -> str | None:
         return answer.problem() or (None if ok else f"{wanted}; got {answer.content[:120]!r}")
@@ -89,7 +96,9 @@ class SmokeGate(GateBase):
 
     def _code(self, ctx: GateContext) -> str | None:
         answer = self._ask(ctx, "Write a Python function add(a, b) that returns the sum. Only the code.")
-        return self._expect(answer, "def " in answer.content and "return" in answer.content, "expected a def … return")
+        return self._expect(
+            answer, "def " in answer.content and "return" in answer.content, "expected a def … return"
+        )
 
     def _needle(self, ctx: GateContext) -> str | None:
         for size in self.setting("needle_contexts"):

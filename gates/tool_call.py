@@ -23,8 +23,18 @@ class ToolCallGate(GateBase):
     name = "tool_call"
     DEFAULT_TIMEOUT_S = 300.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("cases", list, [c.name for c in CASES], "Which cases to run: auto, required, named, no_tool, auto_stream."),
-        Setting("max_tokens", int, MIN_REASONING_BUDGET, "Token budget per request (≥ 1024 leaves reasoning models room)."),
+        Setting(
+            "cases",
+            list,
+            [c.name for c in CASES],
+            "Which cases to run: auto, required, named, no_tool, auto_stream.",
+        ),
+        Setting(
+            "max_tokens",
+            int,
+            MIN_REASONING_BUDGET,
+            "Token budget per request (≥ 1024 leaves reasoning models room).",
+        ),
         Setting("request_timeout_s", (int, float), 120.0, "Timeout of each request.", unit="s"),
     )
 

@@ -67,7 +67,8 @@ class CaseResult:
     body: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "why": self.why, "body": self.body[:2000]}
+        body = self.body if len(self.body) <= 2000 else f"{self.body[:1500]} … {self.body[-400:]}"
+        return {"ok": self.ok, "why": self.why, "body": body}
 
 
 @dataclass(slots=True)
@@ -89,7 +90,10 @@ def judge_reply(case: ToolCase, status: int, body: str) -> CaseResult:
     except (ValueError, KeyError, IndexError, TypeError):
         return CaseResult(case.name, False, "the body is not a chat completion", body)
     calls = [
-        {"name": (c.get("function") or {}).get("name", ""), "arguments": (c.get("function") or {}).get("arguments", "")}
+        {
+            "name": (c.get("function") or {}).get("name", ""),
+            "arguments": (c.get("function") or {}).get("arguments", ""),
+        }
         for c in message.get("tool_calls") or []
     ]
     reply = Reply(
@@ -135,7 +139,9 @@ def _judge(case: ToolCase, reply: Reply, body: str) -> CaseResult:
     budget_spent = reply.finish_reason == "length" and not reply.content.strip() and not reply.calls
     if not case.expect_call:
         if reply.calls:
-            return CaseResult(case.name, False, f"called {reply.calls[0]['name']} for a question that needs no tool", body)
+            return CaseResult(
+                case.name, False, f"called {reply.calls[0]['name']} for a question that needs no tool", body
+            )
         if budget_spent and reply.reasoning:
             return CaseResult(case.name, False, "reasoning used the whole budget: no answer text", body)
         if not reply.content.strip():
@@ -144,6 +150,16 @@ def _judge(case: ToolCase, reply: Reply, body: str) -> CaseResult:
     if not reply.calls:
         if budget_spent and reply.reasoning:
             return CaseResult(case.name, False, "reasoning used the whole budget before any call", body)
+        if _begins_a_call(reply.content):
+            # Seen on vLLM 0.26 with a random-weight model: `<tool_call>\n{"name": "get_weather",
+            # "arguments": {"city"` then whitespace until max_tokens — a call begun, never finished.
+            return CaseResult(
+                case.name,
+                False,
+                f"a call was begun in text but never completed (finish_reason={reply.finish_reason}): "
+                f"{reply.content.strip()[:80]!r}",
+                body,
+            )
         return CaseResult(case.name, False, f"no tool call; answered in text: {reply.content[:120]!r}", body)
     call = reply.calls[0]
     if call["name"] != TOOL_NAME:
@@ -151,11 +167,18 @@ def _judge(case: ToolCase, reply: Reply, body: str) -> CaseResult:
     try:
         arguments = json.loads(call["arguments"])
     except ValueError:
-        return CaseResult(case.name, False, f"arguments are not valid JSON: {call['arguments'][:200]!r}", body)
+        return CaseResult(
+            case.name, False, f"arguments are not valid JSON: {call['arguments'][:200]!r}", body
+        )
     problem = schema_problem(arguments, WEATHER_TOOL["function"]["parameters"])
     if problem:
         return CaseResult(case.name, False, f"arguments do not match the schema: {problem}", body)
     return CaseResult(case.name, True, f"called {TOOL_NAME}({call['arguments']})", "")
+
+
+def _begins_a_call(content: str) -> bool:
+    text = content.lstrip()
+    return "<tool_call>" in text or text.startswith(('{"name"', '[{"name"', '{"function"'))
 
 
 JSON_TYPES: dict[str, tuple[type, ...]] = {

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from launcher.errors import ExitCode, GateError
+from launcher import __version__
+from launcher.errors import GateError
 from launcher.settings import GlobalOptions
 
 EXIT_CODES_HELP = """\b
@@ -28,6 +29,11 @@ Exit codes:
 # (module, attribute): each subcommand lives in its own module under launcher/commands/.
 COMMANDS: list[tuple[str, str]] = [
     ("launcher.commands.parse_log", "parse_log"),
+    ("launcher.commands.try_cmd", "try_cmd"),
+    ("launcher.commands.status_cmd", "status_cmd"),
+    ("launcher.commands.status_cmd", "history_cmd"),
+    ("launcher.commands.preflight", "preflight"),
+    ("launcher.commands.install_unit", "install_unit"),
     ("launcher.commands.set_cmd", "set_command"),
     ("launcher.commands.rollback", "rollback"),
 ]
@@ -61,7 +67,9 @@ def _print_error(err: GateError) -> None:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option("--profile", "profile", metavar="NAME", help="Profile to start (profiles/NAME.toml).")
-@click.option("--dry-run", is_flag=True, help="Show the argv/env vLLM would get, validation and diff; start nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Show the argv/env vLLM would get, validation and diff; start nothing."
+)
 @click.option("--explain", is_flag=True, help="With --dry-run: show which file each value came from.")
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: one JSON object on stdout.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
@@ -78,7 +86,7 @@ def _print_error(err: GateError) -> None:
     help="State (last-good, history, locks, logs) [env VLLM_GATE_STATE; default /var/lib/vllm-gate "
     "as root, else $XDG_STATE_HOME/vllm-gate].",
 )
-@click.version_option(package_name="vllm-gate", prog_name="launch")
+@click.version_option(version=__version__, prog_name="launch")
 @click.pass_context
 def launch(
     ctx: click.Context,

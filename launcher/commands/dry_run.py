@@ -17,7 +17,9 @@ from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 
 
-def run_dry_run(options: GlobalOptions, name: str, *, explain: bool, as_json: bool, allow_unknown: bool) -> int:
+def run_dry_run(
+    options: GlobalOptions, name: str, *, explain: bool, as_json: bool, allow_unknown: bool
+) -> int:
     plan = build_plan(options.profiles_dir, name, allow_unknown=allow_unknown)
     store = StateStore(options.state_dir)
     baseline_label, changes = _baseline_diff(plan, options.profiles_dir, store)
@@ -30,7 +32,9 @@ def run_dry_run(options: GlobalOptions, name: str, *, explain: bool, as_json: bo
     return int(ExitCode.BAD_INPUT) if plan.errors else int(ExitCode.OK)
 
 
-def _baseline_diff(plan: LaunchPlan, profiles_dir: Path, store: StateStore) -> tuple[str | None, list[Change]]:
+def _baseline_diff(
+    plan: LaunchPlan, profiles_dir: Path, store: StateStore
+) -> tuple[str | None, list[Change]]:
     """Diff against the last promoted launch; else against the profile's newest `.bak_<tag>`."""
     last_good = store.last_good(plan.name) if store.root.exists() else None
     if last_good is not None:
@@ -47,7 +51,9 @@ def _baseline_diff(plan: LaunchPlan, profiles_dir: Path, store: StateStore) -> t
     return newest.name, diff_launches(old.argv, old.env, plan.argv, plan.env)
 
 
-def _as_json(plan: LaunchPlan, baseline: str | None, changes: list[Change], kv_line: str | None) -> dict[str, Any]:
+def _as_json(
+    plan: LaunchPlan, baseline: str | None, changes: list[Change], kv_line: str | None
+) -> dict[str, Any]:
     return {
         "profile": plan.name,
         "chain": list(plan.profile.chain),

@@ -11,7 +11,12 @@ from gates.setting import Setting
 TOP_LEVEL: tuple[Setting, ...] = (
     Setting("extends", str, None, "Name of the profile this one builds on (a chain; cycles are an error)."),
     Setting("description", str, "", "One line for humans: what this profile serves and where."),
-    Setting("abstract", bool, False, "Only to be extended (like `base`): renders, but never starts. Not inherited."),
+    Setting(
+        "abstract",
+        bool,
+        False,
+        "Only to be extended (like `base`): renders, but never starts. Not inherited.",
+    ),
     Setting("engine", dict, {}, "How to start the server: command, model, name, address (below)."),
     Setting("args", dict, {}, "vLLM flags, snake_case or kebab-case, checked against vLLM's own parser."),
     Setting("env", dict, {}, "Environment added to vLLM's (strings; VLLM_* names are checked)."),
@@ -21,7 +26,7 @@ TOP_LEVEL: tuple[Setting, ...] = (
 )
 
 ENGINE: tuple[Setting, ...] = (
-    Setting("command", list, ["vllm", "serve"], "Argv prefix; `[\"vllm-sim\", \"serve\"]` runs the simulator."),
+    Setting("command", list, ["vllm", "serve"], 'Argv prefix; `["vllm-sim", "serve"]` runs the simulator.'),
     Setting("model", str, None, "Model path or name: vLLM's positional MODEL argument (required)."),
     Setting("served_model_name", (str, list), None, "Name(s) clients use; the first is the metrics label."),
     Setting("host", str, "127.0.0.1", "Address vLLM binds."),
@@ -76,12 +81,24 @@ PREFLIGHT: tuple[Setting, ...] = (
         3,
         "Failed starts of one candidate (same argv and env) after which it is no longer retried.",
     ),
-    Setting("restart_window_s", float, 3600.0, "The window in which those failed starts are counted.", "s"),
+    Setting(
+        "restart_window_s",
+        float,
+        7200.0,
+        "The window in which those failed starts are counted (>= failures x TimeoutStartSec).",
+        "s",
+    ),
 )
 
 
 SUPERVISOR: tuple[Setting, ...] = (
-    Setting("stop_grace_s", (int, float), 30.0, "SIGTERM to the engine's process group, then SIGKILL after this.", unit="s"),
+    Setting(
+        "stop_grace_s",
+        (int, float),
+        30.0,
+        "SIGTERM to the engine's process group, then SIGKILL after this.",
+        unit="s",
+    ),
     Setting(
         "leak_monitor",
         str,

@@ -125,7 +125,9 @@ def _schema_for(choice: str, command: Any) -> VllmSchema:
         from launcher.sim.flags import sim_option_specs
 
         extra = {spec.option: spec for spec in sim_option_specs()}
-        schema = dataclasses.replace(schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags")
+        schema = dataclasses.replace(
+            schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags"
+        )
     return schema
 
 

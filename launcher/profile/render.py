@@ -64,7 +64,9 @@ def _render_arg(
     spec = schema.option_for_key(key)
     if spec is None:
         hint = did_you_mean(key.replace("-", "_"), _profile_keys(schema))
-        findings.error_or_warn(lenient, f"{here}: vLLM {schema.vllm_version} has no flag --{_kebab(key)}{hint}")
+        findings.error_or_warn(
+            lenient, f"{here}: vLLM {schema.vllm_version} has no flag --{_kebab(key)}{hint}"
+        )
         return _render_unknown(key, value)
     if spec.kind == "flag":
         return _render_flag(schema, spec, value, here, findings)
@@ -72,7 +74,9 @@ def _render_arg(
     return [spec.option, *text] if text is not None else []
 
 
-def _render_flag(schema: VllmSchema, spec: OptionSpec, value: Any, here: str, findings: Findings) -> list[str]:
+def _render_flag(
+    schema: VllmSchema, spec: OptionSpec, value: Any, here: str, findings: Findings
+) -> list[str]:
     if not isinstance(value, bool):
         findings.error(f"{here} = {value!r}: {spec.option} is a switch, write true or false")
         return []
@@ -163,4 +167,3 @@ def _kebab(key: str) -> str:
 
 def _profile_keys(schema: VllmSchema) -> list[str]:
     return sorted({o[2:].replace("-", "_") for o in schema.options if o.startswith("--")})
-

@@ -97,8 +97,13 @@ def _build_parser() -> tuple[Any, str]:
     """
     import sys
 
-    from vllm.entrypoints.common.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    # The modules moved between releases: 0.33 first, then where 0.26 keeps them.
+    make_arg_parser = _first_attr(
+        "make_arg_parser", "vllm.entrypoints.common.cli_args", "vllm.entrypoints.openai.cli_args"
+    )
+    FlexibleArgumentParser = _first_attr(  # noqa: N806 - a class
+        "FlexibleArgumentParser", "vllm.utils.argparse_utils", "vllm.utils"
+    )
 
     builder = f"{make_arg_parser.__module__}.{make_arg_parser.__qualname__}"
     saved, sys.argv = sys.argv, [PROG]
@@ -106,6 +111,17 @@ def _build_parser() -> tuple[Any, str]:
         return make_arg_parser(FlexibleArgumentParser(prog=PROG)), builder
     finally:
         sys.argv = saved
+
+
+def _first_attr(name: str, *modules: str) -> Any:
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"{name} not found in {', '.join(modules)}")
 
 
 def _describe_action(parser: Any, option: str, action: Any, deprecated: bool) -> dict[str, Any]:

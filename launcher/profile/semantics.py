@@ -40,14 +40,18 @@ def check_semantics(profile: ResolvedProfile, findings: Findings) -> None:
 
     util = norm.get("gpu_memory_utilization", (None, None))[1]
     if isinstance(util, int | float) and not isinstance(util, bool) and not 0 < util <= 1:
-        findings.error(f"{here('gpu_memory_utilization')} = {util}: must be in (0, 1] (a fraction of GPU memory)")
+        findings.error(
+            f"{here('gpu_memory_utilization')} = {util}: must be in (0, 1] (a fraction of GPU memory)"
+        )
     if norm.get("disable_log_stats", (None, False))[1] is True:
         findings.error(
             f"{here('disable_log_stats')}: refused — it removes vLLM's /metrics (vllm:*) and stats lines, "
             "which the gates need"
         )
     if "api_key" in norm:
-        findings.error(f"{here('api_key')}: a literal API key in a profile; set engine.api_key_env to a variable NAME")
+        findings.error(
+            f"{here('api_key')}: a literal API key in a profile; set engine.api_key_env to a variable NAME"
+        )
     _check_capture(profile, args, norm, findings, here)
 
 
@@ -72,7 +76,9 @@ def _check_capture(
     cap = config.max_num_batched_tokens
     above = [s for s in asked if cap is not None and s > cap]
     if above:
-        findings.warn(f"{here(key)}: capture sizes {above} exceed max_num_batched_tokens={cap}; vLLM drops them")
+        findings.warn(
+            f"{here(key)}: capture sizes {above} exceed max_num_batched_tokens={cap}; vLLM drops them"
+        )
     if config.decode_query_len > 1 and kept != [s for s in asked if s not in above]:
         findings.warn(
             f"{here(key)}: with {config.num_speculative_tokens} speculative token(s) vLLM rounds capture sizes up "

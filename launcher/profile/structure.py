@@ -25,10 +25,14 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
             findings.error(f"{profile.files[0]}: engine.model is required (vLLM's positional MODEL)")
         port = engine.get("port", 8000)
         if isinstance(port, int) and not isinstance(port, bool) and not 1 <= port <= 65535:
-            findings.error(f"{where(profile.source_of('engine.port'), 'engine.port')} = {port}: out of range 1-65535")
+            findings.error(
+                f"{where(profile.source_of('engine.port'), 'engine.port')} = {port}: out of range 1-65535"
+            )
         command = engine.get("command")
         if isinstance(command, list) and (not command or not all(isinstance(c, str) for c in command)):
-            findings.error(f"{where(profile.source_of('engine.command'), 'engine.command')}: a non-empty list of strings")
+            findings.error(
+                f"{where(profile.source_of('engine.command'), 'engine.command')}: a non-empty list of strings"
+            )
     preflight = data.get("preflight", {})
     if isinstance(preflight, dict):
         _check_table(profile, preflight, PREFLIGHT, "preflight.", findings)
@@ -37,14 +41,20 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
         _check_table(profile, supervisor, SUPERVISOR, "supervisor.", findings)
         action = supervisor.get("leak_monitor")
         if action is not None and action not in ("log", "restart", "rollback"):
-            findings.error(f"{where(profile.source_of('supervisor.leak_monitor'), 'supervisor.leak_monitor')} = "
-                           f"{action!r}: one of log, restart, rollback")
+            findings.error(
+                f"{where(profile.source_of('supervisor.leak_monitor'), 'supervisor.leak_monitor')} = "
+                f"{action!r}: one of log, restart, rollback"
+            )
     _check_env(profile, findings)
     _check_gates(profile, findings)
 
 
 def _check_table(
-    profile: ResolvedProfile, table: dict[str, Any], settings: tuple[Setting, ...], prefix: str, findings: Findings
+    profile: ResolvedProfile,
+    table: dict[str, Any],
+    settings: tuple[Setting, ...],
+    prefix: str,
+    findings: Findings,
 ) -> None:
     known = {s.name: s for s in settings}
     for key, value in table.items():
@@ -81,7 +91,9 @@ def _check_gates(profile: ResolvedProfile, findings: Findings) -> None:
         settings = gate_settings(name)
         if settings is None:
             source = profile.source_of(dotted)
-            findings.error(f"{where(source, dotted)}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}")
+            findings.error(
+                f"{where(source, dotted)}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}"
+            )
             continue
         if not isinstance(table, dict):
             findings.error(f"{where(profile.source_of(dotted), dotted)}: must be a table [gates.{name}]")
@@ -96,5 +108,6 @@ def _check_order(profile: ResolvedProfile, order: Any, findings: Findings) -> No
         return
     for name in order:
         if name not in GATE_SETTINGS:
-            findings.error(f"{where(source, 'gates.order')}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}")
-
+            findings.error(
+                f"{where(source, 'gates.order')}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}"
+            )

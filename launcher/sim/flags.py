@@ -54,25 +54,44 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("--sim-reasoning", "flag", False, "answer like a reasoning model (as with --reasoning-parser)"),
     SimFlag("--sim-ground-truth", "str", None, "write one JSON line per finished request to this file"),
     SimFlag("--sim-crash-at", "str", None, "fault: the engine dies in this phase", PHASES_CRASH),
-    SimFlag("--sim-crash-after-s", "float", 1.0, "with --sim-crash-at serving: seconds after ready"),
+    SimFlag("--sim-crash-after-s", "float", 1.0, "with --sim-crash-at serving: seconds after ready (scaled)"),
     SimFlag("--sim-crash-after-requests", "int", None, "fault: the engine dies after N finished requests"),
     SimFlag("--sim-hang-at", "str", None, "fault: startup stops in this phase, never ready", PHASES_HANG),
     SimFlag("--sim-oom-at-capture", "flag", False, "fault: torch CUDA OOM during CUDA graph capture"),
     SimFlag("--sim-capture-fallback", "flag", False, "fault: capture sizes silently become [1, 2]"),
     SimFlag("--sim-eager-fallback", "flag", False, "fault: the engine runs eager though not asked"),
-    SimFlag("--sim-marker", "str", None, "a kernel-ready marker line the engine prints"),
+    SimFlag("--sim-marker", "str", None, "a kernel-ready marker line the engine (or each worker) prints"),
     SimFlag("--sim-marker-phase", "str", "warmup", "when the marker is printed", MARKER_PHASES),
-    SimFlag("--sim-leak-mib-per-min", "float", 0.0, "fault: engine RSS grows this much per real minute"),
-    SimFlag("--sim-warmup-growth-mib", "float", 0.0, "engine RSS grows this much after ready, then stops"),
+    SimFlag(
+        "--sim-leak-mib-per-min",
+        "float",
+        0.0,
+        "fault: engine RSS grows this much per real minute, from ready on",
+    ),
+    SimFlag(
+        "--sim-warmup-growth-mib",
+        "float",
+        0.0,
+        "allocator warm-up: engine RSS grows this much after the first request, then stops",
+    ),
     SimFlag("--sim-warmup-growth-s", "float", 20.0, "real seconds over which the warm-up growth happens"),
     SimFlag("--sim-tool-fault", "str", None, "fault: tool calls come out wrong this way", TOOL_FAULTS),
     SimFlag("--sim-degenerate", "flag", False, "fault: answers are one phrase repeated"),
     SimFlag("--sim-slow-decode", "float", 1.0, "fault: decode steps take this many times longer"),
-    SimFlag("--sim-orphans", "flag", False, "fault: children ignore their parent's death"),
-    SimFlag("--sim-ignore-sigterm-s", "float", 0.0, "fault: SIGTERM is ignored for this many seconds"),
+    SimFlag(
+        "--sim-orphans",
+        "flag",
+        False,
+        "fault: children ignore SIGTERM and their parent's death; only SIGKILL ends them",
+    ),
+    SimFlag(
+        "--sim-ignore-sigterm-s", "float", 0.0, "fault: SIGTERM is acted on only this many real seconds later"
+    ),
     SimFlag("--sim-serve-model-name", "str", None, "fault: serve this model name instead of the asked one"),
     SimFlag("--sim-gpu-allocate", "flag", False, "hold real GPU memory (util x total) when torch+CUDA exist"),
-    SimFlag("--sim-watchdog-s", "float", 5.0, "after engine death, the server exits this much later"),
+    SimFlag(
+        "--sim-watchdog-s", "float", 5.0, "after engine death, the server exits this much later (scaled)"
+    ),
 )
 
 
@@ -101,3 +120,15 @@ def env_default(flag: SimFlag, environ: dict[str, str] | os._Environ[str]) -> ob
     if flag.type == "float":
         return float(raw)
     return raw
+
+
+def reference_markdown() -> str:
+    """The flag table of docs/simulator.md, generated from `SIM_FLAGS` (a test keeps the doc in sync)."""
+    rows = ["| flag | env | type | default | what it does |", "| --- | --- | --- | --- | --- |"]
+    for flag in SIM_FLAGS:
+        kind = "on/off" if flag.type == "flag" else flag.type
+        if flag.choices:
+            kind = " \\| ".join(flag.choices)
+        default = "off" if flag.type == "flag" else ("-" if flag.default is None else str(flag.default))
+        rows.append(f"| `{flag.option}` | `{flag.env}` | {kind} | {default} | {flag.help} |")
+    return "\n".join(rows) + "\n"

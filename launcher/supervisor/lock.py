@@ -33,7 +33,7 @@ class ProfileLock:
             who = f"pid {holder}" if holder else "another process"
             raise AlreadyRunning(
                 f"a launcher for profile {self.profile!r} is already running ({who})",
-                hint=f"stop it first, or use `launch status` to see what it serves",
+                hint="stop it first, or use `launch status` to see what it serves",
             ) from None
         self._fd = fd
         write_atomic(self.info_path, json.dumps({"pid": os.getpid(), "started_at": utc_now()}) + "\n")

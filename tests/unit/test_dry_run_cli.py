@@ -28,7 +28,16 @@ PROD_ARGV = [
 
 
 def dry_run(profiles: Path, state: Path, name: str, *extra: str) -> Result:
-    args = ["--profiles-dir", str(profiles), "--state-dir", str(state), "--profile", name, "--dry-run", *extra]
+    args = [
+        "--profiles-dir",
+        str(profiles),
+        "--state-dir",
+        str(state),
+        "--profile",
+        name,
+        "--dry-run",
+        *extra,
+    ]
     return CliRunner().invoke(launch, args)
 
 
@@ -51,13 +60,15 @@ def test_human_form_shows_command_env_and_provenance(shipped_profiles: Path, sta
     assert result.exit_code == 0, result.output
     assert "vllm serve /models/fable-9b-IQ4_XS.gguf" in result.output
     assert "VLLM_SM70_QWEN_GDN_FULL_FORWARD=0" in result.output
-    assert f"args.tool_call_parser" in result.output and "base.toml" in result.output
+    assert "args.tool_call_parser" in result.output and "base.toml" in result.output
     assert "nothing was started" in result.output
     assert not state_dir.exists()
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SHIPPED_PROFILES.glob("*.toml")))
-def test_every_shipped_profile_renders_without_errors(name: str, shipped_profiles: Path, state_dir: Path) -> None:
+def test_every_shipped_profile_renders_without_errors(
+    name: str, shipped_profiles: Path, state_dir: Path
+) -> None:
     report = dry_json(shipped_profiles, state_dir, name)
     assert report["errors"] == [], report["errors"]
     assert report["argv"][2] and "--port" in report["argv"]
@@ -111,7 +122,10 @@ def test_invalid_args_exit_2_and_change_nothing(case: str, shipped_profiles: Pat
         ('extends = "base"\narg = {}\n', "unknown key; did you mean args?"),
         ('extends = "base"\n[engine]\nport = 70000\nmodel = "m"\n', "out of range"),
         ('extends = "base"\n[engine]\nmodle = "m"\n', "did you mean model?"),
-        ('extends = "base"\n[engine]\nmodel = "m"\n[gates.kernel_markr]\npatterns = []\n', "did you mean kernel_marker?"),
+        (
+            'extends = "base"\n[engine]\nmodel = "m"\n[gates.kernel_markr]\npatterns = []\n',
+            "did you mean kernel_marker?",
+        ),
         ('extends = "base"\n[engine]\nmodel = "m"\n[env]\nVLLM_X = 1.5\n', "environment values are strings"),
     ],
 )

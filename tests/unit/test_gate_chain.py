@@ -56,7 +56,10 @@ def test_an_exception_becomes_an_error_and_later_gates_are_skipped() -> None:
 
 def test_an_optional_gate_failure_does_not_block() -> None:
     ctx, _ = _ctx()
-    gates = [ScriptedGate("soft", [Outcome.failed("meh")], required=False), ScriptedGate("hard", [Outcome.passed("ok")])]
+    gates = [
+        ScriptedGate("soft", [Outcome.failed("meh")], required=False),
+        ScriptedGate("hard", [Outcome.passed("ok")]),
+    ]
     report = ChainRunner(gates).run(ctx)
     assert report.passed and [r.verdict for r in report.results] == [Verdict.FAIL, Verdict.PASS]
 
@@ -79,7 +82,9 @@ def test_kernel_marker_passes_when_the_line_arrives() -> None:
 
 def test_kernel_marker_fails_after_ready_without_the_line() -> None:
     clock = FakeClock()
-    log = ScriptedLog(clock, script=[(2.0, {"outcome": "ready"}, ["INFO:     Application startup complete."])])
+    log = ScriptedLog(
+        clock, script=[(2.0, {"outcome": "ready"}, ["INFO:     Application startup complete."])]
+    )
     gate = KernelMarkerGate({"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 5, "poll_s": 1.0})
     result = ChainRunner([gate]).run(make_context(log, clock)).results[0]
     assert result.verdict is Verdict.FAIL
@@ -87,7 +92,12 @@ def test_kernel_marker_fails_after_ready_without_the_line() -> None:
     assert result.duration_s < 10
 
 
-READY = {"outcome": "ready", "enforce_eager": False, "cudagraph_captured": True, "cudagraph_mode": "FULL_AND_PIECEWISE"}
+READY = {
+    "outcome": "ready",
+    "enforce_eager": False,
+    "cudagraph_captured": True,
+    "cudagraph_mode": "FULL_AND_PIECEWISE",
+}
 
 
 def _judge(facts: dict, expect: Expectations | None = None) -> Outcome:
@@ -124,7 +134,11 @@ def test_graph_capture_skips_an_eager_profile_and_waits_for_ready() -> None:
 
 def test_graph_capture_counts_decode_graphs_up_to_max_num_seqs() -> None:
     expect = Expectations(served_model_names=("m",), capture_sizes=(1, 2, 4, 8, 16), max_num_seqs=4)
-    facts = {**READY, "capture_sizes": [1, 2, 4, 8, 16], "graphs_captured_by_mode": {"PIECEWISE": 5, "FULL": 3}}
+    facts = {
+        **READY,
+        "capture_sizes": [1, 2, 4, 8, 16],
+        "graphs_captured_by_mode": {"PIECEWISE": 5, "FULL": 3},
+    }
     assert _judge(facts, expect).verdict is Verdict.PASS
     short = {**facts, "graphs_captured_by_mode": {"PIECEWISE": 5, "FULL": 2}}
     outcome = _judge(short, expect)

@@ -18,7 +18,9 @@ def _write(directory: Path, name: str, text: str) -> Path:
 
 
 def test_tables_merge_key_by_key_and_arrays_are_replaced(profiles_dir: Path) -> None:
-    base = _write(profiles_dir, "base", '[args]\na = 1\nsizes = [1, 2]\ncc = { x = 1, y = 2 }\n[env]\nE = "1"\n')
+    base = _write(
+        profiles_dir, "base", '[args]\na = 1\nsizes = [1, 2]\ncc = { x = 1, y = 2 }\n[env]\nE = "1"\n'
+    )
     child = _write(profiles_dir, "child", 'extends = "base"\n[args]\nb = 2\nsizes = [4]\ncc = { y = 3 }\n')
     profile = resolve(profiles_dir, "child")
     assert profile.chain == ("child", "base")
@@ -62,7 +64,7 @@ def test_missing_parent_is_reported(profiles_dir: Path) -> None:
 
 
 def test_syntax_error_names_file_line_and_column(profiles_dir: Path) -> None:
-    path = _write(profiles_dir, "bad", '[args]\nmax_num_seqs = 32\ngpu_memory_utilization == 0.3\n')
+    path = _write(profiles_dir, "bad", "[args]\nmax_num_seqs = 32\ngpu_memory_utilization == 0.3\n")
     with pytest.raises(ProfileSyntaxError) as caught:
         resolve(profiles_dir, "bad")
     assert str(caught.value).startswith(f"{path}:3:")

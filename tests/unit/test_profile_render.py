@@ -45,7 +45,9 @@ def _render(profiles_dir: Path, body: str, lenient: bool = False) -> tuple[tuple
 
 
 def test_true_is_a_bare_flag_and_false_the_no_form(profiles_dir: Path) -> None:
-    argv, findings = _render(profiles_dir, "[args]\nenable_prefix_caching = false\ntrust-remote-code = true\n")
+    argv, findings = _render(
+        profiles_dir, "[args]\nenable_prefix_caching = false\ntrust-remote-code = true\n"
+    )
     assert "--no-enable-prefix-caching" in argv
     assert "--trust-remote-code" in argv
     assert findings.items == []
@@ -67,7 +69,7 @@ def test_table_renders_as_compact_json_and_lists_as_tokens(profiles_dir: Path) -
 
 
 def test_order_is_command_model_engine_flags_then_sorted_args(profiles_dir: Path) -> None:
-    body = '[args]\nmax_num_seqs = 8\ngpu_memory_utilization = 0.3\n'
+    body = "[args]\nmax_num_seqs = 8\ngpu_memory_utilization = 0.3\n"
     argv, _ = _render(profiles_dir, body)
     assert argv[:3] == ("vllm", "serve", "m")
     assert argv[3:7] == ("--host", "127.0.0.1", "--port", "8000")
@@ -75,7 +77,9 @@ def test_order_is_command_model_engine_flags_then_sorted_args(profiles_dir: Path
 
 
 def test_same_profile_renders_byte_identical_argv(profiles_dir: Path) -> None:
-    body = '[args]\nmax_num_seqs = 8\ncompilation_config = { b = 1, a = [2, 1] }\nenable_prefix_caching = true\n'
+    body = (
+        "[args]\nmax_num_seqs = 8\ncompilation_config = { b = 1, a = [2, 1] }\nenable_prefix_caching = true\n"
+    )
     first, _ = _render(profiles_dir, body)
     second, _ = _render(profiles_dir, body)
     assert first == second

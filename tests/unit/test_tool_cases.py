@@ -12,7 +12,9 @@ STREAM = next(c for c in CASES if c.name == "auto_stream")
 
 
 def body(message: dict, finish: str = "tool_calls") -> str:
-    return json.dumps({"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+    return json.dumps(
+        {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    )
 
 
 def call(name: str, arguments: str) -> dict:
@@ -20,7 +22,9 @@ def call(name: str, arguments: str) -> dict:
 
 
 def test_a_good_call_passes() -> None:
-    result = judge_reply(AUTO, 200, body({"role": "assistant", "tool_calls": [call("get_weather", '{"city": "Paris"}')]}))
+    result = judge_reply(
+        AUTO, 200, body({"role": "assistant", "tool_calls": [call("get_weather", '{"city": "Paris"}')]})
+    )
     assert result.ok, result.why
 
 
@@ -42,7 +46,9 @@ def test_plain_text_and_http_errors_fail_with_the_body() -> None:
 
 
 def test_reasoning_that_spends_the_budget_is_reported_as_such() -> None:
-    result = judge_reply(AUTO, 200, body({"content": None, "reasoning": "Let me think " * 50}, finish="length"))
+    result = judge_reply(
+        AUTO, 200, body({"content": None, "reasoning": "Let me think " * 50}, finish="length")
+    )
     assert not result.ok and result.why == "reasoning used the whole budget before any call"
 
 
@@ -74,3 +80,12 @@ def test_schema_subset() -> None:
     assert schema_problem({"n": 3}, schema) is None
     assert "should be integer" in (schema_problem({"n": True}, schema) or "")
     assert "not one of" in (schema_problem({"n": 1, "u": "b"}, schema) or "")
+
+
+def test_a_call_begun_in_text_but_never_finished_is_named_as_such() -> None:
+    # The real vLLM 0.26.0 answer of a random-weight model to tool_choice="required" (H200 run).
+    content = '<tool_call>\n{"name": "get_weather", "arguments": {"city"' + "\n" * 900
+    result = judge_reply(AUTO, 200, body({"content": content}, finish="length"))
+    assert not result.ok
+    assert result.why.startswith("a call was begun in text but never completed (finish_reason=length)")
+    assert len(result.to_json()["body"]) < 2000

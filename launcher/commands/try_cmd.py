@@ -1,0 +1,92 @@
+"""`launch try --profile NAME`: start, gate, print the report, stop. Never promotes anything."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from typing import TYPE_CHECKING
+
+import click
+
+from launcher.settings import GlobalOptions
+
+if TYPE_CHECKING:
+    from launcher.supervisor.attempt import Attempt
+
+
+@click.command("try")
+@click.option("--profile", "name", required=True, metavar="NAME", help="Profile to try (profiles/NAME.toml).")
+@click.option("--json", "as_json", is_flag=True, help="Print the gate report as JSON on stdout.")
+@click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
+@click.pass_obj
+def try_cmd(options: GlobalOptions, name: str, as_json: bool, allow_unknown: bool) -> None:
+    """Start a profile, run its gates, print the report, stop it.
+
+    Exit 0 only if every required gate passed; 1 otherwise. Nothing is promoted: use this to try a
+    change before `launch set --apply`.
+    """
+    from launcher.errors import ExitCode
+    from launcher.profile.plan import build_plan
+    from launcher.state.store import StateStore
+    from launcher.supervisor.attempt import gate_attempt, start_attempt
+    from launcher.supervisor.candidate import Candidate
+    from launcher.supervisor.history import History
+    from launcher.supervisor.lock import ProfileLock
+    from launcher.supervisor.progress import Progress, configure_logging
+    from launcher.supervisor.report import render_report
+    from launcher.supervisor.signals import SignalInbox
+    from launcher.supervisor.wiring import host_hooks
+
+    configure_logging()
+    plan = build_plan(options.profiles_dir, name, allow_unknown=allow_unknown)
+    plan.raise_for_errors()
+    candidate = Candidate.from_plan(plan)
+    store = StateStore(options.state_dir)
+    history = History(store.history_path)
+    hooks = host_hooks(options, name)
+    progress = Progress()
+    stop = threading.Event()
+    inbox = SignalInbox(stop.set)
+    with ProfileLock(store.profile_dir(name), name):
+        if hooks.preflight is not None:
+            hooks.preflight(candidate)
+        inbox.install()
+        attempt: Attempt | None = None
+        try:
+            locks = contextlib.ExitStack()
+            if hooks.gpu_locks is not None:
+                locks.enter_context(hooks.gpu_locks(candidate))  # one model per GPU set, here too
+            try:
+                attempt = start_attempt(candidate, store.profile_dir(name) / "logs" / "try.log", progress)
+            except BaseException:
+                locks.close()
+                raise
+            attempt.held.enter_context(locks)
+            watcher = threading.Thread(target=_stop_on_signal, args=(stop, attempt), daemon=True)
+            watcher.start()
+            progress.set_phase("gating", candidate=candidate.label)
+            report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
+            store.write_last_facts(name, attempt.facts())
+            history.append("try", profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
+                           passed=report.passed, gates=report.to_json())  # fmt: skip
+        finally:
+            if attempt is not None:
+                stopped = attempt.stop(grace_s=float(candidate.supervisor.get("stop_grace_s", 30.0)))
+                if stopped.leftovers:
+                    click.echo(
+                        f"warning: processes left in the engine's group: {list(stopped.leftovers)}", err=True
+                    )
+            inbox.restore()
+    if as_json:
+        click.echo(
+            json.dumps({"profile": name, "passed": report.passed, "gates": report.to_json()}, indent=2)
+        )
+    else:
+        click.echo(render_report(report, f"launch try {name} ({candidate.label})"))
+    raise SystemExit(int(ExitCode.OK if report.passed else ExitCode.GATE_FAILED))
+
+
+def _stop_on_signal(stop: threading.Event, attempt: Attempt) -> None:
+    stop.wait()
+    attempt.engine.stop(grace_s=10.0)

@@ -1,0 +1,214 @@
+"""The one seam to GPU memory: which GPUs exist, how full they are, which pids hold what.
+
+`NvmlProbe` reads NVML (nvidia-ml-py's `pynvml`); without a driver or library it reports a skip
+reason instead of raising, so every GPU check can say "skipped: no NVML". `FakeGpuProbe` is the
+test double: the test sets devices and maps real pids of real processes to memory. Nothing else
+in the launcher is faked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import psutil
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    index: int  # NVML index (PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees)
+    uuid: str
+    name: str
+    total_bytes: int
+    used_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_bytes: int | None  # None where the driver does not say (some containers, MIG)
+
+
+class GpuProbe(Protocol):
+    """What the host checks need from NVML. Used as a context manager: `with probe: ...`."""
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    def skip_reason(self) -> str | None:
+        """None when GPUs can be read; else why not ("no NVML: ...")."""
+        ...
+
+    def devices(self) -> Sequence[GpuDevice]: ...
+
+    def processes(self, index: int) -> Sequence[GpuProcess]: ...
+
+
+def resolve_device(token: str, devices: Sequence[GpuDevice]) -> GpuDevice | None:
+    """A CUDA_VISIBLE_DEVICES entry (an index or a UUID prefix, as CUDA accepts) to its device."""
+    if token.isdigit():
+        return next((d for d in devices if d.index == int(token)), None)
+    if token.startswith("GPU-"):
+        matches = [d for d in devices if d.uuid.startswith(token)]
+        return matches[0] if len(matches) == 1 else None
+    return None
+
+
+class NvmlProbe:
+    """The real probe. NVML is initialised in `__enter__`, never in the constructor."""
+
+    def __init__(self) -> None:
+        self._nvml: Any = None
+        self._reason: str | None = "NVML not started"
+
+    def __enter__(self) -> Self:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError...
+            self._reason = f"no NVML: {err}"
+            return self
+        self._nvml = pynvml
+        self._reason = None
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            finally:
+                self._nvml = None
+                self._reason = "NVML closed"
+
+    def skip_reason(self) -> str | None:
+        return self._reason
+
+    def devices(self) -> list[GpuDevice]:
+        nvml = self._require()
+        found = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            memory = self._memory(handle)
+            found.append(
+                GpuDevice(
+                    index=index,
+                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    total_bytes=int(memory.total),
+                    used_bytes=int(memory.used),
+                    free_bytes=int(memory.free),
+                )
+            )
+        return found
+
+    def processes(self, index: int) -> list[GpuProcess]:
+        nvml = self._require()
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        held: dict[int, int | None] = {}
+        for query in (nvml.nvmlDeviceGetComputeRunningProcesses, nvml.nvmlDeviceGetGraphicsRunningProcesses):
+            try:
+                entries = query(handle)
+            except nvml.NVMLError:
+                continue
+            for entry in entries:
+                used = entry.usedGpuMemory
+                used = None if used is None or used < 0 or used >= 2**63 else int(used)
+                previous = held.get(int(entry.pid))
+                held[int(entry.pid)] = used if previous is None else previous + (used or 0)
+        return [GpuProcess(pid, used) for pid, used in sorted(held.items())]
+
+    def _memory(self, handle: Any) -> Any:
+        # v2 leaves driver-reserved memory out of `used`, as cudaMemGetInfo (what vLLM reads) does.
+        try:
+            return self._nvml.nvmlDeviceGetMemoryInfo(handle, version=self._nvml.nvmlMemory_v2)
+        except (self._nvml.NVMLError, TypeError, AttributeError):
+            return self._nvml.nvmlDeviceGetMemoryInfo(handle)
+
+    def _require(self) -> Any:
+        if self._nvml is None:
+            raise RuntimeError(f"NvmlProbe used outside `with` or without NVML ({self._reason})")
+        return self._nvml
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class FakeGpuProbe:
+    """A hand-set GPU view for CPU tests: devices by total/free MiB, pids by held MiB.
+
+    `free_mib` is what the device reports as free, independent of `held`, as on a real card where
+    memory can be held by processes the probe cannot see. A pid that ends drops out, freeing its memory.
+    """
+
+    total_mib: Sequence[int] = (32768,)
+    free_mib: list[int] = field(default_factory=list)
+    held: dict[int, dict[int, int | None]] = field(default_factory=dict)  # index -> pid -> MiB
+    reason: str | None = None
+    entered: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.free_mib:
+            self.free_mib = list(self.total_mib)
+
+    def __enter__(self) -> Self:
+        self.entered += 1
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    def hold(self, index: int, pid: int, mib: int | None) -> None:
+        """Say that real process `pid` holds `mib` on GPU `index`, and take it from the free memory."""
+        self.held.setdefault(index, {})[pid] = mib
+        self.free_mib[index] -= mib or 0
+
+    def _prune(self) -> None:
+        """A process that ended gives its memory back, as the driver does (zombies hold none)."""
+        for index, pids in self.held.items():
+            for pid in [p for p in pids if not _running(p)]:
+                self.free_mib[index] += pids.pop(pid) or 0
+
+    def skip_reason(self) -> str | None:
+        return self.reason
+
+    def devices(self) -> list[GpuDevice]:
+        self._prune()
+        return [
+            GpuDevice(
+                index=i,
+                uuid=f"GPU-fake-{i:04d}",
+                name="Fake GPU",
+                total_bytes=total * MIB,
+                used_bytes=(total - self.free_mib[i]) * MIB,
+                free_bytes=self.free_mib[i] * MIB,
+            )
+            for i, total in enumerate(self.total_mib)
+        ]
+
+    def processes(self, index: int) -> list[GpuProcess]:
+        self._prune()
+        pids: Mapping[int, int | None] = self.held.get(index, {})
+        return [GpuProcess(pid, None if mib is None else mib * MIB) for pid, mib in sorted(pids.items())]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False

@@ -1,0 +1,181 @@
+"""The GPU checks: free memory vs what vLLM will demand, vLLM orphans, one model per GPU set.
+
+vLLM 0.33 refuses to start unless each GPU's free memory is at least gpu_memory_utilization ×
+total (`request_memory`, FACTS §5). Checking that here, naming every process that holds the
+memory, turns "Free memory on device ... is less than desired GPU memory utilization" after a
+minute of loading into a refusal that says whom to stop, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from launcher.host.gpu import GIB, GpuDevice, GpuProbe, resolve_device
+from launcher.host.gpu_locks import LockHolder
+from launcher.host.orphans import HostProcess, Role, classify_pid
+from launcher.host.policy import GpuDemand
+from launcher.host.report import CheckName, CheckResult, ok, refused, skipped
+
+REAP_HINT = "`launch preflight --profile {profile} --reap-orphans` ends vLLM orphans (SIGTERM, then SIGKILL)"
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """A process the driver lists on a GPU; `process` is None when its pid is not visible from here."""
+
+    pid: int
+    used_bytes: int | None
+    process: HostProcess | None
+
+    def describe(self, me: str) -> str:
+        if self.process is None:
+            size = f", {self.used_bytes / GIB:.1f} GiB" if self.used_bytes is not None else ""
+            return f"pid {self.pid} (not visible from here{size})"
+        return self.process.describe(self.used_bytes, me=me)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetGpu:
+    token: str
+    device: GpuDevice | None
+    holders: tuple[Holder, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostGpus:
+    """The target GPUs as NVML sees them, or why they could not be read."""
+
+    targets: tuple[TargetGpu, ...]
+    indexes: tuple[int, ...]  # every GPU on the host
+    skip_reason: str | None
+
+    def held_on_targets(self) -> dict[int, list[tuple[str, int | None]]]:
+        """pid -> [(gpu, bytes)] over the target GPUs."""
+        held: dict[int, list[tuple[str, int | None]]] = {}
+        for target in self.targets:
+            for holder in target.holders:
+                held.setdefault(holder.pid, []).append((target.token, holder.used_bytes))
+        return held
+
+
+def read_gpus(probe: GpuProbe, demand: GpuDemand, prefixes: Sequence[str]) -> HostGpus:
+    reason = probe.skip_reason()
+    if reason is not None:
+        return HostGpus((), (), reason)
+    devices = probe.devices()
+    targets = []
+    for token in demand.ids:
+        device = resolve_device(token, devices)
+        holders: tuple[Holder, ...] = ()
+        if device is not None:
+            holders = tuple(
+                Holder(p.pid, p.used_bytes, classify_pid(p.pid, prefixes))
+                for p in probe.processes(device.index)
+            )
+        targets.append(TargetGpu(token, device, holders))
+    return HostGpus(tuple(targets), tuple(d.index for d in devices), None)
+
+
+def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str) -> CheckResult:
+    if not demand.uses_gpu:
+        return skipped(CheckName.GPU_MEMORY, str(demand.no_gpu_reason))
+    if demand.problem:
+        return refused(
+            CheckName.GPU_MEMORY,
+            demand.problem,
+            "set CUDA_VISIBLE_DEVICES to as many GPUs as the profile needs",
+        )
+    if gpus.skip_reason is not None:
+        return skipped(CheckName.GPU_MEMORY, gpus.skip_reason)
+    if demand.kv_cache_bytes_set:
+        return skipped(
+            CheckName.GPU_MEMORY, "kv_cache_memory_bytes is set: vLLM does not size by gpu_memory_utilization"
+        )
+    short, fine, data = [], [], []
+    for target in gpus.targets:
+        if target.device is None:
+            have = ",".join(str(i) for i in gpus.indexes) or "none"
+            short.append(f"GPU {target.token} does not exist (this host has GPUs {have})")
+            continue
+        device = target.device
+        needed = demand.utilization * device.total_bytes
+        data.append(
+            {"gpu": target.token, "free_mib": device.free_bytes >> 20, "needed_mib": int(needed) >> 20}
+        )
+        numbers = f"GPU {target.token}: free {device.free_bytes / GIB:.2f} GiB"
+        if device.free_bytes >= needed:
+            fine.append(f"{numbers} >= needed {needed / GIB:.2f} GiB")
+            continue
+        holders = ", ".join(h.describe(me) for h in target.holders)
+        held = f"held by {holders}" if holders else "no process visible from here holds it"
+        short.append(f"{numbers} < needed {needed / GIB:.2f} GiB; {held}")
+    if short:
+        hint = (
+            f"vLLM needs gpu_memory_utilization {demand.utilization:g} × each GPU's memory free at start; "
+            "end the processes named, or lower gpu_memory_utilization"
+        )
+        return refused(CheckName.GPU_MEMORY, "; ".join(short), hint, gpus=data)
+    return ok(CheckName.GPU_MEMORY, "; ".join(fine), gpus=data)
+
+
+def relevant_orphans(scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str) -> list[HostProcess]:
+    """Orphans that block this start: of this deployment's prefix, or holding memory on its GPUs."""
+    on_targets = gpus.held_on_targets()
+    return [
+        p for p in scan if p.role is Role.ORPHAN and (p.prefix in (own_prefix, None) or p.pid in on_targets)
+    ]
+
+
+def check_orphans(
+    scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str, profile: str, me: str
+) -> CheckResult:
+    blocking = relevant_orphans(scan, gpus, own_prefix)
+    others = [p for p in scan if p.role is Role.ORPHAN and p not in blocking]
+    note = (
+        f" ({len(others)} orphan(s) of other deployments elsewhere: {', '.join(str(p.pid) for p in others)})"
+        if others
+        else ""
+    )
+    data = {"orphans": [p.pid for p in blocking]}
+    if not blocking:
+        return ok(CheckName.ORPHANS, f"no vLLM orphans{note}", **data)
+    held = gpus.held_on_targets()
+    listed = ", ".join(_orphan_text(p, held.get(p.pid, []), me) for p in blocking)
+    return refused(
+        CheckName.ORPHANS,
+        f"{len(blocking)} vLLM orphan(s) of a dead launcher: {listed}{note}",
+        REAP_HINT.format(profile=profile),
+        **data,
+    )
+
+
+def _orphan_text(process: HostProcess, held: list[tuple[str, int | None]], me: str) -> str:
+    sizes = [f"{b / GIB:.1f} GiB on GPU {gpu}" if b is not None else f"on GPU {gpu}" for gpu, b in held]
+    return process.describe(None, me=me, extra=sizes)
+
+
+def check_one_model(gpus: HostGpus, demand: GpuDemand, locks: Sequence[LockHolder], me: str) -> CheckResult:
+    """A second model on any of the same GPUs is refused, however much memory is free."""
+    if not demand.uses_gpu:
+        return skipped(CheckName.ONE_MODEL, str(demand.no_gpu_reason))
+    problems = [h.describe() for h in locks]
+    for target in gpus.targets:
+        servers = [h for h in target.holders if h.process is not None and h.process.role is Role.SERVER]
+        if servers:
+            problems.append(
+                f"GPU {target.token} already serves a model: " + ", ".join(h.describe(me) for h in servers)
+            )
+    data = {"lock_holders": [h.pid for h in locks]}
+    if problems:
+        return refused(
+            CheckName.ONE_MODEL,
+            "one model per GPU set: " + "; ".join(problems),
+            "stop the other model first (`systemctl stop vllm-gate@PROFILE`); two models never share a GPU",
+            **data,
+        )
+    gpu_list = ",".join(demand.ids)
+    nvml = (
+        "NVML lists no model server" if gpus.skip_reason is None else f"NVML part skipped: {gpus.skip_reason}"
+    )
+    return ok(CheckName.ONE_MODEL, f"GPUs {gpu_list}: no other launcher holds their locks; {nvml}", **data)

@@ -1,0 +1,174 @@
+"""One model per GPU set: a per-GPU lock file, held with flock by the launcher for its server's life.
+
+Two models loading on the same four cards at once once tripped the operator's PSU: this is a hard
+rule, not a memory question. The kernel drops a flock when its holder dies, so a crashed launcher
+never leaves a stale lock. The file records who holds it (pid, profile) for the refusal message;
+/proc/locks names the pid when the record is unreadable. Lock fds are not inherited by vLLM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from launcher.errors import PreflightRefused
+from launcher.host.policy import gpu_demand
+from launcher.profile.plan import LaunchPlan
+
+LOCK_DIR = "locks"
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    gpu: str
+    pid: int | None
+    profile: str | None
+    since: str | None
+
+    def describe(self) -> str:
+        who = f"launcher pid {self.pid}" if self.pid else "a process whose pid is unknown"
+        profile = f"profile {self.profile!r}, " if self.profile else ""
+        since = f" since {self.since}" if self.since else ""
+        return f"GPU {self.gpu} is locked by {profile}{who}{since}"
+
+
+def lock_path(state_dir: Path, gpu: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu)
+    return state_dir / LOCK_DIR / f"gpu-{safe}.lock"
+
+
+class GpuLocks:
+    """All-or-nothing exclusive locks on a set of GPUs: `with GpuLocks(state, ["0", "1"], "prod"):`."""
+
+    def __init__(self, state_dir: Path, gpus: Sequence[str], profile: str) -> None:
+        self.state_dir = state_dir
+        self.gpus = tuple(gpus)
+        self.profile = profile
+        self._fds: dict[str, int] = {}
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    @classmethod
+    def for_plan(
+        cls, plan: LaunchPlan, state_dir: Path, environ: Mapping[str, str] | None = None
+    ) -> GpuLocks:
+        """The locks of the GPUs this plan's server will use (none for a server that uses no GPU)."""
+        demand = gpu_demand(plan, environ)
+        return cls(state_dir, demand.ids if demand.uses_gpu else (), plan.name)
+
+    @property
+    def held(self) -> bool:
+        return bool(self._fds) or not self.gpus
+
+    def acquire(self) -> None:
+        """Take every lock or none; refuse naming each holder."""
+        busy = []
+        try:
+            for gpu in self.gpus:
+                fd = _open(lock_path(self.state_dir, gpu))
+                if not _try_lock(fd):
+                    os.close(fd)
+                    busy.append(read_holder(self.state_dir, gpu))
+                    continue
+                self._fds[gpu] = fd
+                _write_record(fd, self.profile)
+        except BaseException:
+            self.release()
+            raise
+        if busy:
+            self.release()
+            raise PreflightRefused(
+                "one model per GPU set: " + "; ".join(h.describe() for h in busy),
+                hint="stop that server first (`systemctl stop vllm-gate@PROFILE`): one model per GPU",
+            )
+
+    def release(self) -> None:
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # closing drops the flock
+        self._fds.clear()
+
+
+def busy_holders(state_dir: Path, gpus: Sequence[str]) -> list[LockHolder]:
+    """Holders of the GPUs' locks other than this process (a probe: takes and drops each lock)."""
+    busy = []
+    for gpu in gpus:
+        path = lock_path(state_dir, gpu)
+        if not path.exists():
+            continue
+        fd = _open(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            holder = read_holder(state_dir, gpu)
+            if holder.pid != os.getpid():
+                busy.append(holder)
+        finally:
+            os.close(fd)
+    return busy
+
+
+def read_holder(state_dir: Path, gpu: str) -> LockHolder:
+    path = lock_path(state_dir, gpu)
+    record: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
+        record = loaded if isinstance(loaded, dict) else {}
+    pid = record.get("pid") if isinstance(record.get("pid"), int) else _kernel_holder(path)
+    return LockHolder(gpu, pid, record.get("profile"), record.get("since"))
+
+
+def _try_lock(fd: int, attempts: int = 5) -> bool:
+    """A few tries 20 ms apart: `busy_holders` (a `launch preflight` elsewhere) holds a lock briefly."""
+    for attempt in range(attempts):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < attempts:
+                time.sleep(0.02)
+    return False
+
+
+def _open(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def _write_record(fd: int, profile: str) -> None:
+    # Same inode, rewritten in place: the flock is on the inode, so no atomic rename here.
+    since = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    data = json.dumps({"pid": os.getpid(), "profile": profile, "since": since}) + "\n"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data.encode(), 0)
+
+
+def _kernel_holder(path: Path) -> int | None:
+    """The pid /proc/locks gives for a FLOCK on this file's inode."""
+    try:
+        st = path.stat()
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].endswith(f":{st.st_ino}"):
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None

@@ -1,0 +1,136 @@
+"""The checks that need no GPU: host RAM, swap, the port, the model path, the restart guard.
+
+Each is a function from what it measured to a `CheckResult`, so the decision can be tested on
+numbers and the measuring on the real host.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import psutil
+
+from launcher.host.gpu import GIB
+from launcher.host.process_view import view_of
+from launcher.host.report import CheckName, CheckResult, ok, refused, skipped
+from launcher.host.restart_guard import GuardStatus
+
+
+def check_host_memory(available_bytes: int, min_gib: float) -> CheckResult:
+    have = available_bytes / GIB
+    if have < min_gib:
+        return refused(
+            CheckName.HOST_MEMORY,
+            f"host RAM: {have:.2f} GiB available < {min_gib:g} GiB required "
+            "(preflight.min_host_available_gib)",
+            "free host memory first; vLLM loads weights through host RAM",
+            available_gib=round(have, 2),
+        )
+    return ok(
+        CheckName.HOST_MEMORY,
+        f"host RAM: {have:.2f} GiB available >= {min_gib:g} GiB",
+        available_gib=round(have, 2),
+    )
+
+
+def check_swap(used_bytes: int, max_gib: float | None) -> CheckResult:
+    used = used_bytes / GIB
+    if max_gib is None:
+        return skipped(
+            CheckName.SWAP,
+            f"preflight.max_swap_used_gib not set (swap used {used:.2f} GiB)",
+            used_gib=round(used, 2),
+        )
+    if used > max_gib:
+        return refused(
+            CheckName.SWAP,
+            f"swap: {used:.2f} GiB in use > {max_gib:g} GiB allowed (preflight.max_swap_used_gib)",
+            "the host is swapping: find what holds the memory before loading a model",
+            used_gib=round(used, 2),
+        )
+    return ok(CheckName.SWAP, f"swap: {used:.2f} GiB in use <= {max_gib:g} GiB", used_gib=round(used, 2))
+
+
+def measure_host() -> tuple[int, int]:
+    """(RAM available, swap used) in bytes."""
+    return psutil.virtual_memory().available, psutil.swap_memory().used
+
+
+def check_port(host: str, port: int) -> CheckResult:
+    """Bind host:port as vLLM will (SO_REUSEADDR: a TIME_WAIT leftover does not block vLLM either)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as err:
+        return refused(
+            CheckName.PORT, f"port: cannot resolve host {host!r}: {err.strerror}", "fix engine.host"
+        )
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            if err.errno != errno.EADDRINUSE:
+                return refused(
+                    CheckName.PORT,
+                    f"port: cannot bind {host}:{port}: {err.strerror}",
+                    "fix engine.host/engine.port",
+                )
+            return refused(
+                CheckName.PORT,
+                f"port: {host}:{port} is in use{_port_holder(port)}",
+                "stop what listens there, or give the profile another engine.port",
+            )
+    return ok(CheckName.PORT, f"port: {host}:{port} is free")
+
+
+def _port_holder(port: int) -> str:
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except psutil.Error:
+        return ""
+    pids = sorted(
+        {
+            c.pid
+            for c in conns
+            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid
+        }
+    )
+    views = [v for v in (view_of(pid) for pid in pids) if v is not None]
+    return " by " + ", ".join(f"pid {v.pid} {v.label}" for v in views) if views else ""
+
+
+def check_model_path(model: str | None) -> CheckResult:
+    """A model that looks like a local path must be readable; a hub name (`org/name`) is vLLM's business."""
+    if not model:
+        return skipped(CheckName.MODEL_PATH, "no engine.model")
+    path = Path(model).expanduser()
+    local = model.startswith(("/", "./", "../", "~")) or path.exists()
+    if not local:
+        return skipped(CheckName.MODEL_PATH, f"{model!r} is not a local path (a hub name?)")
+    if not path.exists():
+        return refused(CheckName.MODEL_PATH, f"model path {model} does not exist", "fix engine.model")
+    mode = os.R_OK | (os.X_OK if path.is_dir() else 0)
+    if not os.access(path, mode):
+        return refused(
+            CheckName.MODEL_PATH,
+            f"model path {model} is not readable by uid {os.geteuid()}",
+            "fix its permissions",
+        )
+    return ok(CheckName.MODEL_PATH, f"model path {model} is readable")
+
+
+def check_restart_guard(status: GuardStatus) -> CheckResult:
+    data = {"fingerprint": status.fingerprint, "failures": status.failures, "retry_at": status.retry_at}
+    if status.blocked:
+        return refused(
+            CheckName.RESTART_GUARD,
+            status.describe(),
+            "a changed profile is a new candidate; or wait until the window has passed",
+            **data,
+        )
+    return ok(CheckName.RESTART_GUARD, status.describe(), **data)

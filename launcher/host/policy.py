@@ -1,0 +1,110 @@
+"""A profile's `[preflight]` table with its defaults filled in, and the GPUs its server will use."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from launcher.errors import BadInput
+from launcher.profile.keys import PREFLIGHT
+from launcher.profile.plan import LaunchPlan
+
+# vLLM 0.33's default --gpu-memory-utilization (FACTS §9; older releases: 0.9).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+SIM_PROGRAM = "vllm-sim"
+SIM_GPU_FLAG = "--sim-gpu-allocate"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    reap_orphans: bool
+    reap_grace_s: float
+    reap_deadline_s: float
+    min_host_available_gib: float
+    max_swap_used_gib: float | None
+    restart_max_failures: int
+    restart_window_s: float
+
+    @classmethod
+    def from_plan(cls, plan: LaunchPlan) -> HostPolicy:
+        table = plan.profile.data.get("preflight", {})
+        table = table if isinstance(table, dict) else {}
+        values = {s.name: table.get(s.name, s.default) for s in PREFLIGHT}
+        for name in (
+            "reap_grace_s",
+            "reap_deadline_s",
+            "min_host_available_gib",
+            "max_swap_used_gib",
+            "restart_window_s",
+        ):
+            if values[name] is not None and values[name] < 0:
+                raise BadInput(
+                    f"profile {plan.name!r}: preflight.{name} = {values[name]} must not be negative"
+                )
+        if values["restart_max_failures"] < 1:
+            raise BadInput(f"profile {plan.name!r}: preflight.restart_max_failures must be at least 1")
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDemand:
+    """Which GPUs the server will use and how much of each vLLM will demand at start."""
+
+    ids: tuple[str, ...]  # CUDA_VISIBLE_DEVICES entries, first `world_size` of them
+    source: str
+    utilization: float
+    no_gpu_reason: str | None = None  # set when this server uses no GPU at all
+    problem: str | None = None  # a plan that cannot work (fewer GPUs visible than TP×PP needs)
+    kv_cache_bytes_set: bool = False
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.no_gpu_reason is None
+
+
+def gpu_demand(plan: LaunchPlan, environ: Mapping[str, str] | None = None) -> GpuDemand:
+    """CUDA_VISIBLE_DEVICES from the plan's env, else from the launcher's, else 0..TP×PP×DP-1."""
+    environ = os.environ if environ is None else environ
+    args = {str(k).replace("-", "_"): v for k, v in plan.args.items()}
+    utilization = float(args.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
+    kv_bytes = args.get("kv_cache_memory_bytes") is not None
+    world = _size(args, "tensor_parallel_size") * _size(args, "pipeline_parallel_size")
+    world *= (
+        _size(args, "data_parallel_size_local")
+        if "data_parallel_size_local" in args
+        else _size(args, "data_parallel_size")
+    )
+    program = PurePath(plan.argv[0]).name if plan.argv else ""
+    if program == SIM_PROGRAM and SIM_GPU_FLAG not in plan.argv:
+        return GpuDemand(
+            (), "", utilization, no_gpu_reason=f"the simulator without {SIM_GPU_FLAG} uses no GPU"
+        )
+    if "CUDA_VISIBLE_DEVICES" in plan.env:
+        visible, source = plan.env["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES in the profile's [env]"
+    elif "CUDA_VISIBLE_DEVICES" in environ:
+        visible, source = (
+            environ["CUDA_VISIBLE_DEVICES"],
+            "CUDA_VISIBLE_DEVICES of the launcher's environment",
+        )
+    else:
+        ids = tuple(str(i) for i in range(world))
+        source = f"the default for tensor × pipeline × data parallel = {world}"
+        return GpuDemand(ids, source, utilization, kv_cache_bytes_set=kv_bytes)
+    tokens = tuple(t.strip() for t in visible.split(",") if t.strip())
+    if not tokens or tokens[0] == "-1":
+        return GpuDemand(
+            (), source, utilization, no_gpu_reason=f"{source} is {visible!r}: no GPU visible to vLLM"
+        )
+    problem = None
+    if len(tokens) < world:
+        needs = f"the profile needs {world} (tensor × pipeline × data parallel)"
+        problem = f"{source} names {len(tokens)} GPU(s) ({visible}) but {needs}"
+    return GpuDemand(tokens[:world], source, utilization, problem=problem, kv_cache_bytes_set=kv_bytes)
+
+
+def _size(args: Mapping[str, Any], name: str) -> int:
+    value = args.get(name, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1

@@ -1,0 +1,128 @@
+"""Preflight: every host check before vLLM starts, with orphan reaping when asked.
+
+The supervisor calls `run_preflight(plan, options, reap=..., force=...)`; it raises
+`PreflightRefused` (exit 4) with the full reason when any check refuses. `launch preflight` calls
+`check_host` to print every result. Only vLLM orphans are ever signalled, unless `force`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from gates.context import Clock
+from launcher.errors import BadInput
+from launcher.host.clock import SystemClock
+from launcher.host.gpu import GpuProbe, NvmlProbe
+from launcher.host.gpu_checks import (
+    HostGpus,
+    check_gpu_memory,
+    check_one_model,
+    check_orphans,
+    read_gpus,
+    relevant_orphans,
+)
+from launcher.host.gpu_locks import busy_holders
+from launcher.host.host_checks import (
+    check_host_memory,
+    check_model_path,
+    check_port,
+    check_restart_guard,
+    check_swap,
+    measure_host,
+)
+from launcher.host.orphans import HostProcess, prefixes_for, scan_vllm
+from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
+from launcher.host.process_view import ProcessView, my_lineage, view_of
+from launcher.host.reaper import ReapReport, reap
+from launcher.host.report import PreflightReport
+from launcher.host.restart_guard import guard_for
+from launcher.profile.plan import LaunchPlan
+from launcher.settings import GlobalOptions
+
+
+def run_preflight(
+    plan: LaunchPlan,
+    options: GlobalOptions,
+    reap: bool = False,
+    force: bool = False,
+    *,
+    probe: GpuProbe | None = None,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PreflightReport:
+    """All checks; raises `PreflightRefused` when one refuses, else returns the report."""
+    report = check_host(plan, options, reap, force, probe=probe, clock=clock, environ=environ)
+    report.raise_if_refused()
+    return report
+
+
+def check_host(
+    plan: LaunchPlan,
+    options: GlobalOptions,
+    reap: bool = False,
+    force: bool = False,
+    *,
+    probe: GpuProbe | None = None,
+    clock: Clock | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> PreflightReport:
+    """All checks, reaping first when asked; never raises for a refusal."""
+    policy = HostPolicy.from_plan(plan)
+    reap = reap or policy.reap_orphans
+    if force and not reap:
+        raise BadInput(
+            "--force only widens --reap-orphans (to every process on the GPUs)", hint="add --reap-orphans"
+        )
+    demand = gpu_demand(plan, environ)
+    prefixes = prefixes_for(plan.env)
+    me = view_of(os.getpid())
+    user = me.user if me is not None else str(os.geteuid())
+    with probe if probe is not None else NvmlProbe() as gpu_probe:
+        gpus, scan = _observe(gpu_probe, demand, prefixes)
+        reaped = None
+        if reap:
+            targets = _reap_targets(scan, gpus, prefixes[-1], force)
+            if targets:
+                reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
+                gpus, scan = _observe(gpu_probe, demand, prefixes)
+    available, swap_used = measure_host()
+    guard = guard_for(options.state_dir, plan.name, policy.restart_max_failures, policy.restart_window_s)
+    locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
+    checks = (
+        check_gpu_memory(gpus, demand, user),
+        check_orphans(scan, gpus, prefixes[-1], plan.name, user),
+        check_one_model(gpus, demand, locks, user),
+        check_host_memory(available, policy.min_host_available_gib),
+        check_swap(swap_used, policy.max_swap_used_gib),
+        check_port(plan.host, plan.port),
+        check_model_path(str(plan.engine.get("model") or "") or None),
+        check_restart_guard(guard.status(plan.fingerprint())),
+    )
+    where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
+    return PreflightReport(plan.name, checks, demand.ids, where, reaped)
+
+
+def _observe(
+    probe: GpuProbe, demand: GpuDemand, prefixes: tuple[str, ...]
+) -> tuple[HostGpus, list[HostProcess]]:
+    gpus = read_gpus(probe, demand, prefixes) if demand.uses_gpu else HostGpus((), (), demand.no_gpu_reason)
+    return gpus, scan_vllm(prefixes)
+
+
+def _reap_targets(scan: list[HostProcess], gpus: HostGpus, own_prefix: str, force: bool) -> list[ProcessView]:
+    """vLLM orphans that block this start; with `force`, also every process holding the target GPUs."""
+    chosen = {p.pid: p.view for p in relevant_orphans(scan, gpus, own_prefix)}
+    if force:
+        for target in gpus.targets:
+            for holder in target.holders:
+                if holder.process is not None:
+                    chosen.setdefault(holder.pid, holder.process.view)
+    protected = my_lineage()
+    return [view for pid, view in sorted(chosen.items()) if pid not in protected]
+
+
+def _reap(targets: list[ProcessView], policy: HostPolicy, clock: Clock, probe: GpuProbe) -> ReapReport:
+    return reap(
+        targets, grace_s=policy.reap_grace_s, deadline_s=policy.reap_deadline_s, clock=clock, probe=probe
+    )

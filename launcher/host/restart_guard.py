@@ -1,0 +1,116 @@
+"""Stop retrying a candidate that keeps failing to start: N failures within T, per fingerprint.
+
+Under `Restart=always` a start that cannot succeed (orphans holding 29 GiB on every card) once
+became a 34-minute failure loop. The guard counts failed starts of one candidate (the plan's
+fingerprint: argv + env) in the state dir, across launcher restarts, and says why it stopped.
+A changed profile is a new candidate with a fresh count; a success clears the count.
+Timestamps are wall-clock seconds: the count must survive the process (and a reboot).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.atomicfile import write_atomic
+from launcher.state.store import StateStore
+
+GUARD_FILE = "restart_guard.json"
+_KEEP_REASONS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class GuardStatus:
+    fingerprint: str
+    failures: int  # within the window
+    max_failures: int
+    window_s: float
+    last_reason: str | None
+    retry_at: float | None  # wall-clock time the oldest counted failure leaves the window
+
+    @property
+    def blocked(self) -> bool:
+        return self.failures >= self.max_failures
+
+    def describe(self) -> str:
+        minutes = f"{self.window_s / 60:g} min"
+        if not self.blocked:
+            allowed = f"{self.max_failures} allowed in {minutes}"
+            return f"candidate {self.fingerprint}: {self.failures} failed start(s) of {allowed}"
+        when = time.strftime("%H:%M:%S", time.localtime(self.retry_at)) if self.retry_at else "later"
+        last = f" (last: {self.last_reason})" if self.last_reason else ""
+        return (
+            f"candidate {self.fingerprint} failed to start {self.failures} times in {minutes}{last}; "
+            f"not retried before {when}"
+        )
+
+
+class RestartGuard:
+    """Failed-start counts for one profile's candidates, in STATE/profiles/NAME/restart_guard.json."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        profile: str,
+        *,
+        max_failures: int,
+        window_s: float,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = store.profile_dir(profile) / GUARD_FILE
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self._now = now
+
+    def record_failure(self, fingerprint: str, reason: str) -> GuardStatus:
+        data = self._load()
+        entry = data.setdefault(fingerprint, {"failures": [], "reasons": []})
+        entry["failures"] = [*self._recent(entry["failures"]), self._now()]
+        entry["reasons"] = [*entry["reasons"], reason][-_KEEP_REASONS:]
+        self._save(data)
+        return self.status(fingerprint)
+
+    def record_success(self, fingerprint: str) -> None:
+        data = self._load()
+        if data.pop(fingerprint, None) is not None:
+            self._save(data)
+
+    def should_retry(self, fingerprint: str) -> bool:
+        return not self.status(fingerprint).blocked
+
+    def status(self, fingerprint: str) -> GuardStatus:
+        entry = self._load().get(fingerprint, {})
+        recent = self._recent(entry.get("failures", []))
+        reasons = entry.get("reasons") or [None]
+        return GuardStatus(
+            fingerprint=fingerprint,
+            failures=len(recent),
+            max_failures=self.max_failures,
+            window_s=self.window_s,
+            last_reason=reasons[-1],
+            retry_at=(recent[-self.max_failures] + self.window_s)
+            if len(recent) >= self.max_failures
+            else None,
+        )
+
+    def _recent(self, stamps: list[Any]) -> list[float]:
+        since = self._now() - self.window_s
+        return sorted(float(t) for t in stamps if isinstance(t, int | float) and float(t) > since)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}  # a corrupt guard file must not stop a start: it only loses old counts
+        return data if isinstance(data, dict) else {}
+
+    def _save(self, data: dict[str, Any]) -> None:
+        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def guard_for(store_root: Path, profile: str, max_failures: int, window_s: float) -> RestartGuard:
+    return RestartGuard(StateStore(store_root), profile, max_failures=max_failures, window_s=window_s)

@@ -1,0 +1,113 @@
+"""The systemd unit `vllm-gate@.service` (instance = profile name) and its per-host drop-in.
+
+Declared once here; `systemd/vllm-gate@.service` in the repository is `render_unit("launch")` and a
+test keeps the two equal. `launch install-unit` writes it with the absolute path of `launch`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from launcher.errors import BadInput
+
+UNIT_NAME = "vllm-gate@.service"
+DROPIN_NAME = "10-host.conf"
+
+UNIT_TEMPLATE = """\
+# vllm-gate@.service: one vLLM server per instance; the instance is the profile (vllm-gate@prod).
+# `launch install-unit` writes this with the absolute path of `launch`; per-host settings go in
+# vllm-gate@PROFILE.service.d/10-host.conf. docs/host-safety.md explains every choice below.
+[Unit]
+Description=vLLM behind vllm-gate (profile %i)
+After=network-online.target nvidia-persistenced.service
+Wants=network-online.target
+# systemd's own brake on restart loops: at most 3 starts in 2 hours, then the unit stays failed.
+# Keep the interval >= burst x (TimeoutStartSec + RestartSec), or slow failures never add up.
+StartLimitIntervalSec=2h
+StartLimitBurst=3
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart={launch} --profile %i
+ExecReload=/bin/kill -HUP $MAINPID
+# READY=1 comes after weights, torch.compile, CUDA-graph capture and every gate: the slowest good
+# start plus the gate deadlines plus a margin (docs/host-safety.md, "Sizing TimeoutStartSec").
+TimeoutStartSec=30min
+# vLLM's graceful shutdown, then the launcher's TERM -> grace -> KILL of the whole group.
+TimeoutStopSec=2min
+# Armed once READY=1 is sent; the launcher pings every WatchdogSec/2 (WATCHDOG_USEC).
+WatchdogSec=2min
+Restart=on-failure
+RestartSec=30s
+# 2 = bad input, 4 = preflight refused: a restart cannot fix either, it would only loop.
+RestartPreventExitStatus=2 4
+# Stop and failure reach every process of the unit: vLLM's engine and workers leave no orphans.
+KillMode=control-group
+KillSignal=SIGTERM
+SendSIGKILL=yes
+StateDirectory=vllm-gate
+Environment=PYTHONUNBUFFERED=1
+LimitNOFILE=65536
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+DROPIN_TEMPLATE = """\
+# Per-host settings of vllm-gate@{profile}.service, written by `launch install-unit`; edit freely,
+# then `systemctl daemon-reload`.
+[Service]
+Environment=VLLM_GATE_PROFILES={profiles_dir}
+Environment=VLLM_GATE_STATE={state_dir}
+# NVML numbers GPUs in PCI bus order; this makes CUDA (and so CUDA_VISIBLE_DEVICES) agree.
+Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID
+# The GPUs of this server; unset: 0..N-1 for N = tensor x pipeline parallel size.
+#Environment=CUDA_VISIBLE_DEVICES=0,1,2,3
+# Secrets never go in a profile or in this file: put `{api_key_env}=...` in this root-only (0600) file.
+EnvironmentFile=-/etc/vllm-gate/{profile}.env
+# Run as a service user instead of root (it needs the GPUs, the model files and the state dir).
+#User=vllm
+"""
+
+
+def render_unit(launch: str) -> str:
+    return UNIT_TEMPLATE.format(launch=launch)
+
+
+def render_dropin(profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None) -> str:
+    return DROPIN_TEMPLATE.format(
+        profile=profile,
+        profiles_dir=_unit_path(profiles_dir),
+        state_dir=_unit_path(state_dir),
+        api_key_env=api_key_env or "VLLM_API_KEY",
+    )
+
+
+def dropin_path(unit_dir: Path, profile: str) -> Path:
+    return unit_dir / f"vllm-gate@{profile}.service.d" / DROPIN_NAME
+
+
+def launch_executable() -> Path:
+    """The `launch` next to this Python (a venv's bin/), else on PATH; absolute, symlinks kept."""
+    beside = Path(sys.executable).absolute().parent / "launch"
+    if beside.is_file():
+        return beside
+    found = shutil.which("launch")
+    if found:
+        return Path(found).absolute()
+    raise BadInput(
+        "cannot find the `launch` executable",
+        hint="install vllm-gate (pip install -e .) and run it from there",
+    )
+
+
+def _unit_path(path: Path) -> str:
+    text = str(path.expanduser().absolute())
+    if any(c.isspace() for c in text) or "%" in text:
+        raise BadInput(
+            f"{text}: a path with spaces or '%' cannot go in a systemd unit unquoted", hint="use another path"
+        )
+    return text

@@ -1,0 +1,141 @@
+"""Raw log text → clean records: what a line says once the noise around vLLM's own text is gone.
+
+Noise seen in real logs (FACTS §1, public issue pastes):
+- ANSI colours, real (`\\x1b[32m`) or pasted literally (`^[[0;36m`); 0.33's ColoredFormatter
+  colours the level and greys the timestamp, older `_add_prefix` coloured `(NAME pid=N)` cyan;
+- outer prefixes: docker-compose `vllm-1  | `, journald `Nov 29 06:25:47 host vllm[123]: ` (or
+  short-iso), bare ISO timestamps (`docker logs -t`, CI), Ray's `(RayWorkerProc pid=N, ip=…) `;
+- tqdm redraws separated by `\\r`, and multi-line vLLM messages joined with `\\r\\n`: a physical
+  line is split into `\\r` segments, each parsed on its own;
+- vLLM's prefix, optional in every part (FACTS §1 tolerant regex): `(EngineCore pid=4312) `,
+  `(VllmWorker rank=3 pid=…) `, old `INFO 12-20 20:25:46 worker.py:241] msg`, new `[file.py:N]`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from launcher.logfacts.patterns import BAR, RAY_REPEATED
+
+_ANSI_REAL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI_LITERAL = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
+
+_OUTER_PREFIXES = (
+    # journald short: `Nov 29 06:25:47 gpu01 vllm[4101]: `
+    re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?: "),
+    # journald short-iso / bare ISO timestamps (`docker logs -t`, CI runners, `[2026-02-24T20:21:58Z]`)
+    re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+               r"(?: \S+ [^\s\[:]+(?:\[\d+\])?:)? "),
+    # docker-compose: `vllm-1  | `, `vllm_1    | `
+    re.compile(r"[A-Za-z0-9][\w.-]*\s*\| ?"),
+)
+
+# FACTS §1 tolerant prefix, widened for `(VllmWorker rank=3 pid=N)`, Ray's `, ip=…`, the old form
+# without brackets around `file:line`, and milliseconds some forks add.
+VLLM_PREFIX = re.compile(
+    r"(?:\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\) )?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? "
+    r"\[?(?P<src>[^\]\s]+):(?P<lineno>\d+)\] ?"
+)
+_BARE_PROC = re.compile(r"(?:\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\) )+")
+_UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)")
+_RECORD_STARTS = (
+    "Traceback (most recent call last)", "  File ", "During handling of the above exception",
+    "The above exception was the direct cause", "Process ", "usage: ", "vllm: error",
+)
+_TAG_START = re.compile(r"\[[\w .:/=-]+\]|[IWEF]\d{4} \d\d:\d\d|\S+:\d+:\d+ \[\d+\] NCCL")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One `\\r` segment: its clean text, its message, and vLLM's prefix fields when present."""
+
+    text: str
+    msg: str
+    proc: str | None = None
+    pid: int | None = None
+    level: str | None = None
+    ts: str | None = None
+
+    @property
+    def label(self) -> str | None:
+        """Which process wrote it, e.g. `Worker_TP1` or `VllmWorker rank=3`; None when unprefixed."""
+        return self.proc if self.proc is not None else (f"pid={self.pid}" if self.pid else None)
+
+
+def strip_ansi(text: str) -> str:
+    """Remove colour codes; both checks are plain substring scans, so plain logs cost nothing."""
+    if "\x1b" in text:
+        text = _ANSI_REAL.sub("", text).replace("\x1b", "")
+    if "^" in text and "^[[" in text:  # `^` alone is a fast scan; `^[[` only where carets exist
+        text = _ANSI_LITERAL.sub("", text)
+    return text
+
+
+def strip_outer(line: str) -> str:
+    """Drop journald/docker/timestamp prefixes (nested ones too, e.g. journald around docker)."""
+    for _ in range(4):
+        for rx in _OUTER_PREFIXES:
+            m = rx.match(line)
+            if m and m.end() < len(line):
+                line = line[m.end():]
+                break
+        else:
+            return line
+    return line
+
+
+def parse_segment(text: str) -> Record:
+    """Split a clean segment into vLLM's prefix fields and the message (FACTS §1)."""
+    m = VLLM_PREFIX.search(text)
+    if m is not None:
+        msg = RAY_REPEATED.sub("", text[m.end():]).rstrip()
+        pid = m.group("pid")
+        return Record(text, msg, m.group("proc"), int(pid) if pid else None, m.group("level"), m.group("ts"))
+    proc: str | None = None
+    pid_text: str | None = None
+    rest = text
+    bare = _BARE_PROC.match(text)
+    if bare is not None:  # older `_add_prefix`: stderr, uvicorn and tracebacks got `(NAME pid=N) `
+        proc, pid_text, rest = bare.group("proc"), bare.group("pid"), text[bare.end():]
+    level: str | None = None
+    uv = _UVICORN.match(rest)
+    if uv is not None:
+        level, rest = uv.group("level"), rest[uv.end():]
+    msg = RAY_REPEATED.sub("", rest).rstrip()
+    return Record(text, msg, proc, int(pid_text) if pid_text else None, level, None)
+
+
+def leading_proc(text: str) -> str | None:
+    """The `(NAME pid=N) ` a segment starts with (older releases prefixed tqdm bars per rank)."""
+    m = _BARE_PROC.match(text)
+    return m.group("proc") if m else None
+
+
+def is_record_like(line: str) -> bool:
+    """Does this physical line start something new (so it cannot be a wrapped continuation)?"""
+    line = strip_outer(line)
+    if not line.strip() or line.startswith(("  ", "\t", "(")):
+        return True  # one leading space is allowed: a terminal wrap can fall on the space of ", "
+    if VLLM_PREFIX.search(line, 0, 400) or _UVICORN.match(line) or BAR.search(line):
+        return True
+    return line.startswith(_RECORD_STARTS) or bool(EXCEPTION_LINE.match(line) or _TAG_START.match(line))
+
+
+def brackets_balanced(text: str) -> bool:
+    """Rough completeness test for a wrapped dict/Namespace repr: quotes skipped, brackets counted."""
+    depth = 0
+    quote = ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+    return depth <= 0 and not quote

@@ -1,0 +1,115 @@
+"""The API server's own log lines: config, going live, engine death, shutdown (FACTS §2, §5, §10)."""
+
+from __future__ import annotations
+
+import os
+
+from launcher.profile.schema import VllmSchema
+from launcher.sim.config import SimConfig
+from launcher.sim.cudagraph import GraphMode
+from launcher.sim.logline import LogWriter
+from launcher.sim.tracebacks import API_FRAMES, traceback_text
+from launcher.sim.versions import Dialect
+
+ARCHITECTURES = (
+    ("qwen3", "Qwen3ForCausalLM"),
+    ("qwen2", "Qwen2ForCausalLM"),
+    ("llama", "LlamaForCausalLM"),
+    ("mistral", "MistralForCausalLM"),
+    ("gemma", "Gemma3ForCausalLM"),
+    ("deepseek", "DeepseekV3ForCausalLM"),
+    ("glm", "Glm4MoeForCausalLM"),
+)
+ENV_OURS = ("VLLM_SIM_",)
+
+
+def architecture(model: str) -> str:
+    low = model.lower()
+    return next((arch for key, arch in ARCHITECTURES if key in low), "Qwen3ForCausalLM")
+
+
+def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> None:
+    """Everything the API process logs before it starts the engine."""
+    if d.version.startswith("0.33") and os.environ.get("VLLM_DISABLE_LOG_LOGO") != "1":
+        log.info(d.src("version"), f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {d.version}")
+    else:
+        log.info(d.src("version"), d.version_line(cfg.model))
+    log.info(d.src("args"), f"non-default args: {cfg.shown_args}")
+    if schema.env_vars:
+        for name in sorted(os.environ):
+            if name.startswith("VLLM_") and name not in schema.env_vars and not name.startswith(ENV_OURS):
+                log.warning(d.src("unknown_env"), f"Unknown vLLM environment variable detected: {name}")
+    log.info(d.src("arch"), f"Resolved architecture: {architecture(cfg.model)}")
+    log.info(d.src("max_len"), f"Using max model len {cfg.max_model_len}")
+    log.info(
+        d.src("chunked"),
+        f"Chunked prefill is enabled with max_num_batched_tokens={cfg.max_num_batched_tokens}.",
+    )
+    for warning in cfg.graphs.warnings:
+        log.warning(d.src("sizes_overridden"), warning)
+    if cfg.enforce_eager:
+        log.info(
+            d.src("eager_note"),
+            "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
+            "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none and "
+            "--kernel_config.enable_jit_warmup=False",
+        )
+        log.info(d.src("eager_off"), "Cudagraph is disabled under eager mode")
+    elif cfg.faults.eager_fallback and cfg.graphs.mode == GraphMode.NONE:
+        log.info(
+            d.src("cg_mode_override"),
+            "Cudagraph mode FULL_AND_PIECEWISE is not compatible with compilation mode 0. Overriding to "
+            "NONE.",
+        )
+
+
+def ready_lines(
+    log: LogWriter, cfg: SimConfig, d: Dialect, url: str, routes: tuple[tuple[str, str], ...]
+) -> None:
+    log.info(d.src("tasks"), "Supported tasks: ['generate']")
+    if cfg.auto_tools:
+        log.info(d.src("auto_tools"), '"auto" tool choice has been enabled.')
+    log.info(d.src("server_start"), d.server_start_line(url))
+    log.info(d.src("routes"), "Available routes are:")
+    for path, methods in routes:
+        log.info(d.src("route"), f"Route: {path}, Methods: {methods}")
+
+
+def uvicorn_started(log: LogWriter) -> None:
+    log.raw(f"INFO:     Started server process [{os.getpid()}]")
+    log.raw("INFO:     Waiting for application startup.")
+
+
+def uvicorn_stopped(log: LogWriter) -> None:
+    log.raw("INFO:     Shutting down")
+    log.raw("INFO:     Waiting for application shutdown.")
+    log.raw("INFO:     Application shutdown complete.")
+    log.raw(f"INFO:     Finished server process [{os.getpid()}]")
+
+
+def engine_died(log: LogWriter, d: Dialect) -> None:
+    log.warning(
+        d.src("core_exited"), "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+    )
+    log.error(d.src("output_handler"), "AsyncLLM output_handler failed.")
+    log.error(
+        d.src("output_handler"),
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+        "See stack trace (above) for the root cause.",
+    )
+
+
+def startup_failed(log: LogWriter, d: Dialect) -> None:
+    last = (
+        f"RuntimeError: Engine core initialization failed. See root cause above. "
+        f"Failed core proc(s): {{'{d.engine_name}': 1}}"
+    )
+    for line in traceback_text(API_FRAMES, last).split("\n"):
+        log.raw(line)
+
+
+def refused(log: LogWriter, lines: list[str]) -> None:
+    """A configuration vLLM rejects before the engine starts: a traceback on stderr."""
+    text = traceback_text(API_FRAMES[:3], lines[0])
+    for line in text.split("\n") + lines[1:]:
+        log.raw(line)

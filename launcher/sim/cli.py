@@ -1,0 +1,67 @@
+"""`vllm-sim serve MODEL [vLLM flags] [--sim-* flags]`: the console script.
+
+The option schema comes from `VLLM_SIM_SCHEMA` (a snapshot JSON file) when set, else from the
+committed snapshot of vLLM 0.33.0's parser (`launcher.profile.schema.load_schema`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from launcher.profile.schema import VllmSchema, load_file, load_schema
+from launcher.sim.config import StartupRefused, from_namespace
+from launcher.sim.serve_args import SimArgumentError, parse
+from launcher.sim.versions import dialect_for
+
+
+def _schema() -> VllmSchema:
+    path = os.environ.get("VLLM_SIM_SCHEMA")
+    if path:
+        return load_file(Path(path))
+    return load_schema(prefer_installed=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        schema = _schema()
+    except (OSError, ValueError, KeyError) as err:
+        print(
+            f"vllm-sim: cannot read the vLLM option schema: {err} "
+            "(set VLLM_SIM_SCHEMA to a schema snapshot JSON file)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        ns = parse(args, schema)
+    except SimArgumentError as err:
+        print(f"vllm: error: {err}", file=sys.stderr)
+        return 2
+    if ns.version:
+        print(dialect_for(os.environ.get("VLLM_SIM_VLLM_VERSION", "0.33")).version)
+        return 0
+    if ns.subparser != "serve":
+        print("usage: vllm-sim serve MODEL [vLLM flags] [--sim-* flags]", file=sys.stderr)
+        return 2
+    from launcher.sim.api_server import ApiServer
+    from launcher.sim.logline import LogWriter
+
+    try:
+        cfg = from_namespace(ns, schema)
+    except StartupRefused as err:
+        from launcher.sim import announce
+
+        announce.refused(LogWriter("APIServer", dialect_for(ns.sim_vllm_version)), err.lines)
+        return 1
+    code = ApiServer(cfg, schema).run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Children were stopped (or, with --sim-orphans, deliberately left): multiprocessing's exit hook
+    # must not wait for them.
+    os._exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The simulator's resolved settings: vLLM flags and sim flags turned into one picklable value.
+
+vLLM's defaults that depend on the GPU (FACTS §9) are taken from the simulated GPU size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.profile.schema import VllmSchema
+from launcher.sim import cudagraph
+from launcher.sim.faults import Faults, faults_from
+from launcher.sim.memory import MemoryPlan, plan_memory
+from launcher.sim.parsers import REASONING_PARSERS, TOOL_PARSERS, unknown_parser_error
+from launcher.sim.serve_args import given_args, human_int
+from launcher.sim.timing import Timing, timing_from
+
+
+class StartupRefused(Exception):
+    """vLLM would refuse this configuration before starting the engine: `lines` go to stderr."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines[-1])
+        self.lines = lines
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    version: str
+    model: str
+    served_names: tuple[str, ...]
+    host: str | None
+    port: int
+    tp: int
+    util: float
+    gpu_total_gib: float
+    gpu_free_gib: float | None
+    weights_gib: float | None
+    kv_bytes_per_token: int | None
+    kv_cache_dtype: str
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    prefix_caching: bool
+    enforce_eager: bool
+    graphs: cudagraph.GraphPlan
+    spec_method: str | None
+    spec_tokens: int
+    reasoning: bool
+    reasoning_parser: str | None
+    tool_parser: str | None
+    auto_tools: bool
+    api_keys: tuple[str, ...]
+    log_stats: bool
+    shutdown_timeout: float
+    access_log: bool
+    access_log_skip: tuple[str, ...]
+    prompt_tokens_details: bool
+    force_include_usage: bool
+    request_id_headers: bool
+    ground_truth: str | None
+    timing: Timing
+    faults: Faults
+    shown_args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_label(self) -> str:
+        """The name clients must send and metrics carry: the first served name (FACTS §7)."""
+        return self.faults.serve_model_name or self.served_names[0]
+
+    @property
+    def card_names(self) -> tuple[str, ...]:
+        if self.faults.serve_model_name:
+            return (self.faults.serve_model_name,)
+        return self.served_names
+
+    def memory(self) -> MemoryPlan:
+        graphs = len(self.graphs.piecewise_sizes) + len(self.graphs.full_sizes)
+        return plan_memory(
+            model=self.model,
+            total_gib=self.gpu_total_gib,
+            free_gib=self.gpu_free_gib,
+            util=self.util,
+            tp=self.tp,
+            weights_override=self.weights_gib,
+            bytes_per_token_override=self.kv_bytes_per_token,
+            kv_dtype=self.kv_cache_dtype,
+            mnbt=self.max_num_batched_tokens,
+            graphs=graphs,
+            block_size=self.block_size,
+            max_model_len=self.max_model_len,
+        )
+
+
+def _get(ns: argparse.Namespace, name: str, default: Any = None) -> Any:
+    value = getattr(ns, name, None)
+    return default if value is None else value
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if value is None or isinstance(value, dict):
+        return value or {}
+    try:
+        loaded = json.loads(str(value))
+    except ValueError as err:
+        raise StartupRefused([f"vllm: error: argument value is not valid JSON: {value!r}"]) from err
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else human_int(str(value))
+
+
+def from_namespace(
+    ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
+) -> SimConfig:
+    env = dict(os.environ) if environ is None else environ
+    from launcher.sim.versions import dialect_for
+
+    dialect = dialect_for(ns.sim_vllm_version)
+    model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"
+    total = float(ns.sim_gpu_memory_gib)
+    big = total >= 70
+    mnbt_default = 16384 if total >= 160 else 8192 if big else 2048
+    seqs_default = 1024 if big else 256
+    if _get(ns, "performance_mode") == "throughput":
+        mnbt_default, seqs_default = mnbt_default * 2, seqs_default * 2
+    mnbt = _int(_get(ns, "max_num_batched_tokens", mnbt_default))
+    seqs = int(_get(ns, "max_num_seqs", min(seqs_default, mnbt)))
+    model_max = int(ns.sim_model_max_len)
+    max_len = _int(_get(ns, "max_model_len", model_max))
+    if max_len in (-1,):
+        max_len = model_max
+    if max_len > model_max and env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+        raise StartupRefused(
+            [
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                f"  Value error, User-specified max_model_len ({max_len}) is greater than the derived "
+                "max_model_len "
+                f"(max_position_embeddings={model_max} or model_max_length=None in model's config.json). "
+                "To allow "
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+                " must be used with extreme caution.",
+            ]
+        )
+    spec = _json(_get(ns, "speculative_config"))
+    spec_method = spec.get("method") or _get(ns, "spec_method")
+    spec_tokens = int(spec.get("num_speculative_tokens") or _get(ns, "spec_tokens", 1 if spec_method else 0))
+    tool_parser = _get(ns, "tool_call_parser")
+    auto_tools = bool(_get(ns, "enable_auto_tool_choice", False))
+    if auto_tools and not tool_parser:
+        raise StartupRefused(["TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"])
+    if auto_tools and tool_parser not in TOOL_PARSERS:
+        raise StartupRefused([unknown_parser_error("tool call", tool_parser, TOOL_PARSERS)])
+    reasoning_parser = _get(ns, "reasoning_parser")
+    if reasoning_parser and reasoning_parser not in REASONING_PARSERS:
+        raise StartupRefused([unknown_parser_error("reasoning", reasoning_parser, REASONING_PARSERS)])
+    enforce_eager = bool(_get(ns, "enforce_eager", False))
+    try:
+        graphs = cudagraph.plan_graphs(
+            optimization_level=int(_get(ns, "optimization_level", 2)),
+            compilation_config=_json(_get(ns, "compilation_config")),
+            enforce_eager=enforce_eager,
+            max_num_seqs=seqs,
+            max_num_batched_tokens=mnbt,
+            spec_tokens=spec_tokens,
+            performance_mode=_get(ns, "performance_mode"),
+            user_sizes=[int(s) for s in ns.cudagraph_capture_sizes]
+            if _get(ns, "cudagraph_capture_sizes")
+            else None,
+            user_max=_get(ns, "max_cudagraph_capture_size"),
+        )
+    except cudagraph.GraphConfigError as err:
+        raise StartupRefused([f"ValueError: {err}"]) from err
+    faults = faults_from(ns)
+    if faults.capture_fallback and graphs.sizes:
+        graphs = cudagraph.fallback_plan(graphs)
+    if faults.eager_fallback and graphs.mode != cudagraph.GraphMode.NONE:
+        graphs = cudagraph.eager_plan(graphs)
+    if ns.sim_speed <= 0:
+        raise StartupRefused(["vllm: error: --sim-speed must be > 0"])
+    timing = timing_from(ns)
+    keys = _get(ns, "api_key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
+    skip = _get(ns, "disable_access_log_for_endpoints", "")
+    served = _get(ns, "served_model_name") or [model]
+    return SimConfig(
+        version=ns.sim_vllm_version,
+        model=model,
+        served_names=tuple(served if isinstance(served, list) else [served]),
+        host=_get(ns, "host"),
+        port=int(_get(ns, "port", 8000)),
+        tp=int(_get(ns, "tensor_parallel_size", 1)),
+        util=float(_get(ns, "gpu_memory_utilization", dialect.default_util)),
+        gpu_total_gib=total,
+        gpu_free_gib=ns.sim_free_memory_gib,
+        weights_gib=ns.sim_weights_gib,
+        kv_bytes_per_token=ns.sim_kv_bytes_per_token,
+        kv_cache_dtype=str(_get(ns, "kv_cache_dtype", "auto")),
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=mnbt,
+        block_size=int(_get(ns, "block_size", 16)),
+        prefix_caching=bool(_get(ns, "enable_prefix_caching", True)),
+        enforce_eager=enforce_eager,
+        graphs=graphs,
+        spec_method=spec_method,
+        spec_tokens=spec_tokens,
+        reasoning=bool(reasoning_parser) or bool(ns.sim_reasoning),
+        reasoning_parser=reasoning_parser,
+        tool_parser=tool_parser,
+        auto_tools=auto_tools,
+        api_keys=tuple(keys if isinstance(keys, list) else [keys]),
+        log_stats=not _get(ns, "disable_log_stats", False),
+        shutdown_timeout=float(_get(ns, "shutdown_timeout", 0)),
+        access_log=not _get(ns, "disable_uvicorn_access_log", False),
+        access_log_skip=tuple(p for p in str(skip).split(",") if p),
+        prompt_tokens_details=bool(_get(ns, "enable_prompt_tokens_details", False)),
+        force_include_usage=bool(_get(ns, "enable_force_include_usage", False)),
+        request_id_headers=bool(_get(ns, "enable_request_id_headers", False)),
+        ground_truth=ns.sim_ground_truth,
+        timing=timing,
+        faults=faults,
+        shown_args=given_args(ns, schema),
+    )

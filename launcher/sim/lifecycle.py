@@ -1,0 +1,49 @@
+"""What every simulated child process shares: its title, its SIGTERM policy, its watch on the parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import FrameType
+
+
+def set_title(name: str) -> None:
+    """`<VLLM_PROCESS_NAME_PREFIX>::<name>`, as vLLM's `set_process_title` (FACTS §6)."""
+    try:
+        import setproctitle
+    except ImportError:  # vLLM silently does nothing without it, and so do we
+        return
+    prefix = os.environ.get("VLLM_PROCESS_NAME_PREFIX", "VLLM")
+    setproctitle.setproctitle(f"{prefix}::{name}")
+
+
+class TermPolicy:
+    """Records SIGTERM/SIGINT; `due()` says when to act on it (`--sim-ignore-sigterm-s` delays that)."""
+
+    def __init__(self, ignore_s: float = 0.0, immune: bool = False) -> None:
+        self.ignore_s = ignore_s
+        self.immune = immune
+        self.first_at: float | None = None
+        self.signal_name = "SIGTERM"
+
+    def install(self) -> None:
+        if self.immune:  # --sim-orphans: a stuck child that only SIGKILL removes
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return
+        signal.signal(signal.SIGTERM, self._record)
+        signal.signal(signal.SIGINT, self._record)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+            self.signal_name = signal.Signals(signum).name
+
+    def trigger(self) -> None:
+        """A shutdown asked for by the parent (not a signal): act at once."""
+        if self.first_at is None:
+            self.first_at = time.monotonic() - self.ignore_s
+
+    def due(self) -> bool:
+        return self.first_at is not None and time.monotonic() >= self.first_at + self.ignore_s

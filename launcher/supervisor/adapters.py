@@ -1,0 +1,85 @@
+"""The real implementations of the gates' interfaces: system clock, HTTP over requests, psutil memory."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import psutil
+import requests
+
+from gates.context import HttpReply
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+
+class RequestsHttp:
+    """HTTP to one server; network failures come back as status 0, never as exceptions."""
+
+    def __init__(self, base_url: str, api_key: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.session = requests.Session()
+        if api_key:
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
+
+    def get(self, path: str, timeout_s: float) -> HttpReply:
+        return self._call(lambda: self.session.get(self.base_url + path, timeout=timeout_s))
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
+        return self._call(lambda: self.session.post(self.base_url + path, json=body, timeout=timeout_s))
+
+    def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
+        try:
+            with self.session.post(self.base_url + path, json=body, timeout=timeout_s, stream=True) as reply:
+                if reply.status_code != 200:
+                    yield json.dumps({"error": {"status": reply.status_code, "body": reply.text[:2000]}})
+                    return
+                for raw in reply.iter_lines(decode_unicode=True):
+                    if raw and raw.startswith("data:"):
+                        payload = raw[5:].strip()
+                        yield payload
+                        if payload == "[DONE]":
+                            return
+        except requests.RequestException as err:
+            yield json.dumps({"error": {"status": 0, "body": str(err)}})
+
+    @staticmethod
+    def _call(send: Callable[[], requests.Response]) -> HttpReply:
+        try:
+            reply = send()
+        except requests.RequestException as err:
+            return HttpReply(0, "", f"{type(err).__name__}: {err}")
+        return HttpReply(reply.status_code, reply.text)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+GpuBytesFn = Callable[[Sequence[int]], "int | None"]
+
+
+class ProcessMemory:
+    """RSS of a process tree from psutil; GPU memory per process from the NVML seam when given."""
+
+    def __init__(self, gpu_bytes: GpuBytesFn | None = None) -> None:
+        self._gpu_bytes = gpu_bytes
+
+    def rss_bytes(self, pids: Sequence[int]) -> int:
+        total = 0
+        for pid in pids:
+            try:
+                total += psutil.Process(pid).memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def gpu_bytes(self, pids: Sequence[int]) -> int | None:
+        return self._gpu_bytes(pids) if self._gpu_bytes is not None else None

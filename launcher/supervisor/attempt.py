@@ -1,0 +1,98 @@
+"""One start of one candidate: spawn the engine, feed its log, run the gate chain on it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gates.chain import ChainReport, ChainRunner
+from gates.context import GateContext
+from gates.registry import build_chain
+from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp, SystemClock
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.engine import EngineProcess, StopReport
+from launcher.supervisor.history import utc_now
+from launcher.supervisor.livelog import LiveLog
+from launcher.supervisor.progress import Progress
+
+
+class EngineView:
+    """gates.context.ServerView over the engine process."""
+
+    def __init__(self, engine: EngineProcess) -> None:
+        self.engine = engine
+
+    def alive(self) -> bool:
+        return not self.engine.exited.is_set()
+
+    def exit_description(self) -> str | None:
+        return self.engine.exit_description()
+
+    def process_tree(self) -> Sequence[int]:
+        return self.engine.process_tree()
+
+
+@dataclass
+class Attempt:
+    candidate: Candidate
+    engine: EngineProcess
+    log: LiveLog
+    started_at: str = field(default_factory=utc_now)
+    report: ChainReport | None = None
+    held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
+
+    @property
+    def passed(self) -> bool:
+        return self.report is not None and self.report.passed
+
+    def stop(self, grace_s: float) -> StopReport:
+        try:
+            report = self.engine.stop(grace_s=grace_s)
+        finally:
+            self.log.flush()
+            self.log.close()
+            self.held.close()
+        return report
+
+    def facts(self) -> dict[str, object]:
+        return dict(self.log.facts())
+
+
+def start_attempt(candidate: Candidate, log_path: Path, progress: Progress) -> Attempt:
+    markers = candidate.gate_tables.get("kernel_marker", {}).get("patterns", [])
+    log = LiveLog(log_path, on_event=progress.on_log_event, markers=list(markers))
+    engine = EngineProcess(candidate.argv, candidate.process_env(), sink=log.feed)
+
+    def engine_gone() -> None:
+        log.flush()
+        log.notify()
+
+    engine.on_exit(engine_gone)
+    engine.start()
+    return Attempt(candidate=candidate, engine=engine, log=log)
+
+
+def gate_attempt(
+    attempt: Attempt,
+    progress: Progress,
+    should_stop: Callable[[], bool],
+    gpu_bytes: GpuBytesFn | None = None,
+) -> ChainReport:
+    candidate = attempt.candidate
+    http = RequestsHttp(candidate.base_url, candidate.api_key())
+    ctx = GateContext(
+        clock=SystemClock(),
+        http=http,
+        log=attempt.log,
+        server=EngineView(attempt.engine),
+        memory=ProcessMemory(gpu_bytes),
+        expect=candidate.expect,
+    )
+    gates = build_chain(list(candidate.gate_order), candidate.gate_tables)
+    try:
+        attempt.report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
+    finally:
+        http.close()
+    return attempt.report

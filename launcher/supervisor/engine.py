@@ -1,0 +1,169 @@
+"""The vLLM engine as a process group: start it, stream its output, notice its death, stop it all.
+
+vLLM does not call setpgrp (FACTS.md §6), so starting it in a new session makes `killpg` reach the
+API server, EngineCore and every worker. Stopping escalates TERM → grace → KILL on the whole group,
+then checks that no process of the group is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+import psutil
+
+LineSink = Callable[[str, str], None]  # (stream name, text chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class StopReport:
+    graceful: bool  # the group ended on SIGTERM within the grace period
+    killed: bool  # SIGKILL was needed
+    leftovers: tuple[int, ...]  # pids of the group still there after everything (should be empty)
+    seconds: float
+
+
+def resolve_program(program: str, env: Mapping[str, str]) -> str:
+    """A bare name is looked up on PATH, then beside this Python (the venv that holds `launch` also
+    holds `vllm` or `vllm-sim`, even when that venv's bin is not on PATH)."""
+    if os.sep in program:
+        return program
+    search = os.pathsep.join(p for p in (env.get("PATH", os.defpath), os.path.dirname(sys.executable)) if p)
+    return shutil.which(program, path=search) or program
+
+
+class EngineProcess:
+    """Constructing starts nothing; `start()` spawns, `stop()` ends the whole group."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.sink = sink
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._readers: list[threading.Thread] = []
+        self.exited = threading.Event()
+        self._on_exit: list[Callable[[], None]] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def pgid(self) -> int | None:
+        return self._proc.pid if self._proc else None  # session leader: pgid == pid
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        self._on_exit.append(callback)
+
+    def start(self) -> None:
+        try:
+            self._proc = subprocess.Popen(
+                [resolve_program(self.argv[0], self.env), *self.argv[1:]],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                # One pipe for both streams, as a terminal or journald sees them: vLLM logs the KV
+                # line on stdout and draws capture bars on stderr, and two pipes would lose their order.
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as err:
+            from launcher.errors import BadInput
+
+            raise BadInput(
+                f"cannot start {self.argv[0]!r}: {err.strerror or err}", hint="check engine.command"
+            ) from err
+        assert self._proc.stdout is not None
+        reader = threading.Thread(
+            target=self._pump, args=("output", self._proc.stdout), name="engine-output", daemon=True
+        )
+        reader.start()
+        self._readers.append(reader)
+        threading.Thread(target=self._watch, name="engine-waiter", daemon=True).start()
+
+    def _pump(self, name: str, stream: IO[bytes]) -> None:
+        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+            self.sink(name, chunk.decode("utf-8", errors="replace"))
+
+    def _watch(self) -> None:
+        assert self._proc is not None
+        self._proc.wait()
+        for reader in self._readers:  # the last lines before death belong to the log
+            reader.join(timeout=0.3)
+        self.exited.set()
+        for callback in self._on_exit:
+            callback()
+
+    def returncode(self) -> int | None:
+        return self._proc.poll() if self._proc else None
+
+    def exit_description(self) -> str | None:
+        code = self.returncode() if self.exited.is_set() else None
+        if code is None:
+            return None
+        if code < 0:
+            return f"was killed by {signal.Signals(-code).name}"
+        return f"exited with code {code}"
+
+    def process_tree(self) -> list[int]:
+        if self._proc is None or self.exited.is_set():
+            return []
+        try:
+            root = psutil.Process(self._proc.pid)
+            return [root.pid, *(c.pid for c in root.children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
+
+    def group_members(self) -> list[int]:
+        """Live (non-zombie) processes still in the engine's process group."""
+        pgid = self.pgid
+        if pgid is None:
+            return []
+        members = []
+        for proc in psutil.process_iter(["status"]):
+            try:
+                if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                    members.append(proc.pid)
+            except (ProcessLookupError, psutil.Error):
+                continue
+        return members
+
+    def stop(self, grace_s: float = 30.0, kill_wait_s: float = 10.0) -> StopReport:
+        started = time.monotonic()
+        if self._proc is None:
+            return StopReport(True, False, (), 0.0)
+        self._signal_group(signal.SIGTERM)
+        graceful = self._wait_group_gone(started + grace_s)
+        killed = False
+        if not graceful:
+            killed = True
+            self._signal_group(signal.SIGKILL)
+            self._wait_group_gone(time.monotonic() + kill_wait_s)
+        self.exited.wait(timeout=kill_wait_s)
+        leftovers = tuple(self.group_members())
+        return StopReport(graceful, killed, leftovers, time.monotonic() - started)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self._proc is not None
+        try:
+            os.killpg(self._proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _wait_group_gone(self, deadline: float) -> bool:
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is None:
+                self.exited.wait(timeout=0.05)
+                continue
+            if not self.group_members():
+                return True
+            time.sleep(0.05)
+        return not self.group_members() and (self._proc is None or self._proc.poll() is not None)

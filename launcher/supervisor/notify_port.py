@@ -1,0 +1,36 @@
+"""What the supervisor tells the service manager; the sd_notify implementation lives in launcher/host."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Notifier(Protocol):
+    def ready(self, status: str) -> None: ...
+
+    def status(self, text: str) -> None: ...
+
+    def reloading(self) -> None: ...
+
+    def stopping(self) -> None: ...
+
+    def watchdog(self) -> None: ...
+
+
+class NullNotifier:
+    """Not under systemd: nothing to tell."""
+
+    def ready(self, status: str) -> None:
+        pass
+
+    def status(self, text: str) -> None:
+        pass
+
+    def reloading(self) -> None:
+        pass
+
+    def stopping(self) -> None:
+        pass
+
+    def watchdog(self) -> None:
+        pass

@@ -1,0 +1,99 @@
+"""Live progress for the operator: one updating line on a TTY (phase, graph capture i/N, gate k/N,
+elapsed); structured JSON events (structlog) when not a TTY, e.g. under systemd."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+import structlog
+
+from gates.outcome import Outcome
+from launcher.logfacts.events import EventKind, LogEvent
+
+log = structlog.get_logger("vllm-gate")
+
+SHOWN_EVENTS = {
+    EventKind.LOADING_WEIGHTS: "loading weights",
+    EventKind.WEIGHTS_LOADED: "weights loaded",
+    EventKind.PROFILING: "profiling memory",
+    EventKind.KV_CACHE_SIZED: "KV cache sized",
+    EventKind.CAPTURING_GRAPHS: "capturing graphs",
+    EventKind.ENGINE_INITIALIZED: "engine initialized",
+    EventKind.READY: "server ready",
+    EventKind.FAILED: "startup failed",
+}
+
+
+def configure_logging(stream: TextIO = sys.stderr) -> None:
+    """structlog: console renderer on a TTY, JSON lines otherwise."""
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer() if stream.isatty() else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+
+
+class Progress:
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.phase = "starting"
+        self.step = ""
+        self._lock = threading.Lock()
+
+    def set_phase(self, phase: str, **fields: Any) -> None:
+        self.phase = phase
+        self.step = ""
+        self._show(f"phase {phase}", **fields)
+
+    def on_log_event(self, event: LogEvent) -> None:
+        label = SHOWN_EVENTS.get(event.kind)
+        if label is None:
+            return
+        detail = dict(event.detail)
+        transient = False
+        if event.kind is EventKind.CAPTURING_GRAPHS and "n" in detail:
+            done = detail["n"] == detail.get("total")
+            label = f"{detail.get('desc') or 'capturing graphs'} {detail['n']}/{detail.get('total', '?')}"
+            transient = not done
+            if transient and not self.tty:
+                return  # JSON logs get each bar's end, not every redraw
+        if label == self.step:
+            return
+        self.step = label
+        self._show(
+            label, transient=transient, log_line=event.line if event.kind is EventKind.FAILED else None
+        )
+
+    def on_gate(self, index: int, total: int, name: str, outcome: Outcome | None) -> None:
+        if outcome is None:
+            self.step = f"gate {index + 1}/{total} {name}"
+            self._show(self.step)
+        else:
+            self._show(f"gate {index + 1}/{total} {name}: {outcome.verdict}", summary=outcome.summary)
+
+    def message(self, text: str, **fields: Any) -> None:
+        self._show(text, **fields)
+
+    def _show(self, text: str, transient: bool = False, **fields: Any) -> None:
+        elapsed = time.monotonic() - self.started
+        fields = {k: v for k, v in fields.items() if v is not None}
+        with self._lock:
+            if self.tty:
+                extra = "".join(f" {k}={v}" for k, v in fields.items())
+                end = "" if transient else "\n"
+                self.stream.write(f"\r\x1b[K[{elapsed:6.1f}s] {self.phase}: {text}{extra}{end}")
+                self.stream.flush()
+            else:
+                log.info(text, phase=self.phase, elapsed_s=round(elapsed, 2), **fields)

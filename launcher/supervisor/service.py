@@ -1,0 +1,300 @@
+"""The supervisor: start a candidate, gate it, promote it — or roll back to last-good by itself —
+then keep watching: engine death, SIGTERM/SIGINT (stop), SIGHUP (reload), the leak monitor.
+
+Exit codes (launcher/errors.py): 0 stopped while serving the candidate, 1 rejected with nothing
+to roll back to, 3 stopped while serving last-good, 4 preflight refused, 5 engine died after
+promotion.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gates.chain import ChainReport
+from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.profile.plan import build_plan
+from launcher.settings import GlobalOptions
+from launcher.state.store import StateStore
+from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.history import History, utc_now
+from launcher.supervisor.lock import ProfileLock
+from launcher.supervisor.monitor import LeakMonitor
+from launcher.supervisor.notify_port import Notifier, NullNotifier
+from launcher.supervisor.progress import Progress
+from launcher.supervisor.signals import SignalInbox
+from launcher.supervisor.status import Phase, StatusBoard
+from launcher.supervisor.watchdog import Watchdog
+
+PreflightFn = Callable[[Candidate], None]
+DEFAULT_STOP_GRACE_S = 30.0
+
+
+class Guard(Protocol):
+    """The restart-loop guard (launcher/host/restart_guard.py) as the supervisor uses it."""
+
+    def should_retry(self, fingerprint: str) -> bool: ...
+
+    def record_failure(self, fingerprint: str, reason: str) -> Any: ...
+
+    def record_success(self, fingerprint: str) -> None: ...
+
+    def status(self, fingerprint: str) -> Any: ...
+
+
+@dataclass
+class Hooks:
+    """Seams the host-safety layer plugs into (preflight, GPU locks, restart guard, NVML, sd_notify)."""
+
+    preflight: PreflightFn | None = None
+    notifier: Notifier = field(default_factory=NullNotifier)
+    gpu_bytes: Callable[[Any], int | None] | None = None
+    gpu_locks: Callable[[Candidate], AbstractContextManager[object]] | None = None
+    restart_guard: Callable[[Candidate], Guard] | None = None
+
+
+class Supervisor:
+    def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
+                 hooks: Hooks | None = None, progress: Progress | None = None) -> None:  # fmt: skip
+        self.options = options
+        self.profile = profile
+        self.allow_unknown = allow_unknown
+        self.hooks = hooks or Hooks()
+        self.progress = progress or Progress()
+        self.store = StateStore(options.state_dir)
+        self.history = History(self.store.history_path)
+        self.board = StatusBoard(self.store.profile_dir(profile) / "status.json", profile)
+        self.wake = threading.Event()
+        self.inbox = SignalInbox(self.wake.set)
+        self.current: Attempt | None = None
+        self.serving_last_good = False
+        self.restart_requested = False
+        self._exiting = threading.Event()
+        self._stop_lock = threading.RLock()
+
+    # ---- entry point -------------------------------------------------------------------------
+    def run(self) -> int:
+        with ProfileLock(self.store.profile_dir(self.profile), self.profile):
+            self.inbox.install()
+            stopper = threading.Thread(target=self._stop_on_signal, name="stop-on-signal", daemon=True)
+            stopper.start()
+            try:
+                return self._run()
+            finally:
+                self._stop_current("launcher exiting")
+                self.inbox.restore()
+                self._exiting.set()
+                self.inbox.stop_requested.set()
+
+    def _stop_on_signal(self) -> None:
+        """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from here
+        ends that call at once, so the chain returns and the launcher exits within the grace."""
+        self.inbox.stop_requested.wait()
+        if not self._exiting.is_set():
+            self._stop_current("stop requested while starting or gating")
+
+    def _run(self) -> int:
+        plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
+        plan.raise_for_errors()
+        outcome = self._bring_up(Candidate.from_plan(plan))
+        if outcome is not None:
+            return outcome
+        return self._supervise()
+
+    # ---- bring-up: candidate, else last-good ------------------------------------------------
+    def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None:
+        """Serve `candidate` or last-good; returns an exit code when nothing can be served."""
+        guard = self.hooks.restart_guard(candidate) if self.hooks.restart_guard else None
+        if guard is not None and not guard.should_retry(candidate.fingerprint):
+            reason = f"{candidate.label} not retried: {guard.status(candidate.fingerprint).describe()}"
+            return self._roll_back(candidate, None, reason)
+        try:
+            report = self._start_and_gate(candidate, Phase.STARTING)
+        except PreflightRefused as refused:
+            if not reloading:
+                self.board.update(phase=Phase.FAILED, detail=f"preflight refused: {refused.message}")
+                self.history.append("preflight_refused", profile=self.profile, label=candidate.label,
+                                    reason=refused.message)  # fmt: skip
+                raise
+            return self._roll_back(
+                candidate, None, f"{candidate.label} refused by preflight: {refused.message}"
+            )
+        if report is None:
+            return int(ExitCode.OK)  # stopped by a signal while starting
+        if report.passed:
+            if guard is not None:
+                guard.record_success(candidate.fingerprint)
+            self._promote(candidate, report)
+            return None
+        failure = report.first_failure
+        reason = f"{candidate.label} rejected by {failure.name}: {failure.summary}" if failure else "rejected"
+        if guard is not None:
+            guard.record_failure(candidate.fingerprint, reason)
+        return self._roll_back(candidate, report, reason)
+
+    def _start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
+        if self.hooks.preflight is not None:
+            self.hooks.preflight(candidate)
+        self.board.update(phase=phase, detail=candidate.label, gates=[])
+        self.progress.set_phase(str(phase), candidate=candidate.label)
+        self.hooks.notifier.status(f"{phase}: {candidate.label}")
+        log_path = self.store.profile_dir(self.profile) / "logs" / "engine.log"
+        held = ExitStack()
+        if self.hooks.gpu_locks is not None:
+            held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life
+        try:
+            attempt = start_attempt(candidate, log_path, self.progress)
+        except BaseException:
+            held.close()
+            raise
+        attempt.held = held
+        attempt.engine.on_exit(self.wake.set)
+        self.current = attempt
+        self.history.append("start", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint,
+                            engine_pid=attempt.engine.pid, argv=list(candidate.argv))  # fmt: skip
+        self.board.update(engine_pid=attempt.engine.pid, engine_started_at=attempt.started_at)
+        if phase is Phase.STARTING:
+            self.board.update(phase=Phase.GATING)
+            self.progress.set_phase(str(Phase.GATING))
+        inbox_stop = self.inbox.stop_requested.is_set
+        report = gate_attempt(attempt, self.progress, inbox_stop, self.hooks.gpu_bytes)
+        facts = attempt.facts()
+        self.store.write_last_facts(
+            self.profile, {**facts, "recorded_at": utc_now(), "label": candidate.label}
+        )
+        self.history.append("gates", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint,
+                            passed=report.passed, gates=report.to_json())  # fmt: skip
+        self.board.update(gates=report.to_json())
+        if self.inbox.stop_requested.is_set():
+            return None
+        return report
+
+    def _promote(self, candidate: Candidate, report: ChainReport) -> None:
+        record = {**candidate.to_record(), "promoted_at": utc_now(), "gates": report.to_json()}
+        self.store.write_last_good(self.profile, record)
+        self.serving_last_good = False
+        self.history.append(
+            "promoted", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint
+        )
+        self.board.update(phase=Phase.SERVING, serving_profile=self.profile,
+                          serving_fingerprint=candidate.fingerprint, rollback_reason=None, detail=candidate.label)  # fmt: skip
+        self.progress.set_phase(str(Phase.SERVING), fingerprint=candidate.fingerprint)
+        self.hooks.notifier.ready(f"serving {candidate.label}")
+
+    def _roll_back(self, rejected: Candidate, report: ChainReport | None, reason: str) -> int | None:
+        self._stop_current("candidate rejected")
+        self.history.append("rejected", profile=self.profile, label=rejected.label,
+                            fingerprint=rejected.fingerprint, reason=reason)  # fmt: skip
+        record = self.store.last_good(self.profile)
+        if record is None:
+            self.board.update(
+                phase=Phase.FAILED, rollback_reason=reason, detail="no last-good launch recorded"
+            )
+            self.progress.set_phase(str(Phase.FAILED), reason=reason)
+            return int(ExitCode.GATE_FAILED)
+        last_good = Candidate.from_record(record)
+        self.board.update(phase=Phase.ROLLING_BACK, rollback_reason=reason)
+        self.history.append("rollback", profile=self.profile, to=last_good.label, reason=reason)
+        lg_report = self._start_and_gate(last_good, Phase.ROLLING_BACK)
+        if lg_report is None:
+            return int(ExitCode.OK)
+        if not lg_report.passed:
+            self._stop_current("last-good rejected too")
+            self.board.update(phase=Phase.FAILED, detail="last-good failed its gates too")
+            self.history.append("failed", profile=self.profile, reason="last-good failed its gates too")
+            return int(ExitCode.GATE_FAILED)
+        self.serving_last_good = True
+        self.board.update(phase=Phase.SERVING_LAST_GOOD, serving_profile=self.profile,
+                          serving_fingerprint=last_good.fingerprint, rollback_reason=reason)  # fmt: skip
+        self.history.append("serving_last_good", profile=self.profile, label=last_good.label)
+        self.progress.set_phase(str(Phase.SERVING_LAST_GOOD), reason=reason)
+        self.hooks.notifier.ready(f"serving last-good; {reason}")
+        return None
+
+    # ---- after promotion -------------------------------------------------------------------
+    def _supervise(self) -> int:
+        monitor = LeakMonitor.from_candidate(self.current.candidate if self.current else None)
+        watchdog = Watchdog(self.hooks.notifier)
+        while True:
+            self.wake.wait(timeout=min(monitor.tick_s if monitor else 1.0, watchdog.tick_s))
+            self.wake.clear()
+            if self.current is not None:
+                watchdog.maybe_ping(self.current.candidate)
+            signals = self.inbox.take()
+            if self.restart_requested:
+                self.restart_requested = False
+                signals.append(signal.SIGHUP)
+            for sig in signals:
+                if sig in (signal.SIGTERM, signal.SIGINT):
+                    self.hooks.notifier.stopping()
+                    self._stop_current(f"{sig.name} received")
+                    self.board.update(phase=Phase.STOPPED, engine_pid=None)
+                    self.history.append("stopped", profile=self.profile, signal=sig.name)
+                    return int(ExitCode.ROLLED_BACK if self.serving_last_good else ExitCode.OK)
+                if sig == signal.SIGHUP:
+                    code = self._reload()
+                    if code is not None:
+                        return code
+                    monitor = LeakMonitor.from_candidate(self.current.candidate if self.current else None)
+            if self.current is not None and self.current.engine.exited.is_set():
+                died = self.current.engine.exit_description()
+                self.history.append("engine_died", profile=self.profile, how=died, facts=self.current.facts())
+                if self.hooks.restart_guard is not None:
+                    candidate = self.current.candidate
+                    self.hooks.restart_guard(candidate).record_failure(
+                        candidate.fingerprint, f"engine {died}"
+                    )
+                self.board.update(
+                    phase=Phase.FAILED, detail=f"engine {died} after promotion", engine_pid=None
+                )
+                self.progress.set_phase(str(Phase.FAILED), detail=f"engine {died}")
+                return int(ExitCode.ENGINE_DIED)
+            if monitor is not None and self.current is not None:
+                self._watch_memory(monitor)
+
+    def _watch_memory(self, monitor: LeakMonitor) -> None:
+        assert self.current is not None
+        finding = monitor.sample(self.current.engine.process_tree(), self.hooks.gpu_bytes)
+        if finding is not None:
+            self.history.append("leak_detected", profile=self.profile, reason=finding, action=monitor.action)
+            self.board.update(detail=f"memory leak: {finding}")
+            if monitor.action in ("restart", "rollback"):
+                self.restart_requested = True  # a reload re-gates; rollback follows if it fails
+                self.wake.set()
+
+    def _reload(self) -> int | None:
+        seq = self.board.current.reload_seq + 1
+        self.hooks.notifier.reloading()
+        try:
+            plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
+            plan.raise_for_errors()
+        except GateError as err:
+            self.history.append("reload_refused", profile=self.profile, reason=str(err))
+            self.board.update(reload_seq=seq, detail=f"reload refused: {err}")
+            self.hooks.notifier.ready("reload refused; still serving")
+            return None
+        candidate = Candidate.from_plan(plan)
+        self.history.append("reload", profile=self.profile, label=candidate.label)
+        self._stop_current("reload")
+        code = self._bring_up(candidate, reloading=True)
+        self.board.update(reload_seq=seq)
+        return code
+
+    def _stop_current(self, why: str) -> None:
+        with self._stop_lock:
+            self._stop_current_locked(why)
+
+    def _stop_current_locked(self, why: str) -> None:
+        if self.current is None:
+            return
+        grace = float(self.current.candidate.supervisor.get("stop_grace_s", DEFAULT_STOP_GRACE_S))
+        report = self.current.stop(grace_s=grace)
+        self.history.append("engine_stopped", profile=self.profile, label=self.current.candidate.label, why=why,
+                            graceful=report.graceful, killed=report.killed, leftovers=list(report.leftovers),
+                            seconds=round(report.seconds, 3))  # fmt: skip
+        self.current = None

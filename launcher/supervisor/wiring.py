@@ -1,0 +1,48 @@
+"""Plugs the host-safety layer (preflight, GPU locks, restart guard, NVML, sd_notify) into the
+supervisor's seams. The supervisor itself knows none of these modules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+from launcher.host.gpu import NvmlProbe
+from launcher.host.gpu_locks import GpuLocks
+from launcher.host.notify import Notifier
+from launcher.host.policy import HostPolicy
+from launcher.host.preflight import run_preflight
+from launcher.host.restart_guard import RestartGuard, guard_for
+from launcher.settings import GlobalOptions
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.service import Hooks
+
+
+def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
+    def preflight(candidate: Candidate) -> None:
+        run_preflight(candidate.as_plan(), options)
+
+    def gpu_locks(candidate: Candidate) -> AbstractContextManager[object]:
+        return GpuLocks.for_plan(candidate.as_plan(), options.state_dir)
+
+    def restart_guard(candidate: Candidate) -> RestartGuard:
+        policy = HostPolicy.from_plan(candidate.as_plan())
+        return guard_for(options.state_dir, profile, policy.restart_max_failures, policy.restart_window_s)
+
+    return Hooks(
+        preflight=preflight,
+        notifier=Notifier.from_env(),
+        gpu_bytes=_nvml_bytes,
+        gpu_locks=gpu_locks,
+        restart_guard=restart_guard,
+    )
+
+
+def _nvml_bytes(pids: Sequence[int]) -> int | None:
+    """GPU memory held by these pids (NVML), or None where there is no NVML."""
+    wanted = set(pids)
+    with NvmlProbe() as probe:
+        if probe.skip_reason() is not None:
+            return None
+        return sum(
+            p.used_bytes or 0 for d in probe.devices() for p in probe.processes(d.index) if p.pid in wanted
+        )

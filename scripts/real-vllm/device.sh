@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine, from the repository root (the device tool's working directory), so that
+# each device command stays one short line. See README.md beside this file for the call plan.
+#
+#   device.sh probe          what the image holds (GPU, Python, the packages the launcher needs)
+#   device.sh gate-deps      launcher deps missing from the image -> /tmp/gate-site (idempotent)
+#   device.sh stash pN       move one carried vLLM wheel part out of the tree, into /root/vllm-parts
+#   device.sh install        join the parts, check sha256; vLLM 0.26.0 + its deps -> /tmp/site; model -> /root/tiny
+#   device.sh schema         vLLM 0.26.0's `vllm serve` parser, raw and normalized, into $OUT
+#   device.sh dry PROFILE    `launch --dry-run --json` with the installed vLLM -> $OUT/dry-PROFILE.json
+#   device.sh try PROFILE [SECONDS]   `launch try --json` under a timeout; report, log, state -> $OUT
+#
+# Everything installed lives only while the machine stays warm (30 s after a call returns).
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+wheels=$root/.vllm-wheels
+home=${REAL_VLLM_HOME:-/root}   # overridable only to rehearse the phases off the GPU machine
+parts=$home/vllm-parts
+out=${OUT:-/tmp/out}
+state=/tmp/gate-state
+whl=$home/vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl
+mkdir -p "$out"
+export PYTHONPATH=$root:/tmp/site:/tmp/gate-site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+       HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
+pipt() { python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade "$@"; }
+
+case ${1:?phase} in
+probe)
+  nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv
+  command -v python3; python3 -V
+  python3 -m pip list 2>/dev/null | grep -iE '^(torch|triton|transformers|tokenizers|numpy|setuptools|click|aiohttp|psutil|requests|nvidia-ml-py|setproctitle|structlog|tenacity|tomlkit) '
+  df -h /root /tmp | cat ;;
+gate-deps)
+  [ -d /tmp/gate-site/structlog ] || pipt --target /tmp/gate-site "$wheels"/gate-deps/*.whl
+  python3 -m launcher.cli --help >/dev/null && echo "launcher imports: ok" ;;
+stash)
+  mkdir -p $parts && mv "$wheels/parts/${2:?part}" $parts/
+  echo "stashed so far: $(ls $parts | tr '\n' ' ')(parts p0..p4 make the wheel)" ;;
+install)
+  cat $parts/p? > $whl 2>/dev/null
+  # The joined parts must be PyPI's file (sha256 recorded here by README's rebuild step).
+  (cd "$(dirname $whl)" && sha256sum -c "$wheels/vllm-wheel.sha256") || {
+    echo "FATAL: parts here: $(ls $parts 2>/dev/null | tr '\n' ' ')- incomplete: the machine was recycled; start again at call A"
+    exit 3; }
+  pipt --target /tmp/site $whl "$wheels"/deps/*.whl || exit 4
+  bash "$0" gate-deps || exit 5
+  rm -rf "$home/tiny" && cp -r "$wheels/tiny" "$home/tiny"
+  python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.is_available())" ;;
+schema)
+  # launcher/profile/schema_extract.py builds the parser from vllm.entrypoints.common.cli_args (0.33);
+  # 0.26 has make_arg_parser in vllm.entrypoints.openai.cli_args: alias the module for this dump.
+  python3 - "$out" <<'EOF'
+import json, sys, types
+from pathlib import Path
+import vllm.entrypoints.openai.cli_args as cli_args
+sys.modules.setdefault("vllm.entrypoints.common", types.ModuleType("vllm.entrypoints.common"))
+sys.modules.setdefault("vllm.entrypoints.common.cli_args", cli_args)
+from launcher.profile import schema_extract as se
+raw = se.raw_dump_from_vllm()
+out = Path(sys.argv[1])
+(out / f"vllm-{raw['vllm_version']}-parser-raw.json").write_text(se.dumps(raw))
+(out / f"vllm-serve-schema-{raw['vllm_version']}.json").write_text(se.dumps(se.normalize(raw)))
+print("schema", raw["vllm_version"], len(raw["actions"]), "option strings")
+EOF
+  ;;
+dry)
+  python3 -m launcher.cli --profiles-dir scripts/real-vllm/profiles --state-dir $state --profile "${2:?profile}" --dry-run --json \
+    > "$out/dry-$2.json"; rc=$?
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('dry', sys.argv[2], 'schema:', d['schema'], 'errors:', d['errors'], 'warnings:', d['warnings'])" "$out/dry-$2.json" "$2"
+  exit $rc ;;
+try)
+  p=${2:?profile}; secs=${3:-400}
+  timeout -k 30 "$secs" python3 -m launcher.cli --profiles-dir scripts/real-vllm/profiles --state-dir $state try --profile "$p" --json \
+    > "$out/try-$p.json" 2> "$out/try-$p.txt"; rc=$?
+  echo "launch try $p: exit $rc (124 = killed by the $secs s timeout)" >> "$out/try-$p.txt"
+  # What the stop left behind: the launcher must leave no vLLM process and no GPU memory held.
+  { echo "--- after stop"; ps -eo pid,pgid,etimes,args | grep -E 'VLLM::|vllm\.entrypoints' | grep -v grep
+    nvidia-smi --query-gpu=memory.used --format=csv; } >> "$out/try-$p.txt" 2>&1
+  cp "$state/profiles/$p/logs/try.log" "$out/try-$p.log" 2>/dev/null
+  tar czf "$out/try-$p-state.tgz" -C "$state" . 2>/dev/null
+  tail -n 25 "$out/try-$p.txt"; head -c 3000 "$out/try-$p.json"; echo
+  exit $rc ;;
+*) echo "unknown phase $1" >&2; exit 2 ;;
+esac

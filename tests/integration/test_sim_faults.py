@@ -1,0 +1,254 @@
+"""Every `--sim-*` fault does what it says: engine deaths, startup failures, memory, signals, orphans."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import requests
+
+from tests.simserver import (
+    READY_LINE,
+    SimHandle,
+    alive,
+    kill_group,
+    running_sim,
+    start_sim,
+    titled,
+    wait_gone,
+)
+
+pytestmark = pytest.mark.integration
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def chat(sim: SimHandle, text: str, **extra: object) -> requests.Response:
+    body = {"messages": [{"role": "user", "content": text}], "temperature": 0, **extra}
+    return requests.post(sim.url + "/v1/chat/completions", json=body, timeout=10)
+
+
+def health_code(sim: SimHandle) -> int | None:
+    with contextlib.suppress(requests.ConnectionError):
+        return requests.get(sim.url + "/health", timeout=2).status_code
+    return None
+
+
+def wait_health(sim: SimHandle, code: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if health_code(sim) == code:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def engine_rss_mib(sim: SimHandle) -> float:
+    return titled(sim, "VLLM::EngineCore")[0].memory_info().rss / 2**20
+
+
+def test_engine_death_after_ready_gives_503_then_exit_0() -> None:
+    with running_sim(
+        ["--sim-crash-at", "serving", "--sim-crash-after-s", "3", "--sim-watchdog-s", "8"], speed=10
+    ) as sim:
+        children = sim.descendants()
+        assert wait_health(sim, 503, 5.0)
+        dead = chat(sim, "hello")
+        assert dead.status_code == 500
+        assert dead.json()["error"]["message"] == "The server had an error while processing your request."
+        assert sim.proc.wait(10) == 0  # vLLM issue #48966: engine death exits 0
+        text = sim.drained()
+        assert "EngineCore encountered a fatal error." in text
+        assert "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup" in text
+        assert "INFO:     Finished server process" in text
+        assert wait_gone(children, 5.0) == []
+
+
+def test_engine_death_after_n_requests() -> None:
+    with running_sim(["--sim-crash-after-requests", "2"], speed=10) as sim:
+        assert chat(sim, "hi").status_code == 200 and health_code(sim) == 200
+        assert chat(sim, "hi again").status_code == 200
+        assert wait_health(sim, 503, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--sim-free-memory-gib", "10", "-tp", "2"],
+            "ValueError: Free memory on device cuda:0 (10.00/80.00 GiB) on startup is less than desired "
+            "GPU memory "
+            "utilization (0.92, 73.60 GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+            "other processes.",
+        ),
+        (["--sim-oom-at-capture"], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+        (["--sim-crash-at", "loading"], "RuntimeError: [vllm-sim] injected crash during loading"),
+    ],
+)
+def test_startup_failures(args: list[str], expected: str) -> None:
+    sim = start_sim(args)
+    try:
+        assert sim.wait_for("Using V2 Model Runner", 15.0)  # the engine (and workers) run: note them
+        children = sim.descendants()
+        assert children
+        assert sim.proc.wait(20) == 1
+        text = sim.drained()
+        assert expected in text and "EngineCore failed to start." in text
+        assert (
+            "stderr\tRuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore': 1}"
+        ) in text
+        assert READY_LINE not in text
+        assert wait_gone(children, 5.0) == []
+        if "-tp" in args:
+            assert "(Worker pid=" in text and "WorkerProc failed to start." in text
+            assert "WorkerProc initialization failed due to an exception in a background process." in text
+        if "loading" in args:
+            assert "Loading weights took" not in text
+    finally:
+        kill_group(sim)
+
+
+def test_capture_fallback_and_a_marker_at_warmup(tmp_path: Path) -> None:
+    truth = tmp_path / "t.jsonl"
+    args = [
+        "--sim-capture-fallback",
+        "--sim-marker",
+        "IQ4XS_BMMVQ_READY",
+        "--sim-ground-truth",
+        str(truth),
+        "--sim-decode-ms",
+        "60",
+    ]
+    with running_sim(args, speed=10) as sim:
+        text = sim.tail.text()
+        assert "'cudagraph_capture_sizes': [1, 2]" in text and "'max_cudagraph_capture_size': 2" in text
+        assert "Capturing CUDA graphs (PIECEWISE): 100%|██████████| 2/2" in text
+        lines = sim.tail.lines
+        marker = next(i for i, ln in enumerate(lines) if ln.endswith("] IQ4XS_BMMVQ_READY"))
+        assert "(EngineCore pid=" in lines[marker]
+        assert marker > next(i for i, ln in enumerate(lines) if "JIT kernel warmup finished" in ln)
+        assert marker < next(i for i, ln in enumerate(lines) if "init engine (profile" in ln)
+        chat(sim, "Tell me about trains", max_tokens=40, ignore_eos=True)
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            list(
+                pool.map(
+                    lambda i: chat(sim, f"Story {i} about ships", max_tokens=40, ignore_eos=True), range(4)
+                )
+            )
+    rows = [json.loads(x) for x in truth.read_text().splitlines()]
+
+    def itl(row: dict[str, object]) -> float:
+        times = [t[0] for t in row["tokens"]]  # type: ignore[attr-defined]
+        return statistics.median(b - a for a, b in zip(times[10:], times[11:], strict=False))
+
+    single, batch = itl(rows[0]), statistics.median(itl(r) for r in rows[1:])
+    assert batch > 2 * single  # a batch of 4 falls out of the [1, 2] graphs and runs eager
+
+
+def test_eager_fallback_and_a_marker_on_first_request() -> None:
+    args = ["--sim-eager-fallback", "--sim-marker", "KERNEL_READY", "--sim-marker-phase", "serving"]
+    with running_sim(args) as sim:
+        text = sim.tail.text()
+        assert (
+            "Cudagraph mode FULL_AND_PIECEWISE is not compatible with compilation mode 0. Overriding to NONE."
+            in text
+        )
+        assert "'cudagraph_mode': <CUDAGraphMode.NONE: 0>" in text and "enforce_eager=False" in text
+        assert "WARNING" in text and "Skipping encoder and decoder CUDA graph capture." in text
+        assert "Capturing CUDA graphs" not in text and "KERNEL_READY" not in text
+        chat(sim, "hi")
+        assert sim.wait_for("] KERNEL_READY", 5.0)
+
+
+def test_leak_grows_rss_and_warmup_plateaus() -> None:
+    leak = start_sim(["--sim-leak-mib-per-min", "3000"])
+    warm = start_sim(["--sim-warmup-growth-mib", "60", "--sim-warmup-growth-s", "0.5"])
+    try:
+        assert leak.wait_for(READY_LINE, 15) and warm.wait_for(READY_LINE, 15)
+        leak_base, warm_base = engine_rss_mib(leak), engine_rss_mib(warm)
+        chat(warm, "hi")  # the allocator warms up with the first traffic
+        deadline = time.monotonic() + 8
+        while engine_rss_mib(warm) - warm_base < 58 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine_rss_mib(warm) - warm_base >= 58
+        plateau, leak_mid = engine_rss_mib(warm), engine_rss_mib(leak)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # a fixed observation window: growth is a rate over time
+            time.sleep(0.1)
+        assert engine_rss_mib(warm) - plateau < 3  # warm-up stopped growing
+        assert engine_rss_mib(leak) - leak_mid >= 30  # 50 MiB/s keeps going
+        assert leak_mid > leak_base
+    finally:
+        kill_group(leak)
+        kill_group(warm)
+
+
+def test_sigterm_ignored_for_a_while() -> None:
+    with running_sim(["--sim-ignore-sigterm-s", "0.6"]) as sim:
+        sent = time.monotonic()
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        assert sim.wait_for("[shutdown] API server: shutdown triggered", 5.0)
+        assert time.monotonic() - sent >= 0.55
+        assert sim.proc.wait(10) == 0
+
+
+def test_orphans_survive_their_parent() -> None:
+    with running_sim(["--sim-orphans"]) as sim:
+        engine = titled(sim, "VLLM::EngineCore")[0]
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        sim.proc.wait(10)
+        time.sleep(0.3)  # give a (wrongly) obedient child the time to follow its parent
+        assert alive([engine]) and engine.ppid() != sim.proc.pid
+        engine.send_signal(signal.SIGTERM)
+        with contextlib.suppress(psutil.TimeoutExpired):
+            engine.wait(0.3)
+        assert alive([engine])  # only SIGKILL removes it; running_sim's cleanup kills the group
+
+
+def test_model_level_faults(tmp_path: Path) -> None:
+    truth = tmp_path / "t.jsonl"
+    args = [
+        "--sim-degenerate",
+        "--sim-serve-model-name",
+        "fable-27b",
+        "--sim-slow-decode",
+        "4",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--sim-tool-fault",
+        "text",
+        "--sim-ground-truth",
+        str(truth),
+    ]
+    with running_sim(args, speed=10) as sim:
+        models = requests.get(sim.url + "/v1/models", timeout=5).json()
+        assert [m["id"] for m in models["data"]] == ["fable-27b"]
+        assert chat(sim, "hi", model="Qwen/Qwen3-8B").status_code == 404
+        body = chat(sim, "Tell me about rivers", max_tokens=60).json()
+        assert body["model"] == "fable-27b"
+        words = body["choices"][0]["message"]["content"].split()
+        assert len(set(words)) / len(words) < 0.2  # degenerate: one phrase over and over
+        tool = chat(sim, "What is the weather in Paris?", tools=[WEATHER]).json()["choices"][0]
+        assert "tool_calls" not in tool["message"] and '"name": "get_weather"' in tool["message"]["content"]
+        assert tool["finish_reason"] == "stop"
+    times = [t[0] for t in json.loads(truth.read_text().splitlines()[1])["tokens"]]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert statistics.median(gaps) >= 0.0035  # 12 ms x 4 / speed 10 = 4.8 ms per token

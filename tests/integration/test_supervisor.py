@@ -1,0 +1,157 @@
+"""The real `launch` against the real simulator: promote, reject each fault and serve last-good,
+stop cleanly, refuse a second launcher, notice engine death."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def launcher_factory(tmp_path: Path) -> Iterator[Any]:
+    made: list[Launcher] = []
+
+    def make(profile: str = "svc") -> Launcher:
+        launcher = Launcher(tmp_path / "profiles", tmp_path / "state", profile)
+        made.append(launcher)
+        return launcher
+
+    (tmp_path / "profiles").mkdir()
+    yield make
+    leftovers = [item for launcher in made for item in launcher.cleanup()]
+    assert leftovers == [], f"processes were left behind: {leftovers}"
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive
+
+
+def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    port = free_port()
+    write_profile(launcher.profiles, "svc", port)
+    launcher.start()
+    status = launcher.wait_phase("serving")
+    assert [g["verdict"] for g in status["gates"]] == ["skip", "pass", "pass", "pass"]
+    engine = psutil.Process(status["engine_pid"])
+    tree = [engine.pid, *(c.pid for c in engine.children(recursive=True))]
+    assert any("VLLM::EngineCore" in " ".join(psutil.Process(p).cmdline()) for p in tree)
+    record = json.loads((launcher.state / "profiles" / "svc" / "last_good.json").read_text())
+    assert record["fingerprint"] == status["serving_fingerprint"] and record["port"] == port
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+    assert _alive(tree) == []
+    events = [r["event"] for r in launcher.history()]
+    assert events == ["start", "gates", "promoted", "engine_stopped", "stopped"]
+    assert launcher.status()["phase"] == "stopped"
+
+
+FAULTS = {
+    "kernel_marker": ({}, {"kernel_marker": {"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 0.5}},
+                      "IQ4XS_BMMVQ_READY not seen"),
+    "capture_fallback": ({"sim_capture_fallback": True}, {}, "fell back to [1, 2]"),
+    "eager": ({"sim_eager_fallback": True}, {}, "eager mode though the profile did not ask"),
+    "model_name": ({"sim_serve_model_name": "fable-27b"}, {}, "server serves ['fable-27b'], profile expects ['sim']"),
+    "tool_call": ({"sim_tool_fault": "malformed"}, {}, "not valid JSON"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_gate_rejects_its_fault_and_last_good_keeps_serving(fault: str, launcher_factory: Any) -> None:
+    args, gates, expected = FAULTS[fault]
+    launcher = launcher_factory()
+    port = free_port()
+    write_profile(launcher.profiles, "svc", port, gates={k: {} for k in gates})
+    launcher.start()
+    good = launcher.wait_phase("serving")
+    write_profile(launcher.profiles, "svc", port, args=args, gates=gates)
+    launcher.signal(signal.SIGHUP)
+    status = launcher.wait_for(lambda s: s.get("reload_seq") == 1, timeout_s=60)
+    assert status["phase"] == "serving_last_good", status
+    assert expected in status["rollback_reason"]
+    assert status["serving_fingerprint"] == good["serving_fingerprint"]
+    events = [r["event"] for r in launcher.history() if r["event"] != "engine_stopped"]
+    assert events == ["start", "gates", "promoted", "reload", "start", "gates", "rejected", "rollback",
+                      "start", "gates", "serving_last_good"]  # fmt: skip
+    rejected = next(r for r in launcher.history() if r["event"] == "rejected")
+    assert expected in rejected["reason"]
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 3  # stopped while serving last-good
+
+
+def test_no_last_good_means_exit_1_with_the_report(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_capture_fallback": True})
+    launcher.start()
+    assert launcher.wait_exit(timeout_s=60) == 1
+    status = launcher.status()
+    assert status["phase"] == "failed" and "fell back to [1, 2]" in status["rollback_reason"]
+    assert _alive(launcher.engine_pids()) == []
+
+
+def test_second_launcher_is_refused_naming_the_pid(launcher_factory: Any) -> None:
+    first = launcher_factory()
+    write_profile(first.profiles, "svc", free_port())
+    first.start()
+    first.wait_phase("serving")
+    second = subprocess.run(
+        [str(LAUNCH), "--profiles-dir", str(first.profiles), "--state-dir", str(first.state), "--profile", "svc"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 2
+    assert f"already running (pid {first.proc.pid})" in second.stderr  # type: ignore[union-attr]
+    first.signal(signal.SIGTERM)
+    assert first.wait_exit() == 0
+
+
+def test_sigterm_mid_gate_leaves_no_process(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_hang_at": "capture"})
+    launcher.start()
+    launcher.wait_phase("gating")
+    deadline = time.monotonic() + 30
+    while not launcher.engine_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    engine = psutil.Process(launcher.engine_pids()[0])
+    deadline = time.monotonic() + 30
+    while len(engine.children(recursive=True)) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tree = [engine.pid, *(c.pid for c in engine.children(recursive=True))]
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit(timeout_s=40) == 0
+    assert _alive(tree) == []
+
+
+def test_engine_death_after_promotion_is_noticed_within_a_second(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    status = launcher.wait_phase("serving")
+    killed_at = time.time()
+    os.killpg(status["engine_pid"], signal.SIGKILL)
+    assert launcher.wait_exit(timeout_s=20) == 5
+    died = next(r for r in launcher.history() if r["event"] == "engine_died")
+    noticed = datetime.strptime(died["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    assert noticed - killed_at < 1.0, f"noticed {noticed - killed_at:.3f}s after the kill"
+    assert launcher.status()["phase"] == "failed"

@@ -1,0 +1,168 @@
+"""Run the real `launch` as a process against `vllm-sim` profiles, for integration tests.
+
+Waits are on state the launcher writes (status.json, history.jsonl) with deadlines; cleanup kills
+the launcher's and the engine's process groups and reports anything left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+LAUNCH = Path(sys.executable).with_name("launch")
+
+GOOD_ARGS: dict[str, Any] = {
+    "max_num_seqs": 4,
+    "max_model_len": 2048,
+    "gpu_memory_utilization": 0.3,
+    "enable_auto_tool_choice": True,
+    "tool_call_parser": "hermes",
+    "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4]},
+    "sim_speed": 20,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return str(value)
+
+
+def write_profile(
+    directory: Path, name: str, port: int, args: dict[str, Any] | None = None,
+    gates: dict[str, dict[str, Any]] | None = None, order: list[str] | None = None,
+    supervisor: dict[str, Any] | None = None,
+) -> Path:  # fmt: skip
+    lines = ["[engine]", 'command = ["vllm-sim", "serve"]', 'model = "test/sim-1b"', 'served_model_name = "sim"',
+             f"port = {port}", "", "[args]"]  # fmt: skip
+    lines += [f"{k} = {toml_value(v)}" for k, v in {**GOOD_ARGS, **(args or {})}.items()]
+    if order is not None:
+        lines += ["", "[gates]", f"order = {toml_value(order)}"]
+    tables = {"tool_call": {"cases": ["auto", "required"]}, **(gates or {})}
+    for gate, table in tables.items():
+        lines += ["", f"[gates.{gate}]"] + [f"{k} = {toml_value(v)}" for k, v in table.items()]
+    if supervisor:
+        lines += ["", "[supervisor]"] + [f"{k} = {toml_value(v)}" for k, v in supervisor.items()]
+    path = directory / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@dataclass
+class Launcher:
+    profiles: Path
+    state: Path
+    profile: str
+    proc: subprocess.Popen[bytes] | None = None
+    out: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.out = self.state.parent / f"launch-{self.profile}.out"
+
+    def start(self, *extra: str) -> Launcher:
+        self.state.mkdir(parents=True, exist_ok=True)
+        argv = [str(LAUNCH), "--profiles-dir", str(self.profiles), "--state-dir", str(self.state),
+                "--profile", self.profile, *extra]  # fmt: skip
+        with self.out.open("wb") as sink:
+            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    @property
+    def status_path(self) -> Path:
+        return self.state / "profiles" / self.profile / "status.json"
+
+    def status(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.status_path.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def history(self) -> list[dict[str, Any]]:
+        path = self.state / "history.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def wait_for(self, check: Callable[[dict[str, Any]], bool], timeout_s: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status and check(status):
+                return status
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"launcher exited {self.proc.returncode} first:\n{self.output()}")
+            time.sleep(0.05)
+        raise AssertionError(f"no such status within {timeout_s}s; last {self.status()}\n{self.output()}")
+
+    def wait_phase(self, phase: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        return self.wait_for(lambda s: s.get("phase") == phase, timeout_s)
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout_s: float = 30.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout_s)
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace") if self.out.exists() else ""
+
+    def engine_pids(self) -> list[int]:
+        """Every engine process this launcher started, from the history."""
+        return [
+            int(r["engine_pid"]) for r in self.history() if r.get("event") == "start" and r.get("engine_pid")
+        ]
+
+    def cleanup(self) -> list[str]:
+        """Kill whatever is left (launcher group, engine groups); report what had to be killed."""
+        left: list[str] = []
+        if self.proc is not None and self.proc.poll() is None:
+            left.append(f"launcher {self.proc.pid}")
+            _kill_group(self.proc.pid)
+            self.proc.wait(timeout=10)
+        for pid in self.engine_pids():
+            left += [f"engine group {pid}: {p}" for p in _group_members(pid)]
+            _kill_group(pid)
+        return left
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

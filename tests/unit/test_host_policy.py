@@ -1,0 +1,85 @@
+"""Which GPUs a profile will use, what vLLM will demand of them, and the `[preflight]` table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.errors import BadInput
+from launcher.host.gpu import GIB, GpuDevice, resolve_device
+from launcher.host.host_checks import check_host_memory, check_model_path, check_swap
+from launcher.host.policy import HostPolicy, gpu_demand
+from launcher.host.report import CheckStatus
+from launcher.profile.plan import LaunchPlan, build_plan
+
+
+def plan(profiles_dir: Path, body: str, command: str = '["vllm", "serve"]') -> LaunchPlan:
+    (profiles_dir / "p.toml").write_text(f'[engine]\ncommand = {command}\nmodel = "org/m"\n{body}')
+    built = build_plan(profiles_dir, "p")
+    assert not built.errors, built.errors
+    return built
+
+
+def test_default_gpus_are_the_first_tensor_times_pipeline(profiles_dir: Path) -> None:
+    demand = gpu_demand(
+        plan(profiles_dir, "[args]\ntensor_parallel_size = 2\npipeline_parallel_size = 2\n"), {}
+    )
+    assert demand.ids == ("0", "1", "2", "3")
+    assert demand.utilization == 0.92, "vLLM 0.33's default gpu_memory_utilization"
+
+
+def test_cuda_visible_devices_of_the_profile_wins_over_the_launchers(profiles_dir: Path) -> None:
+    body = "[args]\ntensor_parallel_size = 2\ngpu_memory_utilization = 0.3\n"
+    body += '[env]\nCUDA_VISIBLE_DEVICES = "2,3,1"\n'
+    demand = gpu_demand(plan(profiles_dir, body), {"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert (demand.ids, demand.utilization) == (("2", "3"), 0.3)
+    assert demand.source == "CUDA_VISIBLE_DEVICES in the profile's [env]"
+    launcher_env = gpu_demand(
+        plan(profiles_dir, "[args]\ntensor_parallel_size = 2\n"), {"CUDA_VISIBLE_DEVICES": "GPU-ab,GPU-cd"}
+    )
+    assert launcher_env.ids == ("GPU-ab", "GPU-cd")
+
+
+def test_too_few_visible_gpus_is_a_problem(profiles_dir: Path) -> None:
+    demand = gpu_demand(
+        plan(profiles_dir, "[args]\ntensor_parallel_size = 4\n"), {"CUDA_VISIBLE_DEVICES": "0,1"}
+    )
+    assert demand.problem is not None and "names 2 GPU(s) (0,1) but the profile needs 4" in demand.problem
+
+
+def test_the_simulator_uses_a_gpu_only_when_asked(profiles_dir: Path) -> None:
+    sim = '["vllm-sim", "serve"]'
+    assert not gpu_demand(plan(profiles_dir, "", sim), {}).uses_gpu
+    assert gpu_demand(plan(profiles_dir, "[args]\nsim_gpu_allocate = true\n", sim), {}).ids == ("0",)
+    assert not gpu_demand(plan(profiles_dir, ""), {"CUDA_VISIBLE_DEVICES": ""}).uses_gpu
+
+
+def test_preflight_table_defaults_and_bad_values(profiles_dir: Path) -> None:
+    policy = HostPolicy.from_plan(plan(profiles_dir, ""))
+    assert (policy.reap_orphans, policy.reap_grace_s, policy.restart_max_failures) == (False, 10.0, 3)
+    with pytest.raises(BadInput, match="preflight.reap_grace_s = -1 must not be negative"):
+        HostPolicy.from_plan(plan(profiles_dir, "[preflight]\nreap_grace_s = -1\n"))
+    (profiles_dir / "p.toml").write_text('[engine]\nmodel = "m"\n[preflight]\nreap_orphan = true\n')
+    assert any("preflight.reap_orphan: unknown key" in e for e in build_plan(profiles_dir, "p").errors)
+
+
+def test_cuda_style_device_names_resolve() -> None:
+    devices = [GpuDevice(i, f"GPU-{i}abc", "H200", 1, 0, 1) for i in range(2)]
+    assert resolve_device("1", devices) == devices[1]
+    assert resolve_device("GPU-0a", devices) == devices[0]
+    assert resolve_device("GPU-", devices) is None, "an ambiguous UUID prefix names no device"
+    assert resolve_device("MIG-x", devices) is None
+
+
+def test_host_memory_swap_and_model_path_decisions(tmp_path: Path) -> None:
+    assert check_host_memory(3 * GIB, 2.0).status is CheckStatus.OK
+    assert check_host_memory(1 * GIB, 2.0).status is CheckStatus.REFUSED
+    assert (
+        check_swap(5 * GIB, 4.0).detail
+        == "swap: 5.00 GiB in use > 4 GiB allowed (preflight.max_swap_used_gib)"
+    )
+    assert check_swap(1 * GIB, 4.0).status is CheckStatus.OK
+    assert check_model_path(str(tmp_path)).status is CheckStatus.OK
+    assert check_model_path(str(tmp_path / "missing.gguf")).status is CheckStatus.REFUSED
+    assert check_model_path("Qwen/Qwen3-8B").status is CheckStatus.SKIPPED

@@ -1,0 +1,248 @@
+"""Line cleaning, prefix parsing, reprs and failure ranking on single lines from real-log shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.logfacts import configline
+from launcher.logfacts.failure import FailureKind, classify, process_exit
+from launcher.logfacts.lines import (
+    brackets_balanced,
+    is_record_like,
+    leading_proc,
+    parse_segment,
+    strip_ansi,
+    strip_outer,
+)
+from launcher.logfacts.markers import BadMarker, MarkerSet
+from launcher.logfacts.pyrepr import parse_dict, parse_namespace, value_after
+
+KV = "GPU KV cache size: 789,184 tokens"
+REC = f"(EngineCore pid=4312) INFO 11-29 06:26:59 [kv_cache_utils.py:1147] {KV}"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        f"\x1b[1;36m(EngineCore pid=4312)\x1b[0;0m INFO 11-29 06:26:59 [kv_cache_utils.py:1147] {KV}",
+        f"^[[1;36m(EngineCore pid=4312)^[[0;0m INFO 11-29 06:26:59 [kv_cache_utils.py:1147] {KV}",
+        f"(EngineCore pid=4312) \x1b[32mINFO\x1b[0m \x1b[90m11-29 06:26:59\x1b[0m [kv_cache_utils.py:1147] {KV}",
+    ],
+)
+def test_colours_real_and_literal_are_removed(raw: str) -> None:
+    rec = parse_segment(strip_outer(strip_ansi(raw)))
+    assert (rec.proc, rec.pid, rec.level, rec.msg) == ("EngineCore", 4312, "INFO", KV)
+    assert rec.ts == "11-29 06:26:59"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        f"vllm-1  | {REC}",
+        f"vllm_1    | {REC}",
+        f"Nov 29 06:26:59 gpu01 vllm[4101]: {REC}",
+        f"2026-11-29T06:26:59+0000 gpu01 vllm[4101]: {REC}",
+        f"2026-11-29T06:26:59.123456789Z {REC}",
+        f"[2026-02-24T20:21:58Z] {REC}",
+        f"Nov 29 06:26:59 gpu01 docker[811]: vllm-1  | {REC}",
+    ],
+)
+def test_outer_prefixes_are_removed(raw: str) -> None:
+    assert strip_outer(raw).startswith("(EngineCore pid=4312) INFO")
+
+
+def test_unprefixed_lines_keep_their_text() -> None:
+    for line in (
+        "INFO:     Application startup complete.",
+        "KeyError: 'invalid tool call parser: x'",
+        "Loading safetensors checkpoint shards:  20% Completed | 1/5 [00:02<00:09,  2.41s/it]",
+    ):
+        assert strip_outer(line) == line
+
+
+@pytest.mark.parametrize(
+    ("raw", "proc", "level", "msg"),
+    [
+        (
+            "INFO 12-20 20:25:46 worker.py:241] Memory profiling takes 1.52 seconds",
+            None,
+            "INFO",
+            "Memory profiling takes 1.52 seconds",
+        ),
+        (
+            "(VllmWorker rank=3 pid=2445158) INFO 05-10 16:00:15 [gpu_model_runner.py:1686] "
+            "Graph capturing finished in 9 secs",
+            "VllmWorker rank=3",
+            "INFO",
+            "Graph capturing finished in 9 secs",
+        ),
+        (
+            "(RayWorkerProc pid=3865416, ip=192.168.10.220) (Worker_DP1_TP1_EP3 pid=2784026) INFO 06-10 11:10:49 "
+            "[gpu_worker.py:480] Available KV cache memory: 25.94 GiB [repeated 3x across cluster]",
+            "Worker_DP1_TP1_EP3",
+            "INFO",
+            "Available KV cache memory: 25.94 GiB",
+        ),
+        (
+            "(APIServer pid=3101) INFO:     Application startup complete.",
+            "APIServer",
+            "INFO",
+            "Application startup complete.",
+        ),
+        (
+            "(APIServer pid=223598) RuntimeError: Engine core initialization failed. See root cause above.",
+            "APIServer",
+            None,
+            "RuntimeError: Engine core initialization failed. See root cause above.",
+        ),
+        (
+            "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address in use",
+            None,
+            "ERROR",
+            "[Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address in use",
+        ),
+    ],
+)
+def test_prefix_forms(raw: str, proc: str | None, level: str | None, msg: str) -> None:
+    rec = parse_segment(raw)
+    assert (rec.proc, rec.level, rec.msg) == (proc, level, msg)
+
+
+def test_bar_glued_to_a_record_keeps_both() -> None:
+    seg = (
+        "Capturing CUDA graph shapes:   0%|          | 0/11 [00:00<?, ?it/s]"
+        "(VllmWorkerProcess pid=21013) INFO 04-24 08:27:56 [model_runner.py:1456] "
+        "Capturing cudagraphs for decoding."
+    )
+    rec = parse_segment(seg)
+    assert rec.proc == "VllmWorkerProcess" and rec.msg == "Capturing cudagraphs for decoding."
+    assert leading_proc(seg) is None and leading_proc("(Worker_TP0 pid=3) Capturing") == "Worker_TP0"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("(EngineCore pid=1) INFO 11-29 06:26:59 [core.py:1] x", True),
+        ("INFO:     Started server process [1]", True),
+        ("Traceback (most recent call last):", True),
+        ('  File "/x.py", line 3, in f', True),
+        ("ValueError: boom", True),
+        ("Capturing CUDA graphs (FULL): 100%|██████████| 51/51 [00:02<00:00, 21.90it/s]", True),
+        ("[transformers] `Qwen2VLImageProcessorFast` is deprecated", True),
+        ("", True),
+        ("_stream_outputs=True, enable_prefix_caching=None, chunked_prefill_enabled=True", False),
+        (" kv_cache_dtype=auto, device_config=cuda", False),
+        ("16, 224, 232, 240, 248, 256], 'cudagraph_copy_inputs': False", False),
+        ("5x", False),
+    ],
+)
+def test_record_likeness_decides_wrapped_continuations(line: str, expected: bool) -> None:
+    assert is_record_like(line) is expected
+
+
+def test_brackets_balance_ignores_quoted_brackets() -> None:
+    assert brackets_balanced("{'a': '[(', 'b': [1, 2]}")
+    assert not brackets_balanced("{'a': [1, 2")
+
+
+def test_parse_dict_keeps_non_literal_values() -> None:
+    args = parse_dict(
+        "{'port': 8100, 'api_key': '***', 'mode': <CompilationMode.VLLM_COMPILE: 3>, 'x': [1, 2]}"
+    )
+    assert args == {"port": 8100, "api_key": "***", "mode": "CompilationMode.VLLM_COMPILE: 3", "x": [1, 2]}
+    assert parse_dict("not a dict") is None
+    assert parse_dict("{'a': __import__('os').system('true')}") == {"a": "__import__('os').system('true')"}
+
+
+def test_parse_namespace() -> None:
+    ns = parse_namespace(
+        "Namespace(port=8000, tensor_parallel_size=2, model='m', fn=<function serve at 0x7f>)"
+    )
+    assert ns == {"port": 8000, "tensor_parallel_size": 2, "model": "m", "fn": "function serve at 0x7f"}
+
+
+def test_value_after_balances_brackets() -> None:
+    cfg = "speculative_config=SpeculativeConfig(method='mtp', sizes=(1, 2)), tokenizer='x'"
+    assert value_after(cfg, "speculative_config") == "SpeculativeConfig(method='mtp', sizes=(1, 2))"
+
+
+@pytest.mark.parametrize(
+    ("cfg", "mode"),
+    [
+        ("'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>", "FULL_AND_PIECEWISE"),
+        ('"cudagraph_mode":[2,1]', "FULL_AND_PIECEWISE"),
+        ('"cudagraph_mode":[2,0]', "FULL_DECODE_ONLY"),
+        ('"cudagraph_mode":1', "PIECEWISE"),
+        ("'cudagraph_mode': 'full_decode_only'", "FULL_DECODE_ONLY"),
+        ("'cudagraph_mode': None", "NONE"),
+        ('"use_cudagraph":true', None),
+    ],
+)
+def test_cudagraph_mode_forms(cfg: str, mode: str | None) -> None:
+    assert configline.cudagraph_mode(cfg) == mode
+
+
+def test_engine_config_sizes_sorted_from_either_form() -> None:
+    old_form = configline.from_engine_config('x, "cudagraph_capture_sizes":[8,4,2,1]')
+    assert old_form["capture_sizes"] == [1, 2, 4, 8]
+    assert configline.from_engine_config("'cudagraph_capture_sizes': [1, 2]")["capture_sizes"] == [1, 2]
+
+
+def test_command_line_flags() -> None:
+    assert configline.from_command(" Qwen/Qwen3-8B -tp 4 --port=8100 --enforce-eager --max-num-seqs 8") == {
+        "model": "Qwen/Qwen3-8B",
+        "tensor_parallel_size": 4,
+        "served_port": 8100,
+        "enforce_eager": True,
+        "max_num_seqs": 8,
+    }
+
+
+def _cause(raw: str, after_traceback: bool = False) -> str | None:
+    cause = classify(parse_segment(raw), after_traceback)
+    return None if cause is None else str(cause.kind)
+
+
+def test_failure_needs_an_error_line() -> None:
+    summary = (
+        "(EngineCore pid=1) INFO 11-29 06:27:08 [gpu_worker.py:1066] Free memory on device "
+        "(138.84/139.81 GiB) on startup. Desired GPU memory utilization is (0.92, 128.63 GiB)."
+    )
+    assert _cause(summary) is None
+    assert (
+        _cause(summary.replace("INFO", "ERROR").replace(" on startup.", " on startup is less than x"))
+        == FailureKind.FREE_MEMORY
+    )
+    code_line = '(APIServer pid=1)     raise RuntimeError("Engine core initialization failed. "'
+    assert _cause(code_line) is None  # traceback source, not the exception
+    generic = "RuntimeError: Engine core initialization failed. See root cause above."
+    assert _cause(generic) == FailureKind.ENGINE_INIT
+    assert _cause("(EngineCore pid=1) WARNING 11-29 06:27:08 [x.py:1] CUDA out of memory, retrying") is None
+
+
+def test_uncaught_exception_counts_only_after_a_traceback() -> None:
+    assert _cause("OSError: model not found") is None
+    assert _cause("OSError: model not found", after_traceback=True) == FailureKind.OTHER
+
+
+def test_process_exit_lines() -> None:
+    assert process_exit("vllm.service: Main process exited, code=exited, status=1/FAILURE") == 1
+    assert process_exit("vllm.service: Main process exited, code=exited, status=0/SUCCESS") == 0
+    assert process_exit("vllm-1 exited with code 137") == 137
+    assert process_exit("Engine 000: Avg prompt throughput") is None
+
+
+def test_markers_prefilter_or_fall_back_to_every_line() -> None:
+    patterns = ["IQ4XS_BMMVQ_READY", "^kernel ready$", r"\bREADY\b", r"(^a|b$)\\b", r"[^$]x\[^"]
+    markers = MarkerSet.build(patterns)
+    assert [rx.pattern for rx in markers.scan] == [
+        "IQ4XS_BMMVQ_READY",
+        "kernel ready",
+        "READY",
+        r"(a|b)\\b",
+        r"[^$]x\[",
+    ]
+    assert not markers.every_line
+    assert MarkerSet.build(["(?<=x)READY"]).every_line and MarkerSet.build(["^$"]).every_line
+    with pytest.raises(BadMarker):
+        MarkerSet.build(["("])

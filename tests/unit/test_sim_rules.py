@@ -1,0 +1,293 @@
+"""Pure parts of the simulator: graph sizes, memory, parsing, tokenizer, prefix cache, spec decoding."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from launcher.profile.schema import VllmSchema
+from launcher.sim import cudagraph, tokenizer
+from launcher.sim.config import StartupRefused, from_namespace
+from launcher.sim.flags import SIM_FLAGS, env_default, sim_option_specs
+from launcher.sim.memory import plan_memory
+from launcher.sim.prefix_cache import PrefixCache
+from launcher.sim.serve_args import human_int, normalize_argv, parse
+from launcher.sim.specdecode import SpecDecode
+from launcher.sim.versions import DIALECTS
+from tests.simserver import TEST_SCHEMA
+
+SCHEMA = VllmSchema.from_json(TEST_SCHEMA, origin="test")
+
+
+def plan(**kw: object) -> cudagraph.GraphPlan:
+    args: dict[str, object] = dict(
+        optimization_level=2,
+        compilation_config={},
+        enforce_eager=False,
+        max_num_seqs=1024,
+        max_num_batched_tokens=8192,
+        spec_tokens=0,
+        performance_mode=None,
+        user_sizes=None,
+        user_max=None,
+    )
+    args.update(kw)
+    return cudagraph.plan_graphs(**args)  # type: ignore[arg-type]
+
+
+def test_default_capture_sizes_are_51_up_to_512() -> None:
+    p = plan()
+    assert len(p.sizes) == 51 and p.sizes[:4] == (1, 2, 4, 8) and p.sizes[-1] == 512
+    assert p.mode == cudagraph.GraphMode.FULL_AND_PIECEWISE
+    assert len(p.piecewise_sizes) == 51 and len(p.full_sizes) == 51
+
+
+def test_full_graphs_stop_at_max_num_seqs() -> None:
+    p = plan(max_num_seqs=256)
+    assert p.max_size == 512 and len(p.full_sizes) == 35  # FACTS §3: FULL limited to sizes <= 256
+
+
+def test_user_sizes_are_deduplicated_sorted_and_filtered() -> None:
+    p = plan(user_sizes=[8, 4, 4, 16384, 1], max_num_batched_tokens=8192)
+    assert p.sizes == (1, 4, 8)
+    assert "is overridden by config [1, 4, 8]" in p.warnings[0]
+
+
+def test_inconsistent_max_size_is_refused() -> None:
+    with pytest.raises(cudagraph.GraphConfigError, match=r"customized max_cudagraph_capture_size\(=64\)"):
+        plan(user_sizes=[1, 2, 4], user_max=64)
+
+
+def test_enforce_eager_and_o0_capture_nothing() -> None:
+    assert plan(enforce_eager=True).sizes == ()
+    assert plan(optimization_level=0).mode == cudagraph.GraphMode.NONE
+    assert plan(optimization_level=1).mode == cudagraph.GraphMode.PIECEWISE
+
+
+def test_capture_fallback_leaves_only_two_sizes_and_eager_big_batches() -> None:
+    p = cudagraph.fallback_plan(plan())
+    assert p.sizes == (1, 2) and p.covers(2) and not p.covers(4)
+
+
+def test_memory_matches_the_sample_shape() -> None:
+    m = plan_memory(
+        model="Qwen/Qwen3-8B",
+        total_gib=139.81,
+        free_gib=35.12,
+        util=0.92,
+        tp=1,
+        weights_override=15.27,
+        bytes_per_token_override=None,
+        kv_dtype="auto",
+        mnbt=8192,
+        graphs=102,
+        block_size=16,
+        max_model_len=40960,
+    )
+    assert m.bytes_per_token == 147456
+    assert 100 < m.kv_gib < 115 and m.kv_tokens % 16 == 0
+    assert m.free_memory_error(0) == (
+        "ValueError: Free memory on device cuda:0 (35.12/139.81 GiB) on startup is less than desired GPU "
+        "memory "
+        "utilization (0.92, 128.63 GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+        "other processes."
+    )
+
+
+def test_too_little_kv_for_max_model_len_is_refused() -> None:
+    m = plan_memory(
+        model="big-70B",
+        total_gib=80,
+        free_gib=None,
+        util=0.95,
+        tp=1,
+        weights_override=None,
+        bytes_per_token_override=None,
+        kv_dtype="auto",
+        mnbt=8192,
+        graphs=0,
+        block_size=16,
+        max_model_len=131072,
+    )
+    assert m.kv_error() is not None and m.kv_error().startswith("ValueError: No available memory")  # type: ignore[union-attr]
+    m2 = plan_memory(
+        model="Qwen3-8B",
+        total_gib=24,
+        free_gib=None,
+        util=0.9,
+        tp=1,
+        weights_override=None,
+        bytes_per_token_override=None,
+        kv_dtype="auto",
+        mnbt=2048,
+        graphs=0,
+        block_size=16,
+        max_model_len=131072,
+    )
+    assert "estimated maximum model length is" in (m2.kv_error() or "")
+
+
+def test_argv_flexible_spellings() -> None:
+    out = normalize_argv(
+        ["--max_num_seqs", "8", "-O3", "-cc.cudagraph_mode=FULL", "--gpu_memory_utilization=0.5"], SCHEMA
+    )
+    assert out[:2] == ["--max-num-seqs", "8"] and out[2:4] == ["--optimization-level", "3"]
+    assert "--gpu-memory-utilization=0.5" in out
+    assert out[-2:] == ["-cc", '{"cudagraph_mode": "FULL"}']
+    assert human_int("8k") == 8000 and human_int("8K") == 8192
+
+
+def test_unknown_flag_fails_like_vllm(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(["serve", "m", "--cuda-graph-sizes", "1"], SCHEMA, environ={})
+    assert exc.value.code == 2
+    assert "vllm: error: unrecognized arguments: --cuda-graph-sizes 1" in capsys.readouterr().err
+
+
+def test_sim_flags_read_env_and_cli_wins() -> None:
+    ns = parse(
+        ["serve", "m", "--sim-speed", "3"], SCHEMA, environ={"VLLM_SIM_SPEED": "9", "VLLM_SIM_ORPHANS": "1"}
+    )
+    assert ns.sim_speed == 3.0 and ns.sim_orphans is True
+    assert {s.option for s in sim_option_specs()} == {f.option for f in SIM_FLAGS}
+    assert all(f.env.startswith("VLLM_SIM_") for f in SIM_FLAGS)
+    assert env_default(SIM_FLAGS[1], {}) == 1.0
+
+
+def test_tokenizer_round_trips_and_is_stable() -> None:
+    text = "Hello, world 42! 你好世界"
+    pieces = tokenizer.pieces(text)
+    assert "".join(pieces) == text
+    assert pieces[:3] == ["Hello", ",", " world"] and " 你" in pieces and " 4" in pieces
+    assert tokenizer.encode(text) == tokenizer.encode(text)
+
+
+def test_prefix_cache_hits_repeats_and_nested_prefixes() -> None:
+    cache = PrefixCache(block_size=4, capacity_blocks=100)
+    doc = list(range(40))
+    assert cache.lookup(doc) == 0
+    cache.insert(doc)
+    assert cache.lookup(doc) == 36  # a fully cached prompt still recomputes its last block
+    assert cache.lookup(doc[:20] + [999] * 20) == 20
+    assert cache.lookup([7] + doc) == 0  # one changed token misses everything after it
+
+
+def test_spec_decode_rate_depends_on_text_only() -> None:
+    words = frozenset({"the", "river"})
+    seq = ["the", "river", "rises", "every", "spring"] * 20
+
+    def rate(tokens: list[str]) -> float:
+        spec = SpecDecode("mtp", 3, 0.8)
+        for i in range(len(tokens) - 4):
+            spec.draft(tokens[i], tokens[i + 1 : i + 4], words)
+        return spec.stats.accepted / spec.stats.draft_tokens
+
+    assert rate(seq) == rate(list(seq))
+    rng = random.Random(1)
+    mixed = [rate([f"w{rng.randrange(10**6)}" for _ in range(100)]) for _ in range(5)]
+    assert len(set(mixed)) > 1
+
+
+def test_dialects_differ_where_facts_say() -> None:
+    new, old = DIALECTS["0.33"], DIALECTS["0.26"]
+    assert new.server_start_line("http://h:1") == "Starting vLLM server on http://h:1"
+    assert old.server_start_line("http://h:1") == "Starting vLLM API server 0 on http://h:1"
+    assert (new.reasoning_field, old.reasoning_field) == ("reasoning", "reasoning_content")
+    assert (new.metric_kv_usage, old.metric_kv_usage) == (
+        "vllm:kv_cache_usage_perc",
+        "vllm:gpu_cache_usage_perc",
+    )
+    assert new.kv_one_line and not old.kv_one_line and old.engine_name == "EngineCore_DP0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "last_line"),
+    [
+        (
+            ["--enable-auto-tool-choice"],
+            "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser",
+        ),
+        (
+            ["--enable-auto-tool-choice", "--tool-call-parser", "hermess"],
+            "KeyError: 'invalid tool call parser: hermess (chose from { apertus,beam,cohere_command3,",
+        ),
+        (["--reasoning-parser", "qwen4"], "KeyError: 'invalid reasoning parser: qwen4 (chose from {"),
+        (
+            ["--max-model-len", "64k"],
+            "  Value error, User-specified max_model_len (64000) is greater than the derived",
+        ),
+        (
+            ["--cudagraph-capture-sizes", "1", "2", "--max-cudagraph-capture-size", "8"],
+            "ValueError: customized max_cudagraph_capture_size(=8) should be consistent",
+        ),
+    ],
+)
+def test_configurations_vllm_refuses_before_starting(argv: list[str], last_line: str) -> None:
+    ns = parse(["serve", "Qwen/Qwen3-8B", *argv], SCHEMA, environ={})
+    with pytest.raises(StartupRefused) as refused:
+        from_namespace(ns, SCHEMA, environ={})
+    assert refused.value.lines[-1].startswith(last_line)
+
+
+def test_gpu_size_sets_vllm_batch_defaults() -> None:
+    big = from_namespace(parse(["serve", "m"], SCHEMA, environ={}), SCHEMA, environ={})
+    small = from_namespace(
+        parse(["serve", "m", "--sim-gpu-memory-gib", "24"], SCHEMA, environ={}), SCHEMA, environ={}
+    )
+    assert (big.max_num_seqs, big.max_num_batched_tokens) == (1024, 8192)
+    assert (small.max_num_seqs, small.max_num_batched_tokens) == (256, 2048)
+    assert big.util == 0.92 and big.shown_args == {"model_tag": "m", "model": "m"}
+
+
+def test_the_committed_snapshot_has_every_flag_the_simulator_reads() -> None:
+    from tests.simserver import SNAPSHOT
+
+    if not SNAPSHOT.exists():
+        pytest.skip("no committed vLLM schema snapshot yet")
+    from launcher.profile.schema import load_file
+
+    real = load_file(SNAPSHOT)
+    for option, spec in TEST_SCHEMA["options"].items():
+        assert option in real.options, option
+        assert real.options[option].dest == spec["dest"], option
+    ns = parse(["serve", "m", "-O3", "--max_num_seqs", "8", "-cc.cudagraph_mode=FULL"], real, environ={})
+    cfg = from_namespace(ns, real, environ={})
+    assert cfg.max_num_seqs == 8 and cfg.graphs.mode == cudagraph.GraphMode.FULL
+
+
+def test_simulator_doc_carries_the_generated_flag_table() -> None:
+    from launcher.sim.flags import reference_markdown
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
+    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table from launcher/sim/flags.py"
+
+
+def test_ballast_leak_is_linear_and_warmup_plateaus() -> None:
+    from launcher.sim.ballast import Ballast
+
+    leak = Ballast(leak_mib_per_min=60, warmup_mib=0, warmup_s=1)
+    leak.start_leak(100.0)
+    assert [leak.target_mib(100.0 + t) for t in (0, 30, 60, 120)] == [0, 30, 60, 120]
+    warm = Ballast(leak_mib_per_min=0, warmup_mib=50, warmup_s=10)
+    warm.start_leak(0.0)
+    assert warm.target_mib(5.0) == 0  # nothing before traffic
+    warm.start_warmup(5.0)
+    grown = [warm.target_mib(5.0 + t) for t in (1, 5, 9.99, 10, 100)]
+    assert grown[0] < grown[1] < grown[2] < 50 and grown[3] == grown[4] == 50
+
+
+def test_step_time_follows_the_documented_formula() -> None:
+    from launcher.sim.metrics import SimMetrics
+    from launcher.sim.scheduler import Scheduler
+
+    def cfg(*extra: str) -> object:
+        return from_namespace(parse(["serve", "m", *extra], SCHEMA, environ={}), SCHEMA, environ={})
+
+    base = Scheduler(cfg("--sim-speed", "2"), SimMetrics(), 1000, lambda job, reason: None)  # type: ignore[arg-type]
+    # (12 + 0.08 x 4) ms decode + 40 us x 1000 prefill tokens = 52.32 ms, at speed 2
+    assert base.step_seconds(1000, 4, 4) == pytest.approx(0.05232 / 2)
+    eager = Scheduler(cfg("--sim-capture-fallback"), SimMetrics(), 1000, lambda job, reason: None)  # type: ignore[arg-type]
+    assert eager.step_seconds(0, 2, 2) == pytest.approx(0.01216)
+    assert eager.step_seconds(0, 4, 4) == pytest.approx((12 + 0.32) * 3 / 1000)  # past the [1, 2] graphs
