@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from gates.context import GateContext
+from gates.outcome import Outcome
 from gates.setting import Setting
 
 COMMON: tuple[Setting, ...] = (
@@ -34,6 +36,9 @@ class GateBase:
         timeout = table.get("timeout_s")
         self.timeout_s = float(timeout) if timeout is not None else self.DEFAULT_TIMEOUT_S
         self.poll_s = float(table.get("poll_s", 0.5))
+
+    def check(self, ctx: GateContext) -> Outcome:  # pragma: no cover - every gate overrides it
+        raise NotImplementedError
 
     def setting(self, name: str) -> Any:
         for setting in self.SETTINGS:

@@ -19,7 +19,9 @@ from gates.setting import Setting
 
 
 class Gate(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
+
     required: bool
     timeout_s: float
     poll_s: float

@@ -78,6 +78,7 @@ class MemoryLeakGate(GateBase):
         if gpu is not None:
             judged["gpu"] = judge(gpu, self.rule)
         evidence: dict[str, Any] = {
+            "rss_before_traffic_mib": round(traffic.rss_before_mib, 1),
             "rss_mib": [round(v, 1) for v in rss],
             "gpu_mib": [round(v, 1) for v in gpu] if gpu is not None else None,
             "requests": {"completed": traffic.completed, "failed": traffic.failed},
@@ -100,6 +101,7 @@ class _Traffic:
     def __init__(self, ctx: GateContext, model: str, gate: MemoryLeakGate) -> None:
         self.ctx, self.model, self.gate = ctx, model, gate
         self.completed = self.failed = 0
+        self.rss_before_mib = 0.0
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -107,6 +109,8 @@ class _Traffic:
         streams = int(self.gate.setting("concurrency"))
         rss: list[float] = []
         gpu: list[float] | None = []
+        # Memory before any traffic: the warm-up growth the rule deliberately ignores shows against it.
+        self.rss_before_mib = self.ctx.memory.rss_bytes(self.ctx.server.process_tree()) / MIB
         with ThreadPoolExecutor(max_workers=streams, thread_name_prefix="leak-traffic") as pool:
             for stream in range(streams):
                 pool.submit(self._stream, stream, streams)

@@ -36,6 +36,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("launcher.commands.install_unit", "install_unit"),
     ("launcher.commands.set_cmd", "set_command"),
     ("launcher.commands.rollback", "rollback"),
+    ("launcher.commands.bench_cmd", "bench_cmd"),
 ]
 
 
@@ -133,4 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -93,8 +93,8 @@ def _print_human(
         echo("")
         echo("where each value comes from:")
         width = max((len(k) for k in plan.profile.provenance), default=0)
-        for key, source in sorted(plan.profile.provenance.items()):
-            echo(f"  {key:<{width}}  {source}")
+        for key, origin in sorted(plan.profile.provenance.items()):
+            echo(f"  {key:<{width}}  {origin}")
     echo("")
     if baseline is None:
         echo("changes: nothing to compare with (no promoted launch recorded, no .bak_<tag> file)")

@@ -42,8 +42,9 @@ class RequestsHttp:
                 if reply.status_code != 200:
                     yield json.dumps({"error": {"status": reply.status_code, "body": reply.text[:2000]}})
                     return
-                for raw in reply.iter_lines(decode_unicode=True):
-                    if raw and raw.startswith("data:"):
+                for chunk in reply.iter_lines():
+                    raw = chunk.decode("utf-8", errors="replace")
+                    if raw.startswith("data:"):
                         payload = raw[5:].strip()
                         yield payload
                         if payload == "[DONE]":

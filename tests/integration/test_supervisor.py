@@ -67,6 +67,9 @@ def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: Any) -> 
     assert launcher.status()["phase"] == "stopped"
 
 
+# Five 0.4 s windows; the rule's threshold scaled down with them (a real gate uses 20 s and 1024 MiB).
+FAST_LEAK_GATE = {"windows": 5, "window_s": 0.5, "min_growth_mib": 100, "concurrency": 1,
+                  "prompt_paragraphs": 4, "max_tokens": 8}  # fmt: skip
 FAULTS = {
     "kernel_marker": ({}, {"kernel_marker": {"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 0.5}},
                       "IQ4XS_BMMVQ_READY not seen"),
@@ -74,7 +77,12 @@ FAULTS = {
     "eager": ({"sim_eager_fallback": True}, {}, "eager mode though the profile did not ask"),
     "model_name": ({"sim_serve_model_name": "fable-27b"}, {}, "server serves ['fable-27b'], profile expects ['sim']"),
     "tool_call": ({"sim_tool_fault": "malformed"}, {}, "not valid JSON"),
+    "memory_leak": ({"sim_leak_mib_per_min": 12000}, {"memory_leak": FAST_LEAK_GATE}, "rss leak: grew 3+ windows"),
 }  # fmt: skip
+
+
+def _order(gates: dict[str, Any]) -> list[str] | None:
+    return ["health", "memory_leak"] if "memory_leak" in gates else None
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -82,10 +90,12 @@ def test_each_gate_rejects_its_fault_and_last_good_keeps_serving(fault: str, lau
     args, gates, expected = FAULTS[fault]
     launcher = launcher_factory()
     port = free_port()
-    write_profile(launcher.profiles, "svc", port, gates={k: {} for k in gates})
+    # The good profile runs the same gates; only the leak gate needs its (short) windows there too.
+    good_gates = {k: (v if k == "memory_leak" else {}) for k, v in gates.items()}
+    write_profile(launcher.profiles, "svc", port, gates=good_gates, order=_order(gates))
     launcher.start()
     good = launcher.wait_phase("serving")
-    write_profile(launcher.profiles, "svc", port, args=args, gates=gates)
+    write_profile(launcher.profiles, "svc", port, args=args, gates=gates, order=_order(gates))
     launcher.signal(signal.SIGHUP)
     status = launcher.wait_for(lambda s: s.get("reload_seq") == 1, timeout_s=60)
     assert status["phase"] == "serving_last_good", status
@@ -155,3 +165,24 @@ def test_engine_death_after_promotion_is_noticed_within_a_second(launcher_factor
     noticed = datetime.strptime(died["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     assert noticed - killed_at < 1.0, f"noticed {noticed - killed_at:.3f}s after the kill"
     assert launcher.status()["phase"] == "failed"
+
+
+def test_allocator_warm_up_that_plateaus_passes_the_leak_gate(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    # +150 MiB of real RSS in the first 0.8 s of traffic, then flat: windows 1-2 grow, the rest do not.
+    args = {"sim_warmup_growth_mib": 150, "sim_warmup_growth_s": 0.8}
+    write_profile(profiles, "warm", free_port(), args=args, gates={"memory_leak": FAST_LEAK_GATE},
+                  order=["health", "memory_leak"])  # fmt: skip
+    proc = subprocess.run(
+        [str(LAUNCH), "--profiles-dir", str(profiles), "--state-dir", str(tmp_path / "state"),
+         "try", "--profile", "warm", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    report = json.loads(proc.stdout)
+    leak = next(g for g in report["gates"] if g["name"] == "memory_leak")
+    assert proc.returncode == 0, leak
+    series = leak["evidence"]["rss_mib"]
+    grown = series[-1] - leak["evidence"]["rss_before_traffic_mib"]
+    assert grown > 100, f"the warm-up growth did not show: {series}"
+    assert "no leak" in leak["summary"]

@@ -1,0 +1,143 @@
+"""What the operator reads: the terminal table, the summary JSON and the per-request JSONL.
+
+Columns (formulas in docs/bench.md): TTFT cold is measured alone (c1) with a unique prefix and is
+the same for every row of a context; TTFT warm, TTFC, decode and total are medians of rounds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from launcher.bench.cells import CellSummary
+from launcher.bench.record import RequestRecord
+from launcher.bench.results import RunResult
+
+HEADERS = (
+    "context",
+    "c",
+    "TTFT cold",
+    "TTFT warm",
+    "TTFC",
+    "decode tok/s",
+    "total tok/s",
+    "chk",
+    "spread",
+    "hit %",
+    "acc %",
+    "empty",
+    "flags",
+)
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}s" if value < 10 else f"{value:.1f}s"
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def percent(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value * 100:.{digits}f}"
+
+
+def _row(result: RunResult, cell: CellSummary) -> list[str]:
+    cold = result.cold_for(cell.context)
+    spreads = [
+        s for s in (cell.as_json()["spread"].get(k) for k in ("decode_tok_s", "total_tok_s")) if s is not None
+    ]
+    ok = sum(1 for r in cell.records if r.ok)
+    return [
+        cell.context,
+        str(cell.concurrency),
+        seconds(cold.ttft_s if cold else None),
+        seconds(cell.value("ttft_s")),
+        seconds(cell.value("ttfc_s")),
+        number(cell.value("decode_tok_s")),
+        number(cell.value("total_tok_s")),
+        number(cell.chk, 2),
+        f"{max(spreads) * 100:.0f}%" if spreads else "-",
+        percent(cell.delta.hit_rate),
+        percent(cell.delta.acceptance, 1),
+        f"{cell.empty}/{ok}",
+        ",".join(sorted({str(f.flag) for f in cell.findings})) or "-",
+    ]
+
+
+def table(result: RunResult) -> str:
+    rows = [list(HEADERS)] + [_row(result, cell) for cell in result.cells]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
+    lines = [
+        "  ".join(
+            v.rjust(w) if i not in (0, len(HEADERS) - 1) else v.ljust(w)
+            for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def explain(result: RunResult) -> str:
+    """The lines under the table: the server, each context's cold evidence, every finding, notes."""
+    target, before = result.target, result.before
+    uptime = "unknown" if before.uptime_s is None else f"{before.uptime_s:.0f}s"
+    out = [
+        f"server {target.base_url} ({target.origin}), model {target.model}, up {uptime}"
+        + (", reasoning model" if result.reasoning else "")
+    ]
+    for cold in result.colds:
+        tokens = "-" if cold.prompt_tokens is None else f"{cold.prompt_tokens:.0f}"
+        out.append(
+            f"{cold.context.name}: {tokens} prompt tokens; cold TTFT {seconds(cold.ttft_s)} "
+            f"over {len(cold.records)} unique prefixes; {cold.proof}"
+        )
+    if result.reasoning:
+        shares = [
+            f"{c.context} c{c.concurrency} {c.think_share:.0%}"
+            for c in result.cells
+            if c.think_share is not None
+        ]
+        out.append("think % (reasoning tokens / output tokens): " + ", ".join(shares))
+    seen: set[str] = set()
+    for finding in result.all_findings:
+        if finding.message not in seen:
+            seen.add(finding.message)
+            out.append(f"[{finding.flag}] {finding.message}")
+    out += [f"note: {n}" for n in result.notes]
+    return "\n".join(out)
+
+
+class RecordSink:
+    """Appends each request's JSON line as soon as its round is parsed (a crash keeps what ran)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    def open(self) -> RecordSink:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w", encoding="utf-8")
+        return self
+
+    def __call__(self, records: Sequence[RequestRecord]) -> None:
+        if self._file is None:
+            return
+        for record in records:
+            self._file.write(json.dumps(record.as_json(), ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
