@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 
 from launcher.profile.schema import VllmSchema
+from launcher.sim import notes
 from launcher.sim.config import SimConfig
+from launcher.sim.config_text_026 import shown_args_026
 from launcher.sim.cudagraph import GraphMode
 from launcher.sim.logline import LogWriter
 from launcher.sim.tracebacks import API_FRAMES, traceback_text
@@ -21,6 +23,13 @@ ARCHITECTURES = (
     ("glm", "Glm4MoeForCausalLM"),
 )
 ENV_OURS = ("VLLM_SIM_",)
+# vLLM's logo, `{v}` for the version (0.33 logs only the version line, LOGO[1]).
+LOGO = (
+    "       █     █     █▄   ▄█",
+    " ▄▄ ▄█ █     █     █ ▀▄▀ █  version {v}",
+    "  █▄█▀ █     █     █     █  ",
+    "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
+)
 
 
 def architecture(model: str) -> str:
@@ -28,13 +37,23 @@ def architecture(model: str) -> str:
     return next((arch for key, arch in ARCHITECTURES if key in low), "Qwen3ForCausalLM")
 
 
+def logo(version: str, model: str) -> str:
+    """The banner as 0.26.0 logs it: one record, so every line carries the prefix (real log)."""
+    return "\n".join(("", *LOGO[:2], f"{LOGO[2]}model   {model}", LOGO[3], "")).replace("{v}", version)
+
+
 def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> None:
     """Everything the API process logs before it starts the engine."""
-    if d.version.startswith("0.33") and os.environ.get("VLLM_DISABLE_LOG_LOGO") != "1":
-        log.info(d.src("version"), f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {d.version}")
-    else:
+    if os.environ.get("VLLM_DISABLE_LOG_LOGO") == "1":
         log.info(d.src("version"), d.version_line(cfg.model))
-    log.info(d.src("args"), f"non-default args: {cfg.shown_args}")
+    elif d.logo_block:
+        log.info(d.src("version"), logo(d.version, cfg.model))
+    else:
+        log.info(d.src("version"), LOGO[1].replace("{v}", d.version))
+    shown = shown_args_026(cfg.shown_args) if d.notes else cfg.shown_args
+    log.info(d.src("args"), f"non-default args: {shown}")
+    if d.notes:
+        notes.ulimit_warning(log, d)
     if schema.env_vars:
         for name in sorted(os.environ):
             if name.startswith("VLLM_") and name not in schema.env_vars and not name.startswith(ENV_OURS):
@@ -45,12 +64,18 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
         d.src("chunked"),
         f"Chunked prefill is enabled with max_num_batched_tokens={cfg.max_num_batched_tokens}.",
     )
+    if d.notes:
+        notes.scheduling(log, cfg, d, api=True)
+        notes.runner_fallback(log, cfg, d)
     for warning in cfg.graphs.warnings:
         log.warning(d.src("sizes_overridden"), warning)
     if cfg.enforce_eager:
         log.info(
             d.src("eager_note"),
-            "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
+            # 0.26 has no JIT warm-up to disable; only the start of its text is known (README)
+            "Enforce eager set, disabling torch.compile and CUDAGraphs."
+            if d.notes
+            else "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
             "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none and "
             "--kernel_config.enable_jit_warmup=False",
         )
@@ -69,6 +94,12 @@ def ready_lines(
     log.info(d.src("tasks"), "Supported tasks: ['generate']")
     if cfg.auto_tools:
         log.info(d.src("auto_tools"), '"auto" tool choice has been enabled.')
+    if d.notes:
+        log.info(
+            d.src("chat_format"),
+            "Detected the chat template content format to be 'string'. You can set "
+            "`--chat-template-content-format` to override this.",
+        )
     log.info(d.src("server_start"), d.server_start_line(url))
     log.info(d.src("routes"), "Available routes are:")
     for path, methods in routes:
@@ -80,11 +111,12 @@ def uvicorn_started(log: LogWriter) -> None:
     log.raw("INFO:     Waiting for application startup.")
 
 
-def uvicorn_stopped(log: LogWriter) -> None:
+def uvicorn_stopped(log: LogWriter, d: Dialect) -> None:
     log.raw("INFO:     Shutting down")
     log.raw("INFO:     Waiting for application shutdown.")
     log.raw("INFO:     Application shutdown complete.")
-    log.raw(f"INFO:     Finished server process [{os.getpid()}]")
+    if d.uvicorn_finished:  # 0.26.0's real log ends without it
+        log.raw(f"INFO:     Finished server process [{os.getpid()}]")
 
 
 def engine_died(log: LogWriter, d: Dialect) -> None:

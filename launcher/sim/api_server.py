@@ -51,6 +51,7 @@ class ApiServer:
         self.exit_code = 0
         self.term_at: float | None = None
         self.stopped = asyncio.Event()
+        self.engine_stopped = asyncio.Event()  # the engine logged its `[shutdown]` lines (0.26)
 
     def run(self) -> int:
         announce.config_lines(self.log, self.cfg, self.dialect, self.schema)
@@ -111,6 +112,9 @@ class ApiServer:
             message = self.conn.recv()
         except (EOFError, OSError):
             asyncio.get_running_loop().remove_reader(self.conn.fileno())
+            return
+        if message[0] == "stopped":
+            self.engine_stopped.set()
             return
         self._settle("ready" if message[0] == "ready" else "failed")
 
@@ -182,7 +186,7 @@ class ApiServer:
             task.cancel()
         await self.runner.cleanup()
         truth.close()
-        announce.uvicorn_stopped(self.log)
+        announce.uvicorn_stopped(self.log, self.dialect)
 
     def _cache_info(self, blocks: int) -> dict[str, str]:
         cfg = self.cfg
@@ -236,10 +240,36 @@ class ApiServer:
         state.scheduler.stop()
         if not self.cfg.faults.orphans:
             self._send(("shutdown", inflight))
-            await self._stop_engine()
+            if self.dialect.mpclient_shutdown:
+                await self._stop_engine_client(timeout)
+            else:
+                await self._stop_engine()
         self.log.info(src("sd_api_stopped"), "[shutdown] API server: engine client stopped")
         self.log.info(src("sd_api_http"), "[shutdown] API server: signalling HTTP server shutdown")
+        if self.dialect.mpclient_shutdown:
+            self.log.info(src("sd_api_fastapi"), "[shutdown] API server: shutting down FastAPI HTTP server")
         self.stopped.set()
+
+    async def _stop_engine_client(self, timeout: float) -> None:
+        """0.26.0's MPClient: once the engine has logged its shutdown, give it `timeout` seconds
+        (0 in abort mode), then its process manager kills what is left (real log: count=1)."""
+        src = self.dialect.src
+        deadline = time.monotonic() + ENGINE_STOP_S + self.cfg.faults.ignore_sigterm_s
+        while not self.engine_stopped.is_set() and time.monotonic() < deadline:
+            if self.engine is None or not self.engine.is_alive():
+                break
+            await asyncio.sleep(0.01)
+        self.log.info(src("sd_mp_start"), f"[shutdown] MPClient: start timeout={timeout:.0f}s")
+        self.log.info(src("sd_mp_stopping"), "[shutdown] MPClient: stopping engine manager")
+        if not await self._wait_engine_exit(timeout) and self.engine is not None:
+            self.log.warning(
+                src("sd_force_kill"), "[shutdown] Process manager: force killing remaining processes count=1"
+            )
+            self.engine.kill()
+            await self._wait_engine_exit(2.0)
+        self.log.info(src("sd_mp_stopped"), "[shutdown] MPClient: engine manager stopped")
+        self.log.info(src("sd_mp_cleanup"), "[shutdown] MPClient: cleaning up background resources")
+        self.log.info(src("sd_mp_done"), "[shutdown] MPClient: complete")
 
     async def _stop_engine(self) -> None:
         """SIGTERM the engine, wait, then SIGKILL what is left (vLLM's process manager)."""

@@ -18,6 +18,7 @@ from launcher.sim.memory import MemoryPlan, plan_memory
 from launcher.sim.parsers import REASONING_PARSERS, TOOL_PARSERS, unknown_parser_error
 from launcher.sim.serve_args import given_args, human_int
 from launcher.sim.timing import Timing, timing_from
+from launcher.sim.versions import dialect_for
 
 
 class StartupRefused(Exception):
@@ -67,6 +68,13 @@ class SimConfig:
     timing: Timing
     faults: Faults
     shown_args: dict[str, Any] = field(default_factory=dict)
+    runner: str = "V2"  # the model runner vLLM picks (0.26: V1 for ngram drafting)
+    rounded: cudagraph.GraphPlan | None = None  # sizes the runner rounds after the config line
+
+    @property
+    def captured(self) -> cudagraph.GraphPlan:
+        """The graphs the model runner captures (the config line shows `graphs`)."""
+        return self.rounded if self.rounded is not None else self.graphs
 
     @property
     def model_label(self) -> str:
@@ -80,7 +88,7 @@ class SimConfig:
         return self.served_names
 
     def memory(self) -> MemoryPlan:
-        graphs = len(self.graphs.piecewise_sizes) + len(self.graphs.full_sizes)
+        graphs = len(self.captured.piecewise_sizes) + len(self.captured.full_sizes)
         return plan_memory(
             model=self.model,
             total_gib=self.gpu_total_gib,
@@ -120,8 +128,6 @@ def from_namespace(
     ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
 ) -> SimConfig:
     env = dict(os.environ) if environ is None else environ
-    from launcher.sim.versions import dialect_for
-
     dialect = dialect_for(ns.sim_vllm_version)
     model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"
     total = float(ns.sim_gpu_memory_gib)
@@ -183,6 +189,10 @@ def from_namespace(
         graphs = cudagraph.fallback_plan(graphs)
     if faults.eager_fallback and graphs.mode != cudagraph.GraphMode.NONE:
         graphs = cudagraph.eager_plan(graphs)
+    runner = dialect.runner_for(spec_method)
+    rounded = None
+    if dialect.spec_round_in_runner and runner == "V1" and spec_tokens:
+        rounded = cudagraph.rounded_for_spec(graphs, 1 + spec_tokens)
     if ns.sim_speed <= 0:
         raise StartupRefused(["vllm: error: --sim-speed must be > 0"])
     timing = timing_from(ns)
@@ -227,4 +237,6 @@ def from_namespace(
         timing=timing,
         faults=faults,
         shown_args=given_args(ns, schema),
+        runner=runner,
+        rounded=rounded,
     )

@@ -141,3 +141,15 @@ def fallback_plan(plan: GraphPlan) -> GraphPlan:
 def eager_plan(plan: GraphPlan) -> GraphPlan:
     """The `--sim-eager-fallback` fault: compile mode 0 forces cudagraph_mode NONE, unasked."""
     return GraphPlan(GraphMode.NONE, (), 0, plan.decode_limit, 0, plan.warnings)
+
+
+def rounded_for_spec(plan: GraphPlan, query_len: int) -> GraphPlan:
+    """vLLM's `adjust_cudagraph_sizes_for_spec_decode` (0.26's V1 runner, after the config line):
+    each size rounded up to a multiple of 1 + k, kept if it stays ≤ the max, de-duplicated; the
+    max becomes the largest kept. [1, 2, 4, 8] with k = 2 → [3, 6] (the real 0.26.0 run)."""
+    if not plan.sizes or query_len <= 1:
+        return plan
+    rounded = {-(-s // query_len) * query_len for s in plan.sizes}
+    kept = tuple(sorted(s for s in rounded if s <= plan.max_size))
+    top = max(kept) if kept else 0
+    return GraphPlan(plan.mode, kept, top, plan.decode_limit, plan.compile_mode, plan.warnings)

@@ -106,6 +106,7 @@ async def _stream(
     obj = "chat.completion.chunk" if chat else "text_completion"
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
+    extras = chat and state.dialect.chunk_extras  # 0.26.0's chat chunks (tests/data/bench/*.sse)
     if chat:
         first = {
             "index": 0,
@@ -113,7 +114,8 @@ async def _stream(
             "logprobs": None,
             "finish_reason": None,
         }
-        await response.write(api.chunk(job.rid, created, model, [first]))
+        head = {"prompt_token_ids": None, "prompt_text": None} if extras else None
+        await response.write(api.chunk(job.rid, created, model, [first], extra=head))
     pending = 0
     while True:
         step = await job.out.get()
@@ -147,6 +149,8 @@ async def _stream(
             choice["stop_reason"] = job.plan.stop_reason
         elif delta is None:
             continue
+        if extras:
+            choice["token_ids"] = None
         use = _usage(state, job) if continuous else None
         data = api.chunk(job.rid, created, model, [choice], obj, use)
         row.stamp(pending)  # write() hands the bytes to the socket before it may yield to drain
@@ -156,7 +160,12 @@ async def _stream(
             break
     _truth(state, job, row)
     if options.get("include_usage") or state.cfg.force_include_usage:
-        await response.write(api.chunk(job.rid, created, model, [], obj, _usage(state, job)))
+        tail = (
+            {"system_fingerprint": api.fingerprint(state.dialect.version, state.cfg.model)}
+            if extras
+            else None
+        )
+        await response.write(api.chunk(job.rid, created, model, [], obj, _usage(state, job), tail))
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response

@@ -29,6 +29,9 @@ WORKER_FAILED = (
 )
 
 
+LINGER_S = 5.0
+
+
 class Stop(Exception):
     """SIGTERM (or the API's shutdown) arrived: leave whatever phase we are in."""
 
@@ -189,10 +192,11 @@ class EngineProcess:
             src("sd_core_start"), f"[shutdown] EngineCore: start mode={mode} timeout={timeout:.0f}s"
         )
         if mode == "abort":
-            self.log.info(
-                src("sd_core_inflight"),
-                f"[shutdown] EngineCore: aborting in-flight requests count={self.inflight}",
-            )
+            if self.inflight or not self.dialect.mpclient_shutdown:  # 0.26.0 said nothing at count=0
+                self.log.info(
+                    src("sd_core_inflight"),
+                    f"[shutdown] EngineCore: aborting in-flight requests count={self.inflight}",
+                )
         else:
             self.log.info(
                 src("sd_core_inflight"),
@@ -204,6 +208,24 @@ class EngineProcess:
             "[shutdown] EngineCore: request processing complete; starting resource teardown",
         )
         self._stop_workers()
+        if self.dialect.mpclient_shutdown:
+            self.log.info(src("sd_core_loop"), "[shutdown] EngineCore: exiting busy loop")
+            self._send(("stopped",))
+            if mode == "abort":
+                self._linger()
+
+    def _linger(self) -> None:
+        """0.26.0's engine is still tearing down when its client's 0 s timeout ends: the process
+        manager kills it (`force killing remaining processes count=1`). Wait for that kill, or for
+        the parent to go, at most LINGER_S."""
+        deadline = time.monotonic() + LINGER_S
+        while self.conn is not None and time.monotonic() < deadline:
+            try:
+                self.conn.poll(0.05)
+                if self.conn.poll(0):
+                    self.conn.recv()
+            except (EOFError, OSError):
+                return
 
     def _stop_workers(self) -> None:
         for proc in self.workers:

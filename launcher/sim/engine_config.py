@@ -30,6 +30,10 @@ def spec_repr(cfg: SimConfig) -> str:
 
 
 def engine_config_line(cfg: SimConfig, dialect: Dialect) -> str:
+    if dialect.notes:
+        from launcher.sim.config_text_026 import engine_config_line_026
+
+        return engine_config_line_026(cfg, dialect)
     served = cfg.served_names[0]
     kv_dtype = cfg.kv_cache_dtype
     return (

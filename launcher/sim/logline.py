@@ -52,10 +52,14 @@ class LogWriter:
         self._write(self.err_fd if stderr else self.out_fd, text + "\n")
 
     def bar_update(self, text: str, first: bool, last: bool) -> None:
-        """One tqdm redraw: `\\r`-separated on one line, a newline only when the bar closes."""
+        """One tqdm redraw: `\\r`-separated on one line, a newline only when the bar closes.
+
+        tqdm starts every redraw with `\\r`; 0.33 shows the first one without it. Older vLLM's
+        `_add_prefix` writes the prefix before the first write of a line, so the line reads
+        `(EngineCore pid=N) \\rCapturing ...` (the real 0.26.0 log)."""
         lead = "" if first else "\r"
         if first and self.dialect.prefix_streams:
-            lead = f"({self.name} pid={self.pid}) "
+            lead = f"({self.name} pid={self.pid}) \r"
         self._write(self.err_fd, lead + text + ("\n" if last else ""))
 
     @staticmethod

@@ -79,8 +79,9 @@ def seed_for(prompt: Prompt, body: dict[str, Any]) -> int | None:
     return int.from_bytes(digest, "big")
 
 
-def request_id(prefix: str, header: str | None) -> str:
-    return f"{prefix}-{header}" if header else f"{prefix}-{uuid.uuid4().hex}"
+def request_id(prefix: str, header: str | None, hex_digits: int = 32) -> str:
+    """`hex_digits`: 0.26.0 answered `chatcmpl-96a80d4263255b00` (16), 0.33 a full uuid hex."""
+    return f"{prefix}-{header}" if header else f"{prefix}-{uuid.uuid4().hex[:hex_digits]}"
 
 
 def usage(prompt_tokens: int, completion: int, cached: int | None) -> dict[str, Any]:
@@ -191,11 +192,18 @@ def chunk(
     choices: list[dict[str, Any]],
     obj: str = "chat.completion.chunk",
     use: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> bytes:
     body: dict[str, Any] = {"id": rid, "object": obj, "created": created, "model": model, "choices": choices}
     if use is not None:
         body["usage"] = use
+    body.update(extra or {})
     return b"data: " + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+def fingerprint(version: str, model: str) -> str:
+    """`vllm-0.26.0-d6dda990`: the shape 0.26.0 sent on its usage chunk (the hash is ours)."""
+    return f"vllm-{version}-{hashlib.blake2b(model.encode(), digest_size=4).hexdigest()}"
 
 
 def completion_response(rid: str, model: str, plan: Plan, use: dict[str, Any]) -> dict[str, Any]:

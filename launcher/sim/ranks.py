@@ -20,13 +20,16 @@ def draw_bar(
 ) -> None:
     """A tqdm bar redrawn a few times over `seconds` (stderr, `\\r` between updates)."""
     steps = min(BAR_STEPS, max(total, 1))
-    log.bar_update(tqdm_line(desc, 0, total, 0.0, shards), first=True, last=False)
+    own_lines = shards and log.dialect.shard_bar_lines  # 0.26.0's shard bar: a line per redraw
+    log.bar_update(tqdm_line(desc, 0, total, 0.0, shards), first=True, last=own_lines)
     elapsed = 0.0
     for i in range(1, steps + 1):
         wait(seconds / steps)
         elapsed += seconds / steps
         n = total * i // steps
-        log.bar_update(tqdm_line(desc, n, total, elapsed, shards), first=False, last=i == steps)
+        log.bar_update(
+            tqdm_line(desc, n, total, elapsed, shards), first=own_lines, last=own_lines or i == steps
+        )
 
 
 class Ranks(Protocol):

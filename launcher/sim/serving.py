@@ -126,7 +126,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             "tool_call" if plan.calls else "no_tool_call",
         )
         state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
-    rid = api.request_id("chatcmpl", request.headers.get("X-Request-Id"))
+    rid = api.request_id("chatcmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
     return await deliver(request, state, body, rid, prompt, plan, chat=True)
 
 
@@ -159,5 +159,5 @@ async def completions(request: web.Request) -> web.StreamResponse:
         lang="zh" if is_chinese(prompt.question) else "en",
         named_call=False,
     )
-    rid = api.request_id("cmpl", request.headers.get("X-Request-Id"))
+    rid = api.request_id("cmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
     return await deliver(request, state, body, rid, prompt, plan, chat=False)

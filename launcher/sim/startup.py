@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from launcher.sim import vllm_text
+from launcher.sim import notes, vllm_text
 from launcher.sim.config import SimConfig
 from launcher.sim.cudagraph import GraphMode
 from launcher.sim.engine_config import engine_config_line
@@ -56,6 +56,10 @@ class Startup:
         self.hang = hang
         self.mem: MemoryPlan = cfg.memory()
         self.compile_s = 0.0
+        self.runner = cfg.runner
+        self.plan = cfg.captured  # what the runner captures; the config line shows cfg.graphs
+        # Whether the runner estimated graph memory before the KV cache (profiler note, pool line).
+        self.estimated = self.runner == "V1" or dialect.v2_profile_capture
 
     def _t(self, name: str) -> float:
         return self.cfg.timing.scaled(DURATIONS[name])
@@ -79,6 +83,8 @@ class Startup:
         """Run every phase; returns the seconds `init engine ... took`."""
         start = time.monotonic()
         self.log.info(self.d.src("engine_config"), engine_config_line(self.cfg, self.d))
+        if self.d.notes:
+            notes.runner_fallback(self.log, self.cfg, self.d)
         self._init_device()
         self._load()
         self._compile()
@@ -93,11 +99,15 @@ class Startup:
             self.d.src("init_done"),
             f"init engine (profile, create kv cache, warmup model) took {took:.2f} s{suffix}",
         )
+        if self.d.notes:
+            notes.scheduling(self.log, self.cfg, self.d, api=False)
         del start
         return took
 
     def _init_device(self) -> None:
-        if self.d.runner == "V2":
+        if self.d.notes:
+            notes.device(self.ranks, self.cfg, self.d)
+        if self.runner == "V2":
             self.ranks.log("INFO", self.d.src("v2_runner"), lambda r: "Using V2 Model Runner")
         for rank in range(self.ranks.count):
             error = self.mem.free_memory_error(rank)
@@ -107,143 +117,154 @@ class Startup:
         if self.cfg.faults.gpu_allocate:
             self.ranks.hold_gpu(self.cfg.util)
 
+    def _log(self, level: str, event: str, text: str) -> None:
+        """One line from every rank, the same text on each."""
+        self.ranks.log(level, self.d.src(event, self.runner), lambda r: text)
+
     def _load(self) -> None:
         self._enter(Phase.LOADING)
-        backends = "['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']"
-        self.ranks.log(
-            "INFO",
-            self.d.src("attn"),
-            lambda r: f"Using FLASH_ATTN attention backend out of potential backends: {backends}.",
+        backends = (
+            "['FLASH_ATTN', 'TRITON_ATTN', 'FLEX_ATTENTION']"
+            if self.d.notes
+            else "['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']"
         )
+        attn = f"Using FLASH_ATTN attention backend out of potential backends: {backends}."
         load = (
             "Loading model from scratch..."
-            if self.d.runner == "V2"
+            if self.runner == "V2"
             else f"Starting to load model {self.cfg.model}..."
         )
-        self.ranks.log("INFO", self.d.src("load_start"), lambda r: load)
+        if self.d.notes:  # 0.26 announces the load first, then the backend
+            self._log("INFO", "load_start", load)
+            self._log("INFO", "attn", attn)
+            notes.attention(self.ranks, self.mem, self.d)
+        else:
+            self._log("INFO", "attn", attn)
+            self._log("INFO", "load_start", load)
         t0 = time.monotonic()
         shards = max(1, math.ceil(self.mem.weights_gib * self.cfg.tp / 4))
         self.ranks.bar("Loading safetensors checkpoint shards", shards, self._t("loading"), shards=True)
+        if self.d.shard_bar_lines:
+            self.log.raw("")  # then one empty prefixed line on stderr (0.26.0)
         took = time.monotonic() - t0
-        self.ranks.log("INFO", self.d.src("weights"), lambda r: f"Loading weights took {took:.2f} seconds")
-        gib = self.mem.weights_gib
-        self.ranks.log(
-            "INFO",
-            self.d.src("model_loaded"),
-            lambda r: f"Model loading took {gib:.2f} GiB memory and {took + 0.05:.6f} seconds",
+        self._log("INFO", "weights", f"Loading weights took {took:.2f} seconds")
+        if self.d.notes and self.runner == "V1" and self.cfg.spec_method:
+            self._log("INFO", "drafter", "Loading drafter model...")
+        self._log(
+            "INFO", "model_loaded", self.d.model_loaded_line(self.runner, self.mem.weights_gib, took + 0.05)
         )
+        if self.d.notes and self.runner == "V2":
+            notes.sampler(self.ranks, self.d)
         self._marker("loading")
 
     def _compile(self) -> None:
         if self.cfg.graphs.compile_mode == 0:
             return
         t0 = time.monotonic()
-        tag = "[backbone] "
-        self.ranks.log("INFO", self.d.src("compile_start"), lambda r: f"{tag}Starting torch.compile")
+        tag = self.d.compile_tag
+        if self.d.compile_start_line:
+            self._log("INFO", "compile_start", f"{tag}Starting torch.compile")
         self.ranks.log("INFO", self.d.src("compile_cache"), lambda r: vllm_text.compile_cache_dir(tag, r))
         self.wait(self._t("compile") / 3)
         dynamo = time.monotonic() - t0
-        self.ranks.log(
-            "INFO", self.d.src("dynamo"), lambda r: f"{tag}Dynamo bytecode transform time: {dynamo:.2f} s"
-        )
+        self._log("INFO", "dynamo", f"{tag}Dynamo bytecode transform time: {dynamo:.2f} s")
         self.wait(self._t("compile") * 2 / 3)
         total = time.monotonic() - t0
-        rng = f"(1, {self.cfg.max_num_batched_tokens})"
-        self.ranks.log(
-            "INFO",
-            self.d.src("compile_range"),
-            lambda r: f"{tag}Compiling a graph for compile range {rng} takes {total - dynamo:.2f} s",
-        )
-        self.ranks.log(
-            "INFO", self.d.src("compile_total"), lambda r: f"{tag}torch.compile took {total:.2f} s in total"
-        )
+        if self.d.notes:
+            notes.compile_lines(self.ranks, self.cfg, self.d, total - dynamo)
+        else:
+            rng = f"(1, {self.cfg.max_num_batched_tokens})"
+            self._log(
+                "INFO",
+                "compile_range",
+                f"{tag}Compiling a graph for compile range {rng} takes {total - dynamo:.2f} s",
+            )
+        self._log("INFO", "compile_total", f"{tag}torch.compile took {total:.2f} s in total")
+        if self.d.notes:
+            self._log(
+                "INFO", "warmup_run", f"Initial profiling/warmup run took {self._t('profiling') / 2:.2f} s"
+            )
         self.compile_s = total
 
     def _profile(self) -> None:
         self._enter(Phase.PROFILING)
-        plan = self.cfg.graphs
+        plan = self.plan
         pieces, fulls = plan.piecewise_sizes, plan.full_sizes
-        if plan.mode == GraphMode.NONE:
+        if plan.mode == GraphMode.NONE or not self.estimated:
             self.wait(self._t("profiling"))
             return
-        if self.d.runner == "V1":
-            largest = max(plan.sizes)
-            self.ranks.log(
-                "INFO",
-                self.d.src("cg_profile"),
-                lambda r: (
-                    f"Profiling CUDA graph memory: PIECEWISE={len(pieces)} (largest={largest}), "
-                    f"FULL={len(fulls)} (largest={max(fulls) if fulls else 0})"
-                ),
+        if self.runner == "V1":
+            text = (
+                f"Profiling CUDA graph memory: PIECEWISE={len(pieces)} (largest={max(pieces, default=0)}), "
+                f"FULL={len(fulls)} (largest={max(fulls, default=0)})"
             )
+            self._log("INFO", "cg_profile", text)
             self.wait(self._t("profiling"))
-            graph = self.mem.graph_gib
-            self.ranks.log(
-                "INFO",
-                self.d.src("cg_estimate"),
-                lambda r: f"Estimated CUDA graph memory: {graph:.2f} GiB total",
+            self._log(
+                "INFO", "cg_estimate", f"Estimated CUDA graph memory: {self.mem.graph_gib:.2f} GiB total"
             )
             return
-        # V2 runs a real capture before the KV cache exists: all PIECEWISE graphs, the 2 largest FULL ones.
+        # 0.33's V2 captures once before the KV cache exists: all PIECEWISE graphs, the 2 largest FULL.
         t0 = time.monotonic()
         if pieces:
             self.ranks.bar("Capturing CUDA graphs (PIECEWISE)", len(pieces), self._t("profiling") * 0.7)
         if fulls:
             self.ranks.bar("Capturing CUDA graphs (FULL)", min(2, len(fulls)), self._t("profiling") * 0.3)
         secs = time.monotonic() - t0
-        graph = self.mem.graph_gib
-        self.ranks.log(
+        self._log(
             "INFO",
-            self.d.src("cg_done"),
-            lambda r: f"Graph capturing finished in {secs:.0f} secs, took {graph:.2f} GiB",
+            "cg_done",
+            f"Graph capturing finished in {secs:.0f} secs, took {self.mem.graph_gib:.2f} GiB",
         )
 
     def _kv_cache(self) -> None:
         error = self.mem.kv_error()
         if error:
             raise StartupFailed(error)
-        kv = self.mem.kv_gib
-        self.ranks.log("INFO", self.d.src("kv_avail"), lambda r: f"Available KV cache memory: {kv:.2f} GiB")
-        if self.cfg.graphs.mode != GraphMode.NONE and self.d.runner == "V2":
+        self._log("INFO", "kv_avail", f"Available KV cache memory: {self.mem.kv_gib:.2f} GiB")
+        if self.plan.mode != GraphMode.NONE and self.estimated:
             delta = self.mem.graph_gib / self.mem.total_gib
-            util = self.cfg.util
-            self.ranks.log(
-                "INFO", self.d.src("cg_note"), lambda r: vllm_text.cudagraph_profiler_note(util, delta)
-            )
+            self._log("INFO", "cg_note", vllm_text.cudagraph_profiler_note(self.cfg.util, delta))
         self.wait(self._t("kv"))
         for key, text in vllm_text.kv_size_lines(
             self.d.kv_one_line, self.mem.kv_tokens, self.cfg.max_model_len, self.mem.concurrency
         ):
             self.log.info(self.d.src(key), text)
+        if self.d.notes:
+            notes.cutedsl(self.ranks, self.d)
 
     def _warmup(self) -> None:
-        if self.cfg.enforce_eager:
+        if self.cfg.enforce_eager or not self.d.jit_warmup:
             self._marker("warmup")
             return
-        self.ranks.log("INFO", self.d.src("jit_start"), lambda r: "JIT kernel warmup starting.")
+        self._log("INFO", "jit_start", "JIT kernel warmup starting.")
         t0 = time.monotonic()
         self.wait(self._t("warmup"))
-        secs = time.monotonic() - t0
-        self.ranks.log(
-            "INFO", self.d.src("jit_done"), lambda r: f"JIT kernel warmup finished in {secs:.2f}s."
-        )
+        self._log("INFO", "jit_done", f"JIT kernel warmup finished in {time.monotonic() - t0:.2f}s.")
         self._marker("warmup")
 
     def _capture(self) -> None:
         self._enter(Phase.CAPTURE)
-        plan = self.cfg.graphs
+        self._graphs()
+        if self.d.notes:
+            notes.memory_summary(self.ranks, self.mem, self.cfg.util, self.d)
+
+    def _graphs(self) -> None:
+        plan = self.plan
         if self.cfg.enforce_eager:
             return  # capture_model is not called at all (FACTS §3.7)
         if plan.mode == GraphMode.NONE:
-            text = vllm_text.capture_skipped(self.d.runner)
-            self.ranks.log("WARNING", self.d.src("cg_skip"), lambda r: text)
+            # 0.26 has only the V1 wording, for both runners (scripts/real-vllm/README.md)
+            self._log("WARNING", "cg_skip", vllm_text.capture_skipped("V1" if self.d.notes else self.runner))
             return
+        if self.d.notes and self.runner == "V1":
+            self._log("INFO", "torch_profiler", "Rank 0: Torch profiler disabled for CUDA graph capture")
         pieces, fulls = plan.piecewise_sizes, plan.full_sizes
         scale = self._t("capture") * (len(pieces) + len(fulls)) / 102
         t0 = time.monotonic()
         labels = (
             ("mixed prefill-decode, PIECEWISE", "decode, FULL")
-            if self.d.runner == "V1"
+            if self.runner == "V1"
             else ("PIECEWISE", "FULL")
         )
         for label, sizes in zip(labels, (pieces, fulls), strict=True):
@@ -253,17 +274,10 @@ class Startup:
                 self.ranks.bar(f"Capturing CUDA graphs ({label})", len(sizes) // 2 or 1, scale / 2)
                 oom = vllm_text.cuda_oom(self.mem.total_gib, self.mem.requested_gib + 0.4)
                 raise StartupFailed(oom, 0 if self.ranks.count > 1 else None)
-            self.ranks.bar(
-                f"Capturing CUDA graphs ({label})",
-                len(sizes),
-                scale * len(sizes) / (len(pieces) + len(fulls)),
-            )
+            share = scale * len(sizes) / (len(pieces) + len(fulls))
+            self.ranks.bar(f"Capturing CUDA graphs ({label})", len(sizes), share)
         secs = time.monotonic() - t0
         graph = self.mem.graph_gib
-        self.ranks.log(
-            "INFO",
-            self.d.src("cg_done"),
-            lambda r: f"Graph capturing finished in {secs:.0f} secs, took {graph:.2f} GiB",
-        )
-        if self.d.runner == "V2":
-            self.ranks.log("INFO", self.d.src("cg_pool"), lambda r: vllm_text.graph_pool(graph))
+        self._log("INFO", "cg_done", f"Graph capturing finished in {secs:.0f} secs, took {graph:.2f} GiB")
+        if self.estimated:
+            self._log("INFO", "cg_pool", vllm_text.graph_pool(graph, rounded=self.d.notes))

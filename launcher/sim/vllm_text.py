@@ -44,7 +44,13 @@ def capture_skipped(runner: str) -> str:
     )
 
 
-def graph_pool(gib: float) -> str:
+def graph_pool(gib: float, rounded: bool = False) -> str:
+    """`rounded`: 0.26 prints `format_gib` values (`0.04`, `0.0`), 0.33 two decimals."""
+    if rounded:
+        return (
+            f"CUDA graph pool memory: {round(gib, 2)} GiB (actual), {round(gib, 2)} GiB (estimated), "
+            "difference: 0.0 GiB (0.0%)."
+        )
     return (
         f"CUDA graph pool memory: {gib:.2f} GiB (actual), {gib:.2f} GiB (estimated), "
         "difference: 0.00 GiB (0.0%)."

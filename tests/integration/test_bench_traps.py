@@ -52,8 +52,14 @@ def test_identical_greedy_prompts_are_one_sequence_and_mixed_acceptance_differs(
     assert "same-sequence" not in flags(many)
     assert one["spec_acceptance"] is not None and many["spec_acceptance"] is not None
     assert one["spec_acceptance"] != pytest.approx(many["spec_acceptance"], abs=1e-6)
-    # several tokens per chunk: decode counts tokens, not chunks (2 ms steps would be 500 chunks/s)
-    assert many["decode_tok_s"] > 650
+    # several tokens per chunk: decode counts tokens, not chunks. Checked per request against the
+    # chunk rate it saw itself, so the machine's load cannot move the verdict.
+    ratios = []
+    for row in requests_of(tmp_path / "mixed"):
+        gaps = [b - a for a, b in zip(row["event_offsets_s"], row["event_offsets_s"][1:], strict=False)]
+        if row.get("decode_tok_s") and len(gaps) >= 3:
+            ratios.append(row["decode_tok_s"] * statistics.median(gaps))
+    assert ratios and statistics.median(ratios) > 1.2, ratios
 
 
 def test_reasoning_with_a_small_budget_leaves_empty_answers_and_warns(tmp_path: Path) -> None:

@@ -27,9 +27,22 @@ def run_sim(tmp_path: Path, args: Sequence[str], *, until: str | None, timeout_s
     """Run `vllm-sim` with stdout and stderr in one file (as the launcher reads it); stop it with
     SIGTERM once `until` shows, or let a failing start end by itself."""
     log = tmp_path / "sim.log"
-    argv = [str(SIM), "serve", MODEL, "--host", "127.0.0.1", "--port", str(free_port()), "--sim-speed", "50", *args]
+    argv = [
+        str(SIM),
+        "serve",
+        MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        "--sim-speed",
+        "50",
+        *args,
+    ]
     with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=sim_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=sink, stderr=subprocess.STDOUT, env=sim_env(), start_new_session=True
+        )
     try:
         if until is not None:
             _wait_text(log, until, timeout_s, proc)
@@ -73,7 +86,12 @@ CLEAN = {
     "tp1": ["--max-num-seqs", "8", "-cc", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'],
     "tp2": ["--tensor-parallel-size", "2", "--max-num-seqs", "64"],
     "eager": ["--enforce-eager", "--max-model-len", "4096"],
-    "spec": ["--max-num-seqs", "16", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+    "spec": [
+        "--max-num-seqs",
+        "16",
+        "--speculative-config",
+        '{"method": "mtp", "num_speculative_tokens": 1}',
+    ],
 }
 
 
@@ -117,10 +135,14 @@ def test_each_startup_fault_reads_back_as_its_failure_kind(case: str, tmp_path: 
 
 
 def test_fallback_eager_and_marker_faults_read_back(tmp_path: Path) -> None:
-    fallback = parse_file(run_sim(tmp_path, ["--sim-capture-fallback"], until="Application startup complete."))
+    fallback = parse_file(
+        run_sim(tmp_path, ["--sim-capture-fallback"], until="Application startup complete.")
+    )
     assert fallback[0].to_json()["capture_sizes"] == [1, 2]
     (tmp_path / "b").mkdir()
-    eager = parse_file(run_sim(tmp_path / "b", ["--sim-eager-fallback"], until="Application startup complete."))
+    eager = parse_file(
+        run_sim(tmp_path / "b", ["--sim-eager-fallback"], until="Application startup complete.")
+    )
     assert eager[0].to_json()["cudagraph_captured"] is False
     (tmp_path / "c").mkdir()
     log = run_sim(tmp_path / "c", ["--sim-marker", "FABLE_READY"], until="Application startup complete.")

@@ -127,21 +127,23 @@ def test_port_refuses_connections_until_ready_and_sigterm_during_startup_stops_a
         kill_group(sim)
 
 
-def test_older_dialect_026() -> None:
+def test_dialect_026_as_the_real_026_logged_it() -> None:
+    """Forms checked against tests/data/real-vllm-0.26/ (test_sim_fidelity.py compares whole logs)."""
     with running_sim(["--sim-vllm-version", "0.26", "--max-num-seqs", "16"]) as sim:
         text = sim.tail.text()
-        assert re.search(r"\(EngineCore_DP0 pid=\d+\) INFO .* GPU KV cache size: [\d,]+ tokens\n", text)
+        kv = r"\(EngineCore pid=\d+\) INFO .* \[kv_cache_utils.py:2177\] GPU KV cache size: [\d,]+ tokens\n"
+        assert re.search(kv, text)
         assert re.search(r"Maximum concurrency for 40,960 tokens per request: [\d.]+x", text)
-        assert "Starting vLLM API server 0 on http://127.0.0.1:" in text
-        assert re.search(
-            r"stderr\t\(EngineCore_DP0 pid=\d+\) Capturing CUDA graphs \(mixed prefill-decode, PIECEWISE\)",
-            text,
-        )
-        assert "Capturing CUDA graphs (decode, FULL): 100%" in text
+        assert "Starting vLLM server on http://127.0.0.1:" in text and "Using V2 Model Runner" in text
+        assert "Starting torch.compile" not in text and "JIT kernel warmup" not in text
+        # _add_prefix: the prefix, then tqdm's `\r` redraws (split at `\r` by the tail), on stderr
+        bar = r"stderr\t\(EngineCore pid=\d+\) \nstderr\tCapturing CUDA graphs \(PIECEWISE\)"
+        assert re.search(bar, text)
+        assert "Capturing CUDA graphs (FULL): 100%" in text
         assert re.search(r"stderr\t\(APIServer pid=\d+\) INFO:     Application startup complete.", text)
-        assert titled(sim, "VLLM::EngineCore_DP0")
+        assert titled(sim, "VLLM::EngineCore")
         metrics = requests.get(sim.url + "/metrics", timeout=5).text
-        assert "vllm:gpu_cache_usage_perc" in metrics and "vllm:kv_cache_usage_perc" not in metrics
+        assert "vllm:kv_cache_usage_perc" in metrics and "vllm:gpu_cache_usage_perc" not in metrics
         assert requests.get(sim.url + "/version", timeout=5).json() == {"version": "0.26.0"}
 
 

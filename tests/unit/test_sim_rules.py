@@ -189,16 +189,37 @@ def test_spec_decode_rate_depends_on_text_only() -> None:
     assert len(set(mixed)) > 1
 
 
-def test_dialects_differ_where_facts_say() -> None:
+def test_dialects_differ_where_the_real_026_run_says() -> None:
+    # tests/data/real-vllm-0.26/: the old forms of FACTS §11 (EngineCore_DP0, `vLLM API server
+    # version`, `Starting vLLM API server 0`, gpu_cache_* metrics) are not 0.26.0's.
     new, old = DIALECTS["0.33"], DIALECTS["0.26"]
-    assert new.server_start_line("http://h:1") == "Starting vLLM server on http://h:1"
-    assert old.server_start_line("http://h:1") == "Starting vLLM API server 0 on http://h:1"
-    assert (new.reasoning_field, old.reasoning_field) == ("reasoning", "reasoning_content")
-    assert (new.metric_kv_usage, old.metric_kv_usage) == (
-        "vllm:kv_cache_usage_perc",
-        "vllm:gpu_cache_usage_perc",
-    )
-    assert new.kv_one_line and not old.kv_one_line and old.engine_name == "EngineCore_DP0"
+    for dialect in (new, old):
+        assert dialect.server_start_line("http://h:1") == "Starting vLLM server on http://h:1"
+        assert dialect.engine_name == "EngineCore" and dialect.metric_kv_usage == "vllm:kv_cache_usage_perc"
+    assert new.kv_one_line and not old.kv_one_line
+    assert (new.runner_for("ngram"), old.runner_for("ngram"), old.runner_for("mtp")) == ("V2", "V1", "V2")
+    assert old.model_loaded_line("V2", 0.001, 1.6024251) == "Model loading took 0.0 GiB and 1.602425 seconds"
+    v1 = old.model_loaded_line("V1", 0.0, 0.259086)
+    assert v1 == "Model loading took 0.0 GiB memory and 0.259086 seconds"
+    assert new.model_loaded_line("V2", 1.5, 0.5) == "Model loading took 1.50 GiB memory and 0.500000 seconds"
+    assert old.src("cg_done", "V1") == "gpu_model_runner.py:6844"
+    assert old.src("cg_done", "V2") == "model_runner.py:747"
+
+
+def test_026_v1_runner_rounds_capture_sizes_after_the_config_line() -> None:
+    """The real 0.26.0 tiny-ngram run: the config line kept [1, 2, 4, 8], the runner captured [3, 6]."""
+    schema = SCHEMA
+    args = ["serve", "m", "--sim-vllm-version", "0.26", "-cc", '{"cudagraph_capture_sizes": [1, 2, 4, 8]}']
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}']
+    cfg = from_namespace(parse(args + spec, schema, environ={}), schema, environ={})
+    assert cfg.runner == "V1" and cfg.graphs.sizes == (1, 2, 4, 8) and cfg.graphs.max_size == 8
+    assert cfg.captured.sizes == (3, 6) and cfg.captured.max_size == 6
+    assert (cfg.captured.piecewise_sizes, cfg.captured.full_sizes) == ((3, 6), (3, 6))
+    plain = from_namespace(parse(args, schema, environ={}), schema, environ={})
+    assert plain.runner == "V2" and plain.captured.sizes == (1, 2, 4, 8)
+    new = from_namespace(parse(["serve", "m", *spec], schema, environ={}), schema, environ={})
+    assert new.runner == "V2" and new.captured is new.graphs  # 0.33: no fallback, no rounding
+    assert cudagraph.rounded_for_spec(cfg.graphs, 1) is cfg.graphs
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,8 @@ from launcher.sim.toolcalls import (
     validate_tool_usage,
 )
 from launcher.sim.versions import DIALECTS
+
+REPO = Path(__file__).resolve().parents[2]
 
 WEATHER = {
     "type": "function",
@@ -196,5 +200,11 @@ def test_metrics_text_uses_dialect_names_and_labels() -> None:
         in text
     )
     assert text.count("# TYPE vllm:request_success counter") == 1
-    old = MetricsText(DIALECTS["0.26"], "qwen", {}).render(m, None, tool_parser=False)
-    assert "vllm:gpu_cache_usage_perc" in old and "vllm:kv_cache_usage_perc" not in old
+    # 0.26.0 already used the new names: every family the 0.26 dialect renders is in the real /metrics.
+    old = MetricsText(DIALECTS["0.26"], "qwen", {}).render(m, (2, 6, 4, [2, 1, 1]), tool_parser=False)
+    real = (REPO / "tests" / "data" / "bench" / "vllm-0.26.0-metrics-after.txt").read_text(encoding="utf-8")
+    families = set(re.findall(r"^# TYPE (vllm:\S+)", old, re.MULTILINE))
+    assert "vllm:kv_cache_usage_perc" in families and "vllm:gpu_cache_usage_perc" not in families
+    # (0.26.0 heads counters `# TYPE x_total counter` + a `x_created` gauge family: names only here)
+    heads = re.findall(r"^# TYPE (vllm:\S+)", real, re.MULTILINE)
+    assert families <= {re.sub(r"_(total|created)$", "", name) for name in heads}
