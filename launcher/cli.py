@@ -7,7 +7,6 @@ and only here; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import click
@@ -37,6 +36,7 @@ COMMANDS: list[tuple[str, str]] = [
     ("launcher.commands.set_cmd", "set_command"),
     ("launcher.commands.rollback", "rollback"),
     ("launcher.commands.bench_cmd", "bench_cmd"),
+    ("launcher.commands.probe_cmd", "probe_cmd"),
 ]
 
 

@@ -29,7 +29,7 @@ GOOD_ARGS: dict[str, Any] = {
     "enable_auto_tool_choice": True,
     "tool_call_parser": "hermes",
     "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4]},
-    "sim_speed": 20,
+    "sim_speed": 50,
 }
 
 
@@ -140,13 +140,20 @@ class Launcher:
     def cleanup(self) -> list[str]:
         """Kill whatever is left (launcher group, engine groups); report what had to be killed."""
         left: list[str] = []
-        if self.proc is not None and self.proc.poll() is None:
+        launcher_alive = self.proc is not None and self.proc.poll() is None
+        # Engines first: killing the launcher first would leave them, for a moment, orphans that
+        # another launcher's preflight would rightly refuse to start beside.
+        for pid in self.engine_pids():
+            if launcher_alive:
+                _kill_group(pid)
+                continue
+            left += [f"engine group {pid}: {p}" for p in _group_members(pid)]
+            _kill_group(pid)
+        if launcher_alive:
+            assert self.proc is not None
             left.append(f"launcher {self.proc.pid}")
             _kill_group(self.proc.pid)
             self.proc.wait(timeout=10)
-        for pid in self.engine_pids():
-            left += [f"engine group {pid}: {p}" for p in _group_members(pid)]
-            _kill_group(pid)
         return left
 
 
@@ -166,3 +173,9 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def append_table(path: Path, table: str, values: dict[str, Any]) -> None:
+    """Add a `[table]` with these values to a profile written by `write_profile`."""
+    lines = ["", f"[{table}]"] + [f"{k} = {toml_value(v)}" for k, v in values.items()]
+    path.write_text(path.read_text() + "\n".join(lines) + "\n")

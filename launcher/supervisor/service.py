@@ -281,7 +281,8 @@ class Supervisor:
         candidate = Candidate.from_plan(plan)
         self.history.append("reload", profile=self.profile, label=candidate.label)
         self._stop_current("reload")
-        code = self._bring_up(candidate, reloading=True)
+        with Watchdog(self.hooks.notifier).keepalive():
+            code = self._bring_up(candidate, reloading=True)
         self.board.update(reload_seq=seq)
         return code
 

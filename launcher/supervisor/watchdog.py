@@ -3,7 +3,10 @@ hung server stops the pings, and systemd restarts the unit."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from launcher.host.notify import watchdog_interval_s
 from launcher.supervisor.adapters import RequestsHttp
@@ -33,3 +36,24 @@ class Watchdog:
         if healthy:
             self.notifier.watchdog()
         return healthy
+
+    @contextmanager
+    def keepalive(self) -> Iterator[None]:
+        """Ping unconditionally while a reload or rollback works (the server is down on purpose;
+        the gates have their own deadlines), so systemd does not kill a launcher doing its job."""
+        if not self.enabled:
+            yield
+            return
+        done = threading.Event()
+
+        def ping() -> None:
+            while not done.wait(self.tick_s):
+                self.notifier.watchdog()
+
+        thread = threading.Thread(target=ping, name="watchdog-keepalive", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=1.0)

@@ -1,0 +1,61 @@
+"""Processes a stopped server or a dead probe may leave: found by process group or by the probe's
+marker variable, ended TERM → grace → KILL by the host reaper (which also waits for the GPU memory)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import psutil
+
+from gates.context import Clock
+from launcher.host.gpu import NvmlProbe
+from launcher.host.process_view import ProcessView, my_lineage, view_of
+from launcher.host.reaper import ReapReport, reap
+
+PID_REUSE_SLACK_S = 1.0
+
+
+def group_members(pgid: int, *, created_after: float | None = None) -> list[int]:
+    """Live processes of process group `pgid` (started after `created_after`, when given)."""
+    found = []
+    for proc in psutil.process_iter(["status", "create_time"]):
+        try:
+            if os.getpgid(proc.pid) != pgid or proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+        if created_after is not None and proc.info["create_time"] < created_after - PID_REUSE_SLACK_S:
+            continue  # the group id was reused by something older than the arm: not ours
+        found.append(proc.pid)
+    return found
+
+
+def marked(name: str, value: str) -> list[int]:
+    """Live processes started with `name=value` in their environment (ours are readable, others skipped)."""
+    found = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(name) == value:
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def end_processes(
+    pids: Iterable[int], *, grace_s: float, deadline_s: float, clock: Clock
+) -> ReapReport | None:
+    """TERM → `grace_s` → KILL each pid (never this process or its parents); None when none is left."""
+    protected = my_lineage()
+    views = [v for v in (view_of(pid) for pid in sorted(set(pids)) if pid not in protected) if v is not None]
+    if not views:
+        return None
+    return _reap(views, grace_s, deadline_s, clock)
+
+
+def _reap(views: list[ProcessView], grace_s: float, deadline_s: float, clock: Clock) -> ReapReport:
+    with NvmlProbe() as probe:
+        return reap(views, grace_s=grace_s, deadline_s=deadline_s, clock=clock, probe=probe)

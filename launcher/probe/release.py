@@ -1,0 +1,98 @@
+"""Wait, with a deadline, until the stopped server has let go: its port free, its GPU memory back.
+
+An arm started while production still held GPU 0 died with `Free memory on device cuda:0
+(0.3/31.73 GiB)` (field notes): a process that has exited is not yet memory the driver has freed.
+The rule is vLLM's own (FACTS §5): each target GPU needs gpu_memory_utilization × total free, and
+none of the stopped server's pids may still be listed on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from gates.context import Clock
+from launcher.errors import GateFailed
+from launcher.host.gpu import GIB, GpuDevice, GpuProbe, NvmlProbe, resolve_device
+from launcher.host.host_checks import check_port
+from launcher.host.policy import GpuDemand, gpu_demand
+from launcher.host.report import CheckStatus
+from launcher.profile.plan import LaunchPlan
+
+POLL_S = 0.1
+
+
+class NotReleased(GateFailed):
+    """The port or the GPU memory was still held at the deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    seconds: float
+    port: str
+    gpus: str  # what was checked, or why GPU memory was not checked
+
+    def describe(self) -> str:
+        return f"released after {self.seconds:.1f} s: {self.port}; {self.gpus}"
+
+
+def wait_released(
+    plan: LaunchPlan,
+    *,
+    gone_pids: Collection[int],
+    deadline: float,
+    clock: Clock,
+    probe_factory: Callable[[], GpuProbe] = NvmlProbe,
+) -> Release:
+    """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline."""
+    started = clock.monotonic()
+    demand = gpu_demand(plan)
+    with probe_factory() as probe:
+        while True:
+            port = check_port(plan.host, plan.port)
+            port_free = port.status is not CheckStatus.REFUSED
+            if demand.uses_gpu:
+                gpus_ok, gpu_text = _gpus(probe, demand, gone_pids)
+            else:
+                gpus_ok, gpu_text = True, f"GPU memory not checked: {demand.no_gpu_reason}"
+            if port_free and gpus_ok:
+                return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
+            if clock.monotonic() >= deadline:
+                held = [] if port_free else [port.detail]
+                held += [] if gpus_ok else [gpu_text]
+                raise NotReleased(
+                    f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: "
+                    + "; ".join(held),
+                    hint="an arm must never start on GPUs another model still holds; "
+                    "`launch preflight --profile NAME` names the holders",
+                )
+            clock.sleep(POLL_S)
+
+
+def _gpus(probe: GpuProbe, demand: GpuDemand, gone_pids: Collection[int]) -> tuple[bool, str]:
+    reason = probe.skip_reason()
+    if reason is not None:
+        return True, f"GPU memory not checked ({reason})"
+    utilization = demand.utilization
+    devices = probe.devices()
+    problems, fine = [], []
+    for token in demand.ids:
+        device = resolve_device(token, devices)
+        if device is None:
+            problems.append(f"GPU {token} not found")
+            continue
+        text = _device_text(device, utilization)
+        holders = sorted(p.pid for p in probe.processes(device.index) if p.pid in gone_pids)
+        if holders or device.free_bytes < utilization * device.total_bytes:
+            still = f", still listed: pid {', '.join(map(str, holders))}" if holders else ""
+            problems.append(text + still)
+        else:
+            fine.append(text)
+    return (not problems), "; ".join(problems or fine)
+
+
+def _device_text(device: GpuDevice, utilization: float) -> str:
+    return (
+        f"GPU {device.index}: free {device.free_bytes / GIB:.2f}/{device.total_bytes / GIB:.2f} GiB, "
+        f"needed {utilization * device.total_bytes / GIB:.2f} GiB"
+    )

@@ -1,0 +1,278 @@
+"""One probe, start to end: arm 0 measured as it serves, production stopped once, each arm tried
+(trial.py), then production restored — in `finally`, whatever happened before.
+
+Signals only record (supervisor/signals.py); a helper thread ends the running arm's engine so a gate
+blocked in HTTP returns at once, and the bench notices the same event within 0.1 s. A second signal
+does not interrupt the restore: only SIGKILL does, and then the journal finishes it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from gates.context import Clock
+from launcher.errors import AlreadyRunning, BadInput, GateError, GateFailed
+from launcher.host.clock import SystemClock
+from launcher.host.gpu import GpuProbe, NvmlProbe
+from launcher.probe.arms import Arm
+from launcher.probe.handover import Handover, Serving
+from launcher.probe.journal import Entry, Journal, Step
+from launcher.probe.measure import BenchMeasure, Measure
+from launcher.probe.production import Production, discover
+from launcher.probe.recovery import Restored, bring_back
+from launcher.probe.results import ArmOutcome, ArmRun, ProbeResult, Settings
+from launcher.probe.trial import Trial
+from launcher.settings import GlobalOptions
+from launcher.supervisor.control import running_launcher_pid
+from launcher.supervisor.history import History, utc_now
+from launcher.supervisor.lock import ProfileLock
+from launcher.supervisor.progress import Progress
+from launcher.supervisor.service import Hooks
+from launcher.supervisor.signals import SignalInbox
+from launcher.supervisor.status import Phase, StatusBoard
+
+LOCK_WAIT_S = 10.0
+
+
+class ProbeSession:
+    """Constructing starts nothing; `run()` does the whole probe and returns what happened."""
+
+    def __init__(
+        self,
+        options: GlobalOptions,
+        arms: Sequence[Arm],
+        settings: Settings,
+        *,
+        hooks: Hooks | None = None,
+        measure: Measure | None = None,
+        handover: Handover | None = None,
+        clock: Clock | None = None,
+        progress: Progress | None = None,
+        probe_factory: Callable[[], GpuProbe] = NvmlProbe,
+        find_production: Callable[[Path, str], Production] = discover,
+    ) -> None:
+        self.options = options
+        self.arms = list(arms)
+        self.profile = self.arms[0].name
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.handover = handover or Handover(options.state_dir, self.clock)
+        self.progress = progress or Progress()
+        self.find_production = find_production
+        self.probe_id = uuid.uuid4().hex[:12]
+        self.inbox = SignalInbox(lambda: None)
+        self.journal = Journal(options.state_dir)
+        self.history = History(options.state_dir / "history.jsonl")
+        stop = self.inbox.stop_requested
+        self.trial = Trial(
+            settings=settings,
+            hooks=hooks or Hooks(),
+            measure=measure
+            or BenchMeasure(
+                settings.bench, settings.runs, settings.warmup_requests, settings.out_dir, self.probe_id, stop
+            ),  # fmt: skip
+            progress=self.progress,
+            clock=self.clock,
+            probe_factory=probe_factory,
+            probe_id=self.probe_id,
+            stop=stop,
+            history=self.history,
+            journal=self._journal,
+            gone_pids=set(),
+        )
+        self.entry: Entry | None = None
+        self.lock: ProfileLock | None = None
+        self.down_since: float | None = None  # production was confirmed stopped; downtime counts from here
+        self.stop_how: str | None = None
+        self._done = threading.Event()
+
+    def run(self) -> ProbeResult:
+        started_at = utc_now()
+        runs: list[ArmRun] = []
+        error = None
+        with self.journal:
+            self.inbox.install()  # from here on Ctrl-C is recorded, never a KeyboardInterrupt mid-step
+            try:
+                notes = self._finish_stale()
+                production = self.find_production(self.options.state_dir, self.profile)
+                check_production(production, self.arms[0])
+                entry = Entry(self.probe_id, os.getpid(), self.profile, Step.MEASURING, production,
+                              out_dir=str(self.settings.out_dir))  # fmt: skip
+                self.entry = self.journal.write(entry)
+                arm_names = [a.name for a in self.arms]
+                self.history.append("probe_started", profile=self.profile, probe_id=self.probe_id,
+                                    arms=arm_names, production=production.describe())  # fmt: skip
+                threading.Thread(target=self._stop_on_signal, name="probe-stop", daemon=True).start()
+                try:
+                    self._arms(production, runs)
+                except GateError as err:
+                    error = err.message
+                except Exception as err:  # a bug: production still comes back; the traceback goes to a file
+                    error = f"{type(err).__name__}: {err} (traceback in {self._write_traceback()})"
+                finally:
+                    restored = self._restore()
+            finally:
+                self.inbox.restore()
+                self._done.set()
+        signals = [s.name for s in self.inbox.take() if s.name in ("SIGINT", "SIGTERM")]
+        downtime = None
+        if self.down_since is not None and restored.ok and restored.serving is not None:
+            downtime = self.clock.monotonic() - self.down_since
+        self.history.append("probe_finished", profile=self.profile, probe_id=self.probe_id,
+                            restored=restored.ok, downtime_s=downtime, error=error)  # fmt: skip
+        done = {r.arm.name for r in runs}
+        runs += [ArmRun(a, ArmOutcome.NOT_RUN) for a in self.arms if a.name not in done]
+        return ProbeResult(
+            self.probe_id, self.profile, production, self.settings, tuple(runs), restored, started_at,
+            utc_now(), downtime, self.stop_how, signals[0] if signals else None, error, tuple(notes),
+        )  # fmt: skip
+
+    def _arms(self, production: Production, runs: list[ArmRun]) -> None:
+        if not production.running:
+            self._take_box(production)
+        for arm in self.arms:
+            if self.inbox.stop_requested.is_set():
+                return
+            if not arm.is_production and self.lock is None:
+                self._take_box(production)
+                self._status(f"launch probe pid {os.getpid()} runs arms; production comes back when it ends")
+            runs.append(self.trial.run(arm, serving=arm.is_production and production.running))
+            if arm.is_production and runs[-1].outcome is not ArmOutcome.MEASURED:
+                return  # no baseline: production is not taken down for nothing
+
+    def _finish_stale(self) -> list[str]:
+        """A journal left by a killed probe: restore production before anything else."""
+        entry = self.journal.read()
+        if entry is None:
+            return []
+        self.progress.message("a previous probe did not finish: restoring production first",
+                              probe_pid=entry.probe_pid, step=str(entry.step))  # fmt: skip
+        restored = bring_back(self.journal, entry, self.handover,
+                              log_path=self.settings.out_dir / "recovered-launcher.log",
+                              deadline=self.clock.monotonic() + self.settings.restore_timeout_s,
+                              not_pids={entry.probe_pid, os.getpid()})  # fmt: skip
+        if not restored.ok:
+            raise GateFailed(
+                f"a previous probe (pid {entry.probe_pid}) left production stopped and it could not be "
+                f"restored: {restored.action}; {_serving_text(restored.serving)}",
+                hint="see `launch status`; `launch probe --recover` retries",
+            )
+        return [
+            f"a previous probe (pid {entry.probe_pid}, step {entry.step}) was finished first: "
+            + restored.action
+        ]
+
+    def _take_box(self, production: Production) -> None:
+        """Stop production (if it runs) and hold its profile lock: from here on, the arms own the GPUs."""
+        if production.running:
+            self._journal(step=Step.STOPPING)
+            self.progress.set_phase("stopping production", how=production.describe())
+            self.trial.gone_pids = set(_tree(production.engine_pid))
+            self.down_since = self.clock.monotonic()  # downtime counts from the stop request
+            deadline = self.down_since + self.settings.stop_timeout_s
+            stopped = self.handover.stop(production, deadline=deadline)
+            left = f"; ended leftovers {list(stopped.leftovers)}" if stopped.leftovers else ""
+            self.stop_how = stopped.how + left
+        self.lock = self._profile_lock()
+        self._journal(step=Step.ARM)
+
+    def _profile_lock(self) -> ProfileLock:
+        """No launcher may start this profile while arms run on its GPUs."""
+        deadline = self.clock.monotonic() + LOCK_WAIT_S
+        lock = ProfileLock(self.options.state_dir / "profiles" / self.profile, self.profile)
+        while True:
+            try:
+                return lock.__enter__()
+            except AlreadyRunning:
+                if self.clock.monotonic() >= deadline:
+                    raise
+                self.clock.sleep(0.1)
+
+    def _restore(self) -> Restored:
+        """Never raises: what went wrong is the result (and the journal stays for a retry)."""
+        self.progress.set_phase("restoring production")
+        assert self.entry is not None
+        try:
+            self.trial.stop_current()  # a failure here is no reason to skip the rest: bring_back ends the arm
+        finally:
+            if self.lock is not None:
+                self.lock.__exit__(None, None, None)
+                self.lock = None
+        old = self.entry.production.launcher_pid
+        if old is not None and running_launcher_pid(self.options.state_dir, self.profile) == old:
+            self.down_since = None  # the stop never took effect: no downtime to report
+        try:
+            return bring_back(self.journal, self.entry, self.handover,
+                              log_path=self.settings.out_dir / "production-restart.log",
+                              deadline=self.clock.monotonic() + self.settings.restore_timeout_s,
+                              not_pids={os.getpid()})  # fmt: skip
+        except Exception as err:  # GateError (systemctl) or a bug: reported, never swallowed silently
+            text = err.message if isinstance(err, GateError) else f"{type(err).__name__}: {err}"
+            return Restored(f"restore failed: {text}", Serving("not restarted", None, 0.0, text), (), False)
+
+    def _stop_on_signal(self) -> None:
+        while not self._done.is_set():
+            if self.inbox.stop_requested.wait(timeout=0.2):
+                self.trial.interrupt()
+                return
+
+    def _journal(self, **changes: Any) -> None:
+        assert self.entry is not None
+        self.entry = self.journal.write(replace(self.entry, **changes))
+
+    def _status(self, detail: str) -> None:
+        """`launch status` shows why production is down while the arms run."""
+        board = StatusBoard(self.options.state_dir / "profiles" / self.profile / "status.json", self.profile)
+        board.update(phase=Phase.STOPPED, detail=detail)
+
+    def _write_traceback(self) -> str:
+        path = self.settings.out_dir / "probe-error.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(traceback.format_exc(), encoding="utf-8")
+        return str(path)
+
+
+def check_production(production: Production, arm0: Arm) -> None:
+    """Arm 0 measures what serves; the arms are built on the profile: the two must be one launch."""
+    if not production.running:
+        return
+    if production.phase != Phase.SERVING:
+        raise BadInput(
+            f"profile {arm0.name!r} is {production.phase}, not serving "
+            f"(launcher pid {production.launcher_pid}): arm 0 would not measure the profile's launch",
+            hint="wait until `launch status` says serving, or fix what it says first",
+        )
+    rendered = arm0.plan.fingerprint()
+    if production.fingerprint != rendered:
+        raise BadInput(
+            f"launcher pid {production.launcher_pid} serves {arm0.name}@{production.fingerprint}, but the "
+            f"profile renders {arm0.name}@{rendered} now: the arms are built on the profile, so they would "
+            "differ from arm 0 by more than the keys they name; nothing was touched",
+            hint="bring the two in line first (`launch set ... --apply`, `launch rollback`, or a restart)",
+        )
+
+
+def _tree(pid: int | None) -> list[int]:
+    if pid is None:
+        return []
+    try:
+        root = psutil.Process(pid)
+        return [root.pid, *(c.pid for c in root.children(recursive=True))]
+    except psutil.Error:
+        return [pid]
+
+
+def _serving_text(serving: Serving | None) -> str:
+    if serving is None:
+        return "nothing had to serve"
+    detail = f" ({serving.detail})" if serving.detail else ""
+    return f"{serving.phase} after {serving.seconds:.1f} s{detail}"

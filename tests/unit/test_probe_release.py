@@ -1,0 +1,83 @@
+"""Waiting for the box to be free before an arm starts: the port (a real socket) and GPU memory
+(FakeGpuProbe naming a real process, whose end gives the memory back as the driver would)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.host.clock import SystemClock
+from launcher.host.gpu import FakeGpuProbe
+from launcher.probe.release import NotReleased, wait_released
+from launcher.profile.plan import LaunchPlan, build_plan
+from tests.doubles import FakeClock
+
+
+def plan(profiles_dir: Path, port: int, command: str = "vllm") -> LaunchPlan:
+    (profiles_dir / "p.toml").write_text(
+        f'[engine]\ncommand = ["{command}", "serve"]\nmodel = "org/tiny"\nport = {port}\n'
+        "[args]\ngpu_memory_utilization = 0.5\n"
+        '[env]\nCUDA_VISIBLE_DEVICES = "0"\n'
+    )
+    return build_plan(profiles_dir, "p")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_held_port_blocks_until_the_deadline_and_says_so(profiles_dir: Path) -> None:
+    clock = FakeClock()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(NotReleased) as err:
+            wait_released(plan(profiles_dir, port), gone_pids=(), deadline=clock.now + 1, clock=clock,
+                          probe_factory=FakeGpuProbe)  # fmt: skip
+    assert f"127.0.0.1:{port} is in use" in err.value.message and clock.now >= 1001
+
+
+def test_gpu_memory_still_held_by_the_stopped_server_blocks_the_arm(profiles_dir: Path) -> None:
+    clock = FakeClock()
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        gpu = FakeGpuProbe(total_mib=(32768,))
+        gpu.hold(0, server.pid, 32461)  # "Free memory on device cuda:0 (0.3/31.73 GiB)"
+        with pytest.raises(NotReleased) as err:
+            wait_released(plan(profiles_dir, free_port()), gone_pids={server.pid}, deadline=clock.now + 3,
+                          clock=clock, probe_factory=lambda: gpu)  # fmt: skip
+    finally:
+        server.kill()
+        server.wait()
+    assert "GPU 0: free 0.30/32.00 GiB, needed 16.00 GiB, still listed: pid" in err.value.message
+
+
+def test_the_arm_may_start_once_the_memory_is_back(profiles_dir: Path) -> None:
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    gpu = FakeGpuProbe(total_mib=(32768,))
+    gpu.hold(0, server.pid, 30000)
+    clock = SystemClock()
+    deadline = clock.monotonic() + 20
+    released = wait_released(plan(profiles_dir, free_port()), gone_pids={server.pid}, deadline=deadline,
+                             clock=clock, probe_factory=lambda: gpu)  # fmt: skip
+    server.wait()
+    assert 0.0 < released.seconds < 20
+    assert released.gpus == "GPU 0: free 32.00/32.00 GiB, needed 16.00 GiB" and "free" in released.port
+
+
+def test_without_nvml_or_a_gpu_only_the_port_is_checked(profiles_dir: Path) -> None:
+    clock = FakeClock()
+    no_nvml = FakeGpuProbe(reason="no NVML: libnvidia-ml.so.1 not found")
+    released = wait_released(plan(profiles_dir, free_port()), gone_pids=(), deadline=clock.now, clock=clock,
+                             probe_factory=lambda: no_nvml)  # fmt: skip
+    assert released.gpus == "GPU memory not checked (no NVML: libnvidia-ml.so.1 not found)"
+    sim = wait_released(plan(profiles_dir, free_port(), "vllm-sim"), gone_pids=(), deadline=clock.now,
+                        clock=clock, probe_factory=FakeGpuProbe)  # fmt: skip
+    assert sim.gpus.startswith("GPU memory not checked: the simulator without --sim-gpu-allocate")
