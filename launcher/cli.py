@@ -25,23 +25,36 @@ Exit codes:
   5  the engine died after promotion
 """
 
-# (module, attribute): each subcommand lives in its own module under launcher/commands/.
-COMMANDS: list[tuple[str, str]] = [
-    ("launcher.commands.parse_log", "parse_log"),
-    ("launcher.commands.try_cmd", "try_cmd"),
-    ("launcher.commands.status_cmd", "status_cmd"),
-    ("launcher.commands.status_cmd", "history_cmd"),
-    ("launcher.commands.preflight", "preflight"),
-    ("launcher.commands.install_unit", "install_unit"),
-    ("launcher.commands.set_cmd", "set_command"),
-    ("launcher.commands.rollback", "rollback"),
-    ("launcher.commands.bench_cmd", "bench_cmd"),
-    ("launcher.commands.probe_cmd", "probe_cmd"),
-]
+# name → (module, attribute): each subcommand lives in its own module under launcher/commands/,
+# imported only when that subcommand runs (or `--help` lists them): `launch` starts fast.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "parse-log": ("launcher.commands.parse_log", "parse_log"),
+    "try": ("launcher.commands.try_cmd", "try_cmd"),
+    "status": ("launcher.commands.status_cmd", "status_cmd"),
+    "history": ("launcher.commands.status_cmd", "history_cmd"),
+    "preflight": ("launcher.commands.preflight", "preflight"),
+    "install-unit": ("launcher.commands.install_unit", "install_unit"),
+    "set": ("launcher.commands.set_cmd", "set_command"),
+    "rollback": ("launcher.commands.rollback", "rollback"),
+    "bench": ("launcher.commands.bench_cmd", "bench_cmd"),
+    "probe": ("launcher.commands.probe_cmd", "probe_cmd"),
+}
 
 
 class LaunchGroup(click.Group):
-    """A group that maps operator errors to their exit codes instead of tracebacks."""
+    """A group that maps operator errors to their exit codes instead of tracebacks, and imports a
+    subcommand's module only when it is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, attr = COMMANDS[cmd_name]
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+        return command
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -118,15 +131,6 @@ def launch(
     from launcher.commands.serve import run_serve
 
     ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown))
-
-
-def _register() -> None:
-    for module_name, attr in COMMANDS:
-        module = importlib.import_module(module_name)
-        launch.add_command(getattr(module, attr))
-
-
-_register()
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: Any) -> 
 
 
 # Five 0.4 s windows; the rule's threshold scaled down with them (a real gate uses 20 s and 1024 MiB).
-FAST_LEAK_GATE = {"windows": 5, "window_s": 0.5, "min_growth_mib": 100, "concurrency": 1,
+FAST_LEAK_GATE = {"windows": 5, "window_s": 0.3, "min_growth_mib": 100, "concurrency": 1,
                   "prompt_paragraphs": 4, "max_tokens": 8}  # fmt: skip
 FAULTS = {
     "kernel_marker": ({}, {"kernel_marker": {"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 0.5}},
@@ -77,7 +77,7 @@ FAULTS = {
     "eager": ({"sim_eager_fallback": True}, {}, "eager mode though the profile did not ask"),
     "model_name": ({"sim_serve_model_name": "fable-27b"}, {}, "server serves ['fable-27b'], profile expects ['sim']"),
     "tool_call": ({"sim_tool_fault": "malformed"}, {}, "not valid JSON"),
-    "memory_leak": ({"sim_leak_mib_per_min": 12000}, {"memory_leak": FAST_LEAK_GATE}, "rss leak: grew 3+ windows"),
+    "memory_leak": ({"sim_leak_mib_per_min": 24000}, {"memory_leak": FAST_LEAK_GATE}, "rss leak: grew 3+ windows"),
 }  # fmt: skip
 
 
@@ -170,8 +170,8 @@ def test_engine_death_after_promotion_is_noticed_within_a_second(launcher_factor
 def test_allocator_warm_up_that_plateaus_passes_the_leak_gate(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     profiles.mkdir()
-    # +150 MiB of real RSS in the first 0.8 s of traffic, then flat: windows 1-2 grow, the rest do not.
-    args = {"sim_warmup_growth_mib": 150, "sim_warmup_growth_s": 0.8}
+    # +150 MiB of real RSS in the first 0.45 s of traffic, then flat: windows 1-2 grow, the rest do not.
+    args = {"sim_warmup_growth_mib": 150, "sim_warmup_growth_s": 0.45}
     write_profile(profiles, "warm", free_port(), args=args, gates={"memory_leak": FAST_LEAK_GATE},
                   order=["health", "memory_leak"])  # fmt: skip
     proc = subprocess.run(
