@@ -28,7 +28,7 @@ class Answer:
 
     def problem(self) -> str | None:
         if self.status != 200:
-            return f"HTTP {self.status or 'no connection'}"
+            return f"HTTP {self.status or 'no connection'}: {self.content}".rstrip(": ")
         if not self.content.strip():
             if self.finish_reason == "length" and self.reasoning:
                 return "reasoning used the whole budget: empty answer"
@@ -67,16 +67,18 @@ class SmokeGate(GateBase):
             return Outcome.failed("; ".join(f"{k}: {v}" for k, v in failing.items()), **evidence)
         return Outcome.passed(f"all {len(results)} checks passed ({', '.join(results)})", **evidence)
 
-    def _ask(self, ctx: GateContext, text: str, temperature: float = 0.0) -> Answer:
+    def _ask(
+        self, ctx: GateContext, text: str, temperature: float = 0.0, max_tokens: int | None = None
+    ) -> Answer:
         body = {
             "model": self.model,
             "messages": [{"role": "user", "content": text}],
-            "max_tokens": int(self.setting("max_tokens")),
+            "max_tokens": max_tokens or int(self.setting("max_tokens")),
             "temperature": temperature,
         }
         reply = ctx.http.post_json("/v1/chat/completions", body, float(self.setting("request_timeout_s")))
         if reply.status != 200:
-            return Answer(reply.status, "", None, "")
+            return Answer(reply.status, reply.body[:300], None, "")
         choice = reply.json()["choices"][0]
         message = choice.get("message") or {}
         return Answer(
@@ -101,9 +103,15 @@ class SmokeGate(GateBase):
         )
 
     def _needle(self, ctx: GateContext) -> str | None:
+        limit = ctx.expect.max_model_len
         for size in self.setting("needle_contexts"):
+            budget = int(self.setting("max_tokens"))
+            if limit is not None:
+                if int(size) + 64 > limit:
+                    return f"a ~{size}-token needle cannot fit max_model_len {limit}: lower needle_contexts"
+                budget = min(budget, limit - int(size * 1.25) - 16)  # the prompt estimate errs high
             code = f"ZX-{int(size) % 9973:04d}-Q"
-            answer = self._ask(ctx, _needle_prompt(int(size), code))
+            answer = self._ask(ctx, _needle_prompt(int(size), code), max_tokens=max(16, budget))
             problem = self._expect(answer, code in answer.content, f"expected {code} at ~{size} tokens")
             if problem:
                 return problem

@@ -147,7 +147,7 @@ class Launcher:
             if launcher_alive:
                 _kill_group(pid)
                 continue
-            left += [f"engine group {pid}: {p}" for p in _group_members(pid)]
+            left += [f"engine group {pid}: {p}" for p in group_members(pid)]
             _kill_group(pid)
         if launcher_alive:
             assert self.proc is not None
@@ -157,7 +157,7 @@ class Launcher:
         return left
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     members = []
     for proc in psutil.process_iter(["status"]):
         try:

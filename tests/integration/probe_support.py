@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+from tests.launcher_run import LAUNCH, Launcher, free_port, group_members, write_profile
 
 PROFILE = "prod"
 # At --sim-speed 50 with --sim-decode-ms 100: 2 ms decode steps; startup phases well under a second.
@@ -182,11 +182,4 @@ def alive(pid: int) -> bool:
 
 
 def group_alive(pgid: int) -> list[int]:
-    members = []
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                members.append(proc.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return members
+    return group_members(pgid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -75,3 +76,17 @@ def test_systemd_hears_ready_only_once_promoted_then_stopping(launcher: Launcher
 def _datagram(server: socket.socket) -> dict[str, str]:
     data = server.recv(4096).decode()
     return dict(line.split("=", 1) for line in data.splitlines() if "=" in line)
+
+
+def test_the_smoke_gate_passes_on_the_simulator(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port(), order=["health", "smoke"],
+                  gates={"smoke": {"needle_contexts": [1500]}})  # fmt: skip
+    proc = subprocess.run(
+        [str(LAUNCH), "--profiles-dir", str(launcher.profiles), "--state-dir", str(launcher.state),
+         "try", "--profile", "svc", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    smoke = next(g for g in json.loads(proc.stdout)["gates"] if g["name"] == "smoke")
+    assert proc.returncode == 0, smoke
+    assert smoke["evidence"]["results"] == {k: "ok" for k in
+        ("arithmetic", "chinese", "code", "needle", "consistency", "concurrency")}  # fmt: skip
