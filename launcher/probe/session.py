@@ -34,9 +34,9 @@ from launcher.probe.trial import Trial
 from launcher.settings import GlobalOptions
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History, utc_now
+from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
-from launcher.supervisor.service import Hooks
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
 

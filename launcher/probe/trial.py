@@ -27,8 +27,8 @@ from launcher.probe.results import ArmOutcome, ArmRun, Settings
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import History
+from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.progress import Progress
-from launcher.supervisor.service import Hooks
 
 ARM_STOP_GRACE_S = 30.0
 Gates = tuple[dict[str, Any], ...]

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from contextlib import ExitStack
 
 from gates.chain import ChainReport
 from launcher.errors import ExitCode, GateError, PreflightRefused
@@ -23,39 +20,15 @@ from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import History, utc_now
+from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.monitor import LeakMonitor
-from launcher.supervisor.notify_port import Notifier, NullNotifier
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
 
-PreflightFn = Callable[[Candidate], None]
 DEFAULT_STOP_GRACE_S = 30.0
-
-
-class Guard(Protocol):
-    """The restart-loop guard (launcher/host/restart_guard.py) as the supervisor uses it."""
-
-    def should_retry(self, fingerprint: str) -> bool: ...
-
-    def record_failure(self, fingerprint: str, reason: str) -> Any: ...
-
-    def record_success(self, fingerprint: str) -> None: ...
-
-    def status(self, fingerprint: str) -> Any: ...
-
-
-@dataclass
-class Hooks:
-    """Seams the host-safety layer plugs into (preflight, GPU locks, restart guard, NVML, sd_notify)."""
-
-    preflight: PreflightFn | None = None
-    notifier: Notifier = field(default_factory=NullNotifier)
-    gpu_bytes: Callable[[Any], int | None] | None = None
-    gpu_locks: Callable[[Candidate], AbstractContextManager[object]] | None = None
-    restart_guard: Callable[[Candidate], Guard] | None = None
 
 
 class Supervisor:

@@ -14,7 +14,7 @@ from launcher.host.preflight import run_preflight
 from launcher.host.restart_guard import RestartGuard, guard_for
 from launcher.settings import GlobalOptions
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.service import Hooks
+from launcher.supervisor.hooks import Hooks
 
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
