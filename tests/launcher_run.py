@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
+from launcher.procgroup import group_members
+from tests.simserver import free_port as free_port  # one free-port helper for every test module
 
 LAUNCH = Path(sys.executable).with_name("launch")
 
@@ -31,12 +31,6 @@ GOOD_ARGS: dict[str, Any] = {
     "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4]},
     "sim_speed": 50,
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def toml_value(value: Any) -> str:
@@ -155,17 +149,6 @@ class Launcher:
             _kill_group(self.proc.pid)
             self.proc.wait(timeout=10)
         return left
-
-
-def group_members(pgid: int) -> list[int]:
-    members = []
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                members.append(proc.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return members
 
 
 def _kill_group(pgid: int) -> None:

@@ -15,8 +15,9 @@ import psutil
 
 from gates.context import Clock
 from launcher.errors import GateFailed
-from launcher.probe.leftovers import end_processes, group_members
+from launcher.probe.leftovers import end_processes
 from launcher.probe.production import Mode, Production
+from launcher.procgroup import group_members
 from launcher.supervisor.control import POLL_S, profile_state_dir, running_launcher_pid
 from launcher.supervisor.status import Phase, read_status
 

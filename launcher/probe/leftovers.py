@@ -3,7 +3,6 @@ marker variable, ended TERM → grace → KILL by the host reaper (which also wa
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 
 import psutil
@@ -12,23 +11,6 @@ from gates.context import Clock
 from launcher.host.gpu import NvmlProbe
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
-
-PID_REUSE_SLACK_S = 1.0
-
-
-def group_members(pgid: int, *, created_after: float | None = None) -> list[int]:
-    """Live processes of process group `pgid` (started after `created_after`, when given)."""
-    found = []
-    for proc in psutil.process_iter(["status", "create_time"]):
-        try:
-            if os.getpgid(proc.pid) != pgid or proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            continue
-        if created_after is not None and proc.info["create_time"] < created_after - PID_REUSE_SLACK_S:
-            continue  # the group id was reused by something older than the arm: not ours
-        found.append(proc.pid)
-    return found
 
 
 def marked(name: str, value: str) -> list[int]:

@@ -19,7 +19,8 @@ from launcher.errors import AlreadyRunning
 from launcher.host.clock import SystemClock
 from launcher.probe.handover import Handover, Serving
 from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step, probe_dir
-from launcher.probe.leftovers import end_processes, group_members, marked
+from launcher.probe.leftovers import end_processes, marked
+from launcher.procgroup import group_members
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History
 

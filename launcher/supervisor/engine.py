@@ -20,6 +20,8 @@ from typing import IO
 
 import psutil
 
+from launcher.procgroup import group_members
+
 LineSink = Callable[[str, str], None]  # (stream name, text chunk)
 
 
@@ -124,17 +126,7 @@ class EngineProcess:
 
     def group_members(self) -> list[int]:
         """Live (non-zombie) processes still in the engine's process group."""
-        pgid = self.pgid
-        if pgid is None:
-            return []
-        members = []
-        for proc in psutil.process_iter(["status"]):
-            try:
-                if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                    members.append(proc.pid)
-            except (ProcessLookupError, psutil.Error):
-                continue
-        return members
+        return [] if self.pgid is None else group_members(self.pgid)
 
     def stop(self, grace_s: float = 30.0, kill_wait_s: float = 10.0) -> StopReport:
         started = time.monotonic()

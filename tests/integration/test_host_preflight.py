@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from launcher.host.reaper import ReapOutcome
 from launcher.host.report import CheckName, CheckStatus, PreflightReport
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.settings import GlobalOptions
+from tests.simserver import free_port
 from tests.titled_procs import CHILD, Spawner, alive
 
 pytestmark = pytest.mark.integration
@@ -36,12 +36,6 @@ def spawn(tmp_path: Path) -> Iterator[Spawner]:
         yield spawner
     finally:
         spawner.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_plan(profiles_dir: Path, preflight: str = "", env: str = "", args: str = "") -> LaunchPlan:

@@ -16,9 +16,10 @@ import pytest
 
 from launcher.errors import AlreadyRunning
 from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step
-from launcher.probe.leftovers import group_members, marked
+from launcher.probe.leftovers import marked
 from launcher.probe.production import Mode, Production
 from launcher.probe.recovery import settle_before_serve
+from launcher.procgroup import group_members
 from launcher.supervisor.history import History
 
 HOLD_LOCK = """

@@ -15,6 +15,7 @@ from launcher.host.gpu import FakeGpuProbe
 from launcher.probe.release import NotReleased, wait_released
 from launcher.profile.plan import LaunchPlan, build_plan
 from tests.doubles import FakeClock
+from tests.simserver import free_port
 
 
 def plan(profiles_dir: Path, port: int, command: str = "vllm") -> LaunchPlan:
@@ -24,12 +25,6 @@ def plan(profiles_dir: Path, port: int, command: str = "vllm") -> LaunchPlan:
         '[env]\nCUDA_VISIBLE_DEVICES = "0"\n'
     )
     return build_plan(profiles_dir, "p")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_a_held_port_blocks_until_the_deadline_and_says_so(profiles_dir: Path) -> None:

@@ -1,0 +1,26 @@
+"""Who is still in a process group: the one reading used by the engine stop, the probe's
+leftover search and the tests' cleanup (killpg reaches a group; this checks it is empty)."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+
+PID_REUSE_SLACK_S = 1.0
+
+
+def group_members(pgid: int, *, created_after: float | None = None) -> list[int]:
+    """Live (non-zombie) processes of group `pgid`; with `created_after`, only those started
+    after it (a reused group id belongs to something older: not ours)."""
+    found = []
+    for proc in psutil.process_iter(["status", "create_time"]):
+        try:
+            if os.getpgid(proc.pid) != pgid or proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+        if created_after is not None and proc.info["create_time"] < created_after - PID_REUSE_SLACK_S:
+            continue
+        found.append(proc.pid)
+    return found
