@@ -9,7 +9,7 @@ chain: later gates are reported as skipped, so the report always lists every gat
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,8 +79,11 @@ class ChainRunner:
                 break
             died = ctx.server.exit_description()
             if died is not None:
+                kind, cause = logged_failure(ctx.log.facts())
                 outcome = Outcome.failed(
-                    f"engine {died} while waiting: {outcome.summary}", **outcome.evidence
+                    f"engine {died}{cause} while waiting: {outcome.summary}",
+                    **outcome.evidence,
+                    **({"failure_kind": kind} if kind else {}),
                 )
                 break
             if self.should_stop():
@@ -144,3 +147,14 @@ def setting_value(settings: tuple[Setting, ...], table: dict[str, Any], name: st
         if setting.name == name:
             return table.get(name, setting.default)
     raise KeyError(name)
+
+
+def logged_failure(facts: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The cause vLLM itself logged (the parser's failure fact), as " (kind: message)", so a report
+    says "free_memory: Free memory on device ..." and not only "exited with code 1"."""
+    kind = facts.get("failure_kind")
+    if not kind:
+        return None, ""
+    line = str(facts.get("failure_line") or "")
+    message = line.split("] ", 1)[-1].strip()  # drop "(EngineCore pid=N) ERROR date [file:N] "
+    return str(kind), f" ({kind}: {message[:300]})" if message else f" ({kind})"

@@ -19,8 +19,16 @@ if TYPE_CHECKING:
 @click.option("--profile", "name", required=True, metavar="NAME", help="Profile to try (profiles/NAME.toml).")
 @click.option("--json", "as_json", is_flag=True, help="Print the gate report as JSON on stdout.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
+@click.option(
+    "--skip-preflight",
+    is_flag=True,
+    help="Start without the host checks, to see vLLM's own verdict (e.g. its free-memory error). "
+    "The GPU lock is still taken; `launch --profile` always runs preflight.",
+)
 @click.pass_obj
-def try_cmd(options: GlobalOptions, name: str, as_json: bool, allow_unknown: bool) -> None:
+def try_cmd(
+    options: GlobalOptions, name: str, as_json: bool, allow_unknown: bool, skip_preflight: bool
+) -> None:
     """Start a profile, run its gates, print the report, stop it.
 
     Exit 0 only if every required gate passed; 1 otherwise. Nothing is promoted: use this to try a
@@ -49,7 +57,7 @@ def try_cmd(options: GlobalOptions, name: str, as_json: bool, allow_unknown: boo
     stop = threading.Event()
     inbox = SignalInbox(stop.set)
     with ProfileLock(store.profile_dir(name), name):
-        if hooks.preflight is not None:
+        if hooks.preflight is not None and not skip_preflight:
             hooks.preflight(candidate)
         inbox.install()
         attempt: Attempt | None = None

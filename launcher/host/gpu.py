@@ -27,6 +27,13 @@ class GpuDevice:
     total_bytes: int
     used_bytes: int
     free_bytes: int
+    reserved_bytes: int = 0  # NVML v2: driver-reserved, never usable; CUDA's total leaves it out
+
+    @property
+    def cuda_total_bytes(self) -> int:
+        """The total vLLM sees (torch.cuda.mem_get_info) and multiplies by gpu_memory_utilization:
+        NVML's total less the reserved part (143,771 − 615 = 143,155 MiB on an H200, measured)."""
+        return self.total_bytes - self.reserved_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +116,7 @@ class NvmlProbe:
                     total_bytes=int(memory.total),
                     used_bytes=int(memory.used),
                     free_bytes=int(memory.free),
+                    reserved_bytes=int(getattr(memory, "reserved", 0) or 0),
                 )
             )
         return found

@@ -77,7 +77,9 @@ def read_gpus(probe: GpuProbe, demand: GpuDemand, prefixes: Sequence[str]) -> Ho
     return HostGpus(tuple(targets), tuple(d.index for d in devices), None)
 
 
-def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str) -> CheckResult:
+def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: int = 0) -> CheckResult:
+    """vLLM's own test, made before it runs: free memory, less the CUDA context its process creates
+    before measuring, against gpu_memory_utilization × the total CUDA reports."""
     if not demand.uses_gpu:
         return skipped(CheckName.GPU_MEMORY, str(demand.no_gpu_reason))
     if demand.problem:
@@ -99,12 +101,16 @@ def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str) -> CheckResult:
             short.append(f"GPU {target.token} does not exist (this host has GPUs {have})")
             continue
         device = target.device
-        needed = demand.utilization * device.total_bytes
+        needed = demand.utilization * device.cuda_total_bytes
+        usable = device.free_bytes - context_bytes
         data.append(
-            {"gpu": target.token, "free_mib": device.free_bytes >> 20, "needed_mib": int(needed) >> 20}
-        )
+            {"gpu": target.token, "free_mib": device.free_bytes >> 20, "needed_mib": int(needed) >> 20,
+             "cuda_context_mib": context_bytes >> 20}
+        )  # fmt: skip
         numbers = f"GPU {target.token}: free {device.free_bytes / GIB:.2f} GiB"
-        if device.free_bytes >= needed:
+        if context_bytes:
+            numbers += f" − {context_bytes / GIB:.2f} GiB CUDA context"
+        if usable >= needed:
             fine.append(f"{numbers} >= needed {needed / GIB:.2f} GiB")
             continue
         holders = ", ".join(h.describe(me) for h in target.holders)
@@ -144,7 +150,7 @@ def check_orphans(
     listed = ", ".join(_orphan_text(p, held.get(p.pid, []), me) for p in blocking)
     return refused(
         CheckName.ORPHANS,
-        f"{len(blocking)} vLLM orphan(s) of a dead launcher: {listed}{note}",
+        f"{len(blocking)} vLLM orphan(s), parent gone: {listed}{note}",
         REAP_HINT.format(profile=profile),
         **data,
     )

@@ -73,10 +73,10 @@ class HostProcess:
     def describe(
         self, held_bytes: int | None = None, *, me: str | None = None, extra: Sequence[str] = ()
     ) -> str:
-        """`pid 4242 VLLM::Worker_TP0 (orphan of a dead launcher, 29.0 GiB)`."""
+        """`pid 4242 VLLM::Worker_TP0 (orphan: its parent is gone, 29.0 GiB)`."""
         notes = []
         if self.role is Role.ORPHAN:
-            notes.append("orphan of a dead launcher")
+            notes.append("orphan: its parent is gone")
         elif self.role is Role.SERVER:
             owner = self.root
             notes.append(

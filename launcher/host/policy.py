@@ -27,6 +27,7 @@ class HostPolicy:
     max_swap_used_gib: float | None
     restart_max_failures: int
     restart_window_s: float
+    cuda_context_mib: float
 
     @classmethod
     def from_plan(cls, plan: LaunchPlan) -> HostPolicy:
@@ -39,6 +40,7 @@ class HostPolicy:
             "min_host_available_gib",
             "max_swap_used_gib",
             "restart_window_s",
+            "cuda_context_mib",
         ):
             if values[name] is not None and values[name] < 0:
                 raise BadInput(

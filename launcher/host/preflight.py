@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from gates.context import Clock
 from launcher.errors import BadInput
 from launcher.host.clock import SystemClock
-from launcher.host.gpu import GpuProbe, NvmlProbe
+from launcher.host.gpu import MIB, GpuProbe, NvmlProbe
 from launcher.host.gpu_checks import (
     HostGpus,
     check_gpu_memory,
@@ -90,7 +90,7 @@ def check_host(
     guard = guard_for(options.state_dir, plan.name, policy.restart_max_failures, policy.restart_window_s)
     locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
     checks = (
-        check_gpu_memory(gpus, demand, user),
+        check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
         check_orphans(scan, gpus, prefixes[-1], plan.name, user),
         check_one_model(gpus, demand, locks, user),
         check_host_memory(available, policy.min_host_available_gib),

@@ -83,7 +83,7 @@ def _gpus(probe: GpuProbe, demand: GpuDemand, gone_pids: Collection[int]) -> tup
             continue
         text = _device_text(device, utilization)
         holders = sorted(p.pid for p in probe.processes(device.index) if p.pid in gone_pids)
-        if holders or device.free_bytes < utilization * device.total_bytes:
+        if holders or device.free_bytes < utilization * device.cuda_total_bytes:
             still = f", still listed: pid {', '.join(map(str, holders))}" if holders else ""
             problems.append(text + still)
         else:
@@ -93,6 +93,6 @@ def _gpus(probe: GpuProbe, demand: GpuDemand, gone_pids: Collection[int]) -> tup
 
 def _device_text(device: GpuDevice, utilization: float) -> str:
     return (
-        f"GPU {device.index}: free {device.free_bytes / GIB:.2f}/{device.total_bytes / GIB:.2f} GiB, "
-        f"needed {utilization * device.total_bytes / GIB:.2f} GiB"
+        f"GPU {device.index}: free {device.free_bytes / GIB:.2f}/{device.cuda_total_bytes / GIB:.2f} GiB, "
+        f"needed {utilization * device.cuda_total_bytes / GIB:.2f} GiB"
     )

@@ -113,18 +113,27 @@ def load_file(path: Path) -> VllmSchema:
 def load_installed() -> VllmSchema | None:
     """Read the schema from the vLLM importable here, or None when there is none.
 
-    Importing vLLM pulls torch and takes seconds, so this runs only when vLLM is importable.
+    Importing vLLM pulls torch and takes seconds (23 s on the GPU machine), so this runs only when
+    vLLM is importable, and its result is kept on disk for the next run (`schema_cache`).
     """
     import importlib.util
 
-    if importlib.util.find_spec("vllm") is None:
+    from launcher.profile import schema_cache
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
         return None
+    key = schema_cache.key_for(Path(next(iter(spec.submodule_search_locations))))
+    data = schema_cache.read(key)
+    if data is not None:
+        return VllmSchema.from_json(data, origin=f"installed vllm {data['vllm_version']} (cached {key})")
     try:
         from launcher.profile import schema_extract
 
         data = schema_extract.schema_from_installed_vllm()
     except Exception:  # a broken vLLM install must not stop a dry run: fall back to the snapshot
         return None
+    schema_cache.write(key, data)
     return VllmSchema.from_json(data, origin=f"installed vllm {data['vllm_version']}")
 
 

@@ -90,7 +90,7 @@ class EngineProcess:
 
     def _parent_gone(self) -> None:
         self.conn = None
-        if not self.cfg.faults.orphans:
+        if not self.cfg.faults.orphans and self.dialect.engine_follows_api_server:
             self._stop_workers()
             os._exit(0)
 

@@ -44,6 +44,7 @@ class Dialect:
     shard_bar_lines: bool = False  # each shard-bar redraw on a line of its own, then an empty one
     request_id_hex: int = 32  # hex digits after `chatcmpl-`
     chunk_extras: bool = False  # chat chunks: prompt_token_ids/prompt_text, token_ids, system_fingerprint
+    engine_follows_api_server: bool = True  # the engine exits when the API server dies (SIGKILL)
 
     def src(self, event: str, runner: str | None = None) -> str:
         if runner is not None and f"{event}@{runner}" in self.sources:
@@ -112,6 +113,9 @@ V026 = Dialect(
     shard_bar_lines=True,
     request_id_hex=16,
     chunk_extras=True,
+    # Observed on the H200: SIGKILL of the API server left EngineCore running with its 29 GB, parent
+    # pid 1, until SIGTERM (docs/real-vllm.md step 4); 0.26 has no parent-death watch for it.
+    engine_follows_api_server=False,
 )
 
 DIALECTS: dict[str, Dialect] = {"0.33": V033, "0.26": V026}

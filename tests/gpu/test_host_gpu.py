@@ -76,7 +76,7 @@ def test_a_real_orphan_is_named_with_its_memory_and_reaped_until_the_memory_is_b
         before = check_host(plan, options, probe=probe)
     orphans = before.check(CheckName.ORPHANS)
     assert orphans.status is CheckStatus.REFUSED
-    assert f"pid {orphan.pid} VLLM::Worker_TP0 (orphan of a dead launcher, " in orphans.detail
+    assert f"pid {orphan.pid} VLLM::Worker_TP0 (orphan: its parent is gone, " in orphans.detail
     assert "GiB on GPU 0)" in orphans.detail
 
     with NvmlProbe() as probe:

@@ -75,8 +75,9 @@ def test_free_memory_refusal_names_each_holder_with_its_size(
         run_preflight(plan, options(tmp_path), probe=probe)
 
     expected = (
-        f"GPU 0: free 1.80 GiB < needed 29.44 GiB; held by pid {worker.pid} VLLM::Worker_TP0 "
-        f"(orphan of a dead launcher, 29.0 GiB), pid {trainer.pid} {PYTHON} train.py (user {ME}, 1.2 GiB)"
+        "GPU 0: free 1.80 GiB − 0.59 GiB CUDA context < needed 29.44 GiB; "
+        f"held by pid {worker.pid} VLLM::Worker_TP0 "
+        f"(orphan: its parent is gone, 29.0 GiB), pid {trainer.pid} {PYTHON} train.py (user {ME}, 1.2 GiB)"
     )
     assert expected in refused.value.message
     assert refused.value.exit_code == 4
@@ -97,7 +98,7 @@ def test_orphan_deaf_to_sigterm_is_reaped_with_sigkill_and_its_memory_comes_back
     before = check_host(plan, options(tmp_path), probe=probe)
     assert status(before, CheckName.ORPHANS) is CheckStatus.REFUSED
     assert (
-        f"pid {deaf.pid} VLLM::Worker_TP0 (orphan of a dead launcher, 29.0 GiB on GPU 0)" in before.reason()
+        f"pid {deaf.pid} VLLM::Worker_TP0 (orphan: its parent is gone, 29.0 GiB on GPU 0)" in before.reason()
     )
 
     report = check_host(plan, options(tmp_path), reap=True, probe=probe)
@@ -109,7 +110,10 @@ def test_orphan_deaf_to_sigterm_is_reaped_with_sigkill_and_its_memory_comes_back
     assert report.reap.free_bytes_after[0] > report.reap.free_bytes_before[0]
     assert not alive(deaf.pid) and not alive(polite.pid)
     assert not report.refused, report.render_text()
-    assert "free 32.00 GiB >= needed 29.44 GiB" in report.check(CheckName.GPU_MEMORY).detail
+    assert (
+        "free 32.00 GiB − 0.59 GiB CUDA context >= needed 29.44 GiB"
+        in report.check(CheckName.GPU_MEMORY).detail
+    )
 
 
 def test_a_process_that_is_not_vllm_is_touched_only_with_force(
@@ -233,6 +237,7 @@ def test_memory_held_by_processes_out_of_sight_and_a_missing_gpu_are_refused(
     plan = make_plan(profiles_dir, env='CUDA_VISIBLE_DEVICES = "0,3"', args="tensor_parallel_size = 2")
     detail = check_host(plan, options(tmp_path), probe=probe).check(CheckName.GPU_MEMORY).detail
     assert detail == (
-        "GPU 0: free 1.00 GiB < needed 29.44 GiB; no process visible from here holds it; "
+        "GPU 0: free 1.00 GiB − 0.59 GiB CUDA context < needed 29.44 GiB; "
+        "no process visible from here holds it; "
         "GPU 3 does not exist (this host has GPUs 0)"
     )

@@ -99,7 +99,7 @@ def test_reap_orphans_ends_this_deployments_orphan(
 
     refused = preflight(profiles_dir, state_dir, "--profile", "sim")
     assert refused.returncode == 4
-    assert f"pid {orphan.pid} {prefix}::Worker_TP0 (orphan of a dead launcher)" in refused.stdout
+    assert f"pid {orphan.pid} {prefix}::Worker_TP0 (orphan: its parent is gone)" in refused.stdout
 
     reaped = preflight(profiles_dir, state_dir, "--profile", "sim", "--reap-orphans")
     assert reaped.returncode == 0, reaped.stdout + reaped.stderr

@@ -222,6 +222,21 @@ def test_orphans_survive_their_parent() -> None:
         assert alive([engine])  # only SIGKILL removes it; running_sim's cleanup kills the group
 
 
+@pytest.mark.parametrize(("version", "outlives"), [("0.33", False), ("0.26", True)])
+def test_the_engine_after_its_api_server_is_sigkilled(version: str, outlives: bool) -> None:
+    """0.26 as measured on the H200: the engine lives on (an orphan) but still obeys SIGTERM."""
+    with running_sim(["--sim-vllm-version", version]) as sim:
+        engine = titled(sim, "VLLM::EngineCore")[0]
+        os.kill(sim.proc.pid, signal.SIGKILL)
+        sim.proc.wait(10)
+        with contextlib.suppress(psutil.TimeoutExpired):
+            engine.wait(0.5)  # an engine that follows its parent is gone well within this
+        assert bool(alive([engine])) is outlives
+        if outlives:
+            engine.send_signal(signal.SIGTERM)
+            engine.wait(10)
+
+
 def test_model_level_faults(tmp_path: Path) -> None:
     truth = tmp_path / "t.jsonl"
     args = [

@@ -90,3 +90,22 @@ def test_the_smoke_gate_passes_on_the_simulator(launcher: Launcher) -> None:
     assert proc.returncode == 0, smoke
     assert smoke["evidence"]["results"] == {k: "ok" for k in
         ("arithmetic", "chinese", "code", "needle", "consistency", "concurrency")}  # fmt: skip
+
+
+def test_try_skip_preflight_shows_vllms_own_free_memory_failure(launcher: Launcher) -> None:
+    path = write_profile(
+        launcher.profiles, "svc", free_port(), args={"sim_free_memory_gib": 2}, order=["health"]
+    )
+    append_table(path, "preflight", {"min_host_available_gib": 1_000_000})  # preflight refuses this host
+    argv = [str(LAUNCH), "--profiles-dir", str(launcher.profiles), "--state-dir", str(launcher.state),
+            "try", "--profile", "svc", "--json"]  # fmt: skip
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 4 and "min_host_available_gib" in refused.stderr
+    assert not (launcher.state / "profiles" / "svc" / "logs" / "try.log").exists()  # nothing started
+    ran = subprocess.run([*argv, "--skip-preflight"], capture_output=True, text=True, timeout=60)
+    health = json.loads(ran.stdout)["gates"][0]
+    assert ran.returncode == 1, ran.stderr
+    assert health["summary"].startswith(
+        "engine exited with code 1 (free_memory: ValueError: Free memory on device"
+    )
+    assert health["evidence"]["failure_kind"] == "free_memory"

@@ -72,6 +72,24 @@ def test_engine_death_while_waiting_fails_at_once() -> None:
     assert report.results[0].duration_s == 0
 
 
+def test_engine_death_names_the_cause_vllm_logged() -> None:
+    clock = FakeClock()
+    line = (
+        "(EngineCore pid=7) ERROR 11-29 09:23:58 [core.py:1584] ValueError: Free memory on device cuda:0"
+        " (18.71/139.80 GiB) on startup is less than desired GPU memory utilization (0.2, 27.96 GiB)."
+    )
+    log = ScriptedLog(
+        clock, current_facts={"outcome": "failed", "failure_kind": "free_memory", "failure_line": line}
+    )
+    ctx = make_context(log, clock, server=FakeServer(died="exited with code 1"))
+    result = ChainRunner([ScriptedGate("g", [Outcome.not_yet("loading")])]).run(ctx).results[0]
+    assert result.summary == (
+        "engine exited with code 1 (free_memory: ValueError: Free memory on device cuda:0 (18.71/139.80 GiB)"
+        " on startup is less than desired GPU memory utilization (0.2, 27.96 GiB).) while waiting: loading"
+    )
+    assert result.evidence["failure_kind"] == "free_memory"
+
+
 def test_kernel_marker_passes_when_the_line_arrives() -> None:
     clock = FakeClock()
     log = ScriptedLog(clock, script=[(3.0, {}, ["(Worker_TP0 pid=9) INFO IQ4XS_BMMVQ_READY tiles=64"])])

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from launcher.errors import BadInput
-from launcher.host.gpu import GIB, GpuDevice, resolve_device
+from launcher.host.gpu import GIB, MIB, GpuDevice, resolve_device
+from launcher.host.gpu_checks import HostGpus, TargetGpu, check_gpu_memory
 from launcher.host.host_checks import check_host_memory, check_model_path, check_swap
-from launcher.host.policy import HostPolicy, gpu_demand
+from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.report import CheckStatus
 from launcher.profile.plan import LaunchPlan, build_plan
 
@@ -62,6 +64,23 @@ def test_preflight_table_defaults_and_bad_values(profiles_dir: Path) -> None:
         HostPolicy.from_plan(plan(profiles_dir, "[preflight]\nreap_grace_s = -1\n"))
     (profiles_dir / "p.toml").write_text('[engine]\nmodel = "m"\n[preflight]\nreap_orphan = true\n')
     assert any("preflight.reap_orphan: unknown key" in e for e in build_plan(profiles_dir, "p").errors)
+
+
+def test_gpu_memory_is_judged_as_vllm_will_judge_it_on_an_h200() -> None:
+    """NVML figures recorded on the H200 while torch held 120 GiB (scripts/real-vllm/nvml-memory.py);
+    vLLM then said: Free memory on device cuda:0 (18.77/139.8 GiB) ... (0.2, 27.96 GiB)."""
+    h200 = GpuDevice(0, "GPU-0abc", "H200", 143771 * MIB, 123403 * MIB, 19753 * MIB, reserved_bytes=615 * MIB)
+    gpus = HostGpus(targets=(TargetGpu("0", h200, ()),), indexes=(0,), skip_reason=None)
+    demand = GpuDemand(("0",), "test", 0.2)
+    refused = check_gpu_memory(gpus, demand, "me", context_bytes=600 * MIB)
+    assert refused.status is CheckStatus.REFUSED
+    assert refused.detail.startswith("GPU 0: free 19.29 GiB − 0.59 GiB CUDA context < needed 27.96 GiB")
+    # 300 MiB more than needed by NVML, 300 MiB short once vLLM's own CUDA context exists: refused.
+    needed_mib = int(0.2 * 143156)
+    edge = replace(h200, free_bytes=(needed_mib + 300) * MIB)
+    edge_gpus = replace(gpus, targets=(TargetGpu("0", edge, ()),))
+    assert check_gpu_memory(edge_gpus, demand, "me", context_bytes=600 * MIB).status is CheckStatus.REFUSED
+    assert check_gpu_memory(edge_gpus, demand, "me").status is CheckStatus.OK
 
 
 def test_cuda_style_device_names_resolve() -> None:
