@@ -1,4 +1,5 @@
-"""The gates judged on logs recorded from the real vLLM 0.26.0 on an H200 (tests/data/real-vllm-0.26/).
+"""The gates judged on logs recorded from the real vLLM 0.26.0 on an H200 (tests/data/real-vllm-0.26/,
+recorded by scripts/real-vllm/check-release.sh; docs/real-vllm.md tells each step).
 
 The ngram run is the one that corrected the graph_capture gate: vLLM's config line printed the
 profile's [1, 2, 4, 8] while its model runner captured [3, 6] (rounded for 2 speculative tokens).
@@ -6,17 +7,21 @@ profile's [1, 2, 4, 8] while its model runner captured [3, 6] (rounded for 2 spe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from gates.chain import ChainRunner
 from gates.graph_capture import GraphCaptureGate
+from gates.kernel_marker import KernelMarkerGate
+from gates.leak_rule import LeakRule, judge
 from gates.outcome import Verdict
 from launcher.logfacts.logfile import parse_file
 from launcher.profile.plan import build_plan
 from launcher.supervisor.candidate import expectations
 from tests.conftest import REPO
-from tests.doubles import FakeClock, ScriptedLog, make_context
+from tests.doubles import FakeClock, FakeServer, ScriptedLog, make_context
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"
@@ -49,3 +54,37 @@ def test_the_real_ngram_log_prints_unrounded_sizes() -> None:
     assert facts["capture_sizes"] == [1, 2, 4, 8]
     assert facts["graphs_captured_by_mode"] == {"PIECEWISE": 2, "FULL": 2}
     assert facts["vllm_version"] == "0.26.0" and facts["outcome"] == "ready"
+
+
+def test_vllms_own_free_memory_failure_is_read_and_named_in_the_verdict() -> None:
+    """Step 3: torch held 120 GiB; `launch try --skip-preflight` let vLLM fail by itself."""
+    facts = parse_file(DATA / "free-memory.log")[0].to_json()
+    assert facts["outcome"] == "failed" and facts["failure_kind"] == "free_memory"
+    clock = FakeClock()
+    log = ScriptedLog(clock, current_facts=dict(facts))
+    ctx = make_context(log, clock, server=FakeServer(died="exited with code 1"))
+    gate = KernelMarkerGate({"patterns": ["Using FLASH_ATTN attention backend"]})
+    result = ChainRunner([gate]).run(ctx).results[0]
+    assert result.verdict is Verdict.FAIL
+    assert result.summary.startswith(
+        "engine exited with code 1 (free_memory: ValueError: Free memory on device cuda:0 (18.77/139.8 GiB) "
+        "on startup is less than desired GPU memory utilization (0.2, 27.96 GiB)."
+    )
+
+
+def test_a_killed_api_server_leaves_a_log_that_claims_no_failure() -> None:
+    """Step 4: the API server was SIGKILLed after startup; only the orphaned engine's reaping is logged."""
+    facts = parse_file(DATA / "orphan-api-killed.log")[0].to_json()
+    assert facts["outcome"] == "ready" and facts["failure_kind"] is None
+    assert facts["kv_cache_tokens"] == 29_009_056
+
+
+def test_the_leak_rule_finds_no_leak_in_the_real_memory_series() -> None:
+    """Step 1: five 10 s windows of traffic (826 requests); RSS crept 0.2 MiB a window, GPU flat."""
+    report = json.loads((DATA / "try-tiny.json").read_text(encoding="utf-8"))
+    evidence = next(g for g in report["gates"] if g["name"] == "memory_leak")["evidence"]
+    rule = LeakRule(**evidence["rule"])
+    rss = judge(evidence["rss_mib"], rule)
+    assert rss.judged and not rss.leak and rss.longest_growing_run == 3  # growing, but by 0.8 MiB in all
+    assert not judge(evidence["gpu_mib"], rule).leak
+    assert evidence["requests"] == {"completed": 826, "failed": 0}
