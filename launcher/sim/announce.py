@@ -134,7 +134,7 @@ def engine_died(log: LogWriter, d: Dialect) -> None:
 def startup_failed(log: LogWriter, d: Dialect) -> None:
     last = (
         f"RuntimeError: Engine core initialization failed. See root cause above. "
-        f"Failed core proc(s): {{'{d.engine_name}': 1}}"
+        f"Failed core proc(s): {d.failed_procs()}"
     )
     for line in traceback_text(API_FRAMES, last).split("\n"):
         log.raw(line)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -68,14 +69,16 @@ class MemoryPlan:
     def concurrency(self) -> float:
         return self.kv_tokens / self.max_model_len
 
-    def free_memory_error(self, device: int) -> str | None:
-        """vLLM's `request_memory` refusal (FACTS §5), or None when there is enough."""
+    def free_memory_error(self, device: int, gib: Callable[[float], str] = "{:.2f}".format) -> str | None:
+        """vLLM's `request_memory` refusal (FACTS §5), or None when there is enough; `gib` formats
+        GiB as the dialect does."""
         if self.free_gib >= self.requested_gib:
             return None
         return (
-            f"ValueError: Free memory on device cuda:{device} ({self.free_gib:.2f}/{self.total_gib:.2f} GiB) "
+            f"ValueError: Free memory on device cuda:{device} "
+            f"({gib(self.free_gib)}/{gib(self.total_gib)} GiB) "
             f"on startup is less than desired GPU memory utilization ({self.util}, "
-            f"{self.requested_gib:.2f} GiB)."
+            f"{gib(self.requested_gib)} GiB)."
             " Decrease GPU memory utilization or reduce GPU memory used by other processes."
         )
 

@@ -110,7 +110,7 @@ class Startup:
         if self.runner == "V2":
             self.ranks.log("INFO", self.d.src("v2_runner"), lambda r: "Using V2 Model Runner")
         for rank in range(self.ranks.count):
-            error = self.mem.free_memory_error(rank)
+            error = self.mem.free_memory_error(rank, self.d.gib)
             if error:
                 raise StartupFailed(error, rank if self.ranks.count > 1 else None)
         self.ranks.rename()

@@ -60,6 +60,16 @@ class Dialect:
     def server_start_line(self, url: str) -> str:
         return f"Starting vLLM server on {url}"
 
+    def gib(self, value: float) -> str:
+        """GiB as vLLM prints them in memory messages: 0.26's `format_gib` is `round(x, 2)` (139.8),
+        0.33's messages use two decimals (139.80)."""
+        return str(round(value, 2)) if self.notes else f"{value:.2f}"
+
+    def failed_procs(self) -> str:
+        """`Failed core proc(s): ...` of `wait_for_engine_startup`: 0.26.0 printed `{}` (the engine
+        not yet seen as finished) in the recorded free-memory failure."""
+        return "{}" if self.notes else f"{{'{self.engine_name}': 1}}"
+
     def model_loaded_line(self, runner: str, gib: float, secs: float) -> str:
         if not self.notes:
             return f"Model loading took {gib:.2f} GiB memory and {secs:.6f} seconds"

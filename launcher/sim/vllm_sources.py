@@ -66,7 +66,10 @@ SOURCES_033: dict[str, str] = {
 }
 
 SOURCES_026: dict[str, str] = {
-    **SOURCES_033,  # failure, eager and stats lines: unverified for 0.26 (not in the recorded runs)
+    **SOURCES_033,  # eager and stats lines, other failures: unverified for 0.26 (not in the recorded runs)
+    # Observed in the free-memory failure (free-memory.log); `fatal` read from 0.26.0's core.py.
+    "failed_start": "core.py:1330",
+    "fatal": "core.py:1332",
     # API server, before the engine
     "version": "api_utils.py:345",
     "args": "api_utils.py:273",

@@ -40,7 +40,8 @@ DATA = REPO / "tests" / "data" / "real-vllm-0.26"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"
 SIM = str(Path(sys.executable).with_name("vllm-sim"))
 RECORDED = {"tiny.log": "tiny", "tiny-ngram.log": "tiny-ngram"}
-__all__ = ["RECORDED", "Row", "compare", "profile_args", "run_sim", "table"]
+FAILED = {"free-memory.log": "tiny"}  # starts that failed: the simulator must fail the same way
+__all__ = ["FAILED", "RECORDED", "Row", "compare", "profile_args", "run_sim", "table"]
 
 
 def split_lines(raw: bytes) -> list[str]:
@@ -83,11 +84,15 @@ def sim_command(real_log: Path, vllm_args: list[str], speed: float, sim: str) ->
         args[args.index("--port") + 1] = str(port)
     else:
         args += ["--port", str(port)]
-    gpu = re.search(r"Free memory on device \([\d.]+/(?P<total>[\d.]+) GiB\)", text)
+    # vLLM's summary (`Free memory on device (F/T GiB) on startup.`) or its refusal (`... device cuda:0
+    # (F/T GiB) on startup is less than desired ...`): the GPU's size, and for a refusal its free memory.
+    gpu = re.search(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\)(?P<refused> on startup is less)?", text)
     host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
     extra = ["--sim-vllm-version", "0.26", "--sim-speed", str(speed)]
     if gpu:
         extra += ["--sim-gpu-memory-gib", gpu["total"]]
+        if gpu["refused"]:
+            extra += ["--sim-free-memory-gib", gpu["free"]]
     return [sim, "serve", *args, *extra], port, host
 
 
@@ -114,6 +119,10 @@ def run_sim(
         )
     try:
         end = time.monotonic() + deadline_s
+        if READY not in text:  # a failed start: the simulator must fail the same way, by itself
+            if proc.wait(timeout=deadline_s) == 0:
+                raise RuntimeError("the real start failed; vllm-sim exited 0")
+            return _keep(raw, out)
         while READY not in raw.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > end:
                 raise RuntimeError(
@@ -133,6 +142,10 @@ def run_sim(
             os.killpg(proc.pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.wait(5)
+    return _keep(raw, out)
+
+
+def _keep(raw: Path, out: Path) -> Path:
     out.write_text("\n".join(split_lines(raw.read_bytes())) + "\n", encoding="utf-8")
     return out
 
@@ -155,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     cut = given.index("--") if "--" in given else len(given)
     args, vllm_flags = parser.parse_args(given[:cut]), given[cut + 1 :]
     runs = (
-        [(DATA / log, name) for log, name in RECORDED.items()]
+        [(DATA / log, name) for log, name in {**RECORDED, **FAILED}.items()]
         if args.recorded
         else [(args.real_log, args.profile)]
     )

@@ -73,6 +73,24 @@ def test_the_026_dialect_logs_what_the_real_026_logged(log: str, profile: str, t
     assert len(rows) > 60 and not [r for r in rows if r.verdict == "DIFF"], fidelity.table(rows, False)
 
 
+@pytest.mark.parametrize(("log", "profile"), sorted(fidelity.FAILED.items()))
+def test_the_026_dialect_fails_as_the_real_026_failed(log: str, profile: str, tmp_path: Path) -> None:
+    """The free-memory refusal the H200 logged with torch holding 120 GiB (docs/real-vllm.md step 3)."""
+    real = DATA / log
+    args, env = fidelity.profile_args(profile)
+    sim = fidelity.run_sim(real, args, env, tmp_path / "sim.log")
+
+    assert event_kinds(sim) == event_kinds(real)
+    real_facts, sim_facts = parse_file(real)[0].to_json(), parse_file(sim)[0].to_json()
+    assert sim_facts["failure_kind"] == real_facts["failure_kind"] == "free_memory"
+    message = [str(f["failure_line"]).split("] ", 1)[1] for f in (real_facts, sim_facts)]
+    assert message[0] == message[1]  # "Free memory on device cuda:0 (18.77/139.8 GiB) ..." to the letter
+    tail = [p.read_text().splitlines()[-1].split(") ", 1)[1] for p in (real, sim)]
+    assert tail[0] == tail[1]  # "RuntimeError: Engine core initialization failed. ... {}"
+    rows = fidelity.compare(real, sim)
+    assert len(rows) > 25 and not [r for r in rows if r.verdict == "DIFF"], fidelity.table(rows, False)
+
+
 def test_the_comparison_fails_on_a_different_run() -> None:
     """It can fail: the plain run against the ngram run (V2 vs V1 runner, 102 vs 4 graphs)."""
     rows = {(r.section, r.check): r for r in fidelity.compare(DATA / "tiny.log", DATA / "tiny-ngram.log")}
