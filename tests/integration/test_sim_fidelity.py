@@ -58,14 +58,18 @@ def event_kinds(path: Path) -> list[str]:
     return kinds
 
 
-@pytest.mark.parametrize(("log", "profile"), sorted(fidelity.RECORDED.items()))
-def test_the_026_dialect_logs_what_the_real_026_logged(log: str, profile: str, tmp_path: Path) -> None:
+def _run_like(log: str, profile: str, tmp_path: Path) -> tuple[Path, Path, dict[str, Any], dict[str, Any]]:
+    """The simulator run as the recorded run ran; both logs with their facts, events already equal."""
     real = DATA / log
     args, env = fidelity.profile_args(profile)
     sim = fidelity.run_sim(real, args, env, tmp_path / "sim.log")
-
     assert event_kinds(sim) == event_kinds(real)
-    real_facts, sim_facts = parse_file(real)[0].to_json(), parse_file(sim)[0].to_json()
+    return real, sim, parse_file(real)[0].to_json(), parse_file(sim)[0].to_json()
+
+
+@pytest.mark.parametrize(("log", "profile"), sorted(fidelity.RECORDED.items()))
+def test_the_026_dialect_logs_what_the_real_026_logged(log: str, profile: str, tmp_path: Path) -> None:
+    real, sim, real_facts, sim_facts = _run_like(log, profile, tmp_path)
     assert {k: sim_facts[k] for k in FACTS_EQUAL} == {k: real_facts[k] for k in FACTS_EQUAL}
     for key in ("kv_cache_tokens", "max_concurrency"):  # the numbers depend on the simulated model
         assert real_facts[key] is not None and sim_facts[key] is not None
@@ -76,12 +80,7 @@ def test_the_026_dialect_logs_what_the_real_026_logged(log: str, profile: str, t
 @pytest.mark.parametrize(("log", "profile"), sorted(fidelity.FAILED.items()))
 def test_the_026_dialect_fails_as_the_real_026_failed(log: str, profile: str, tmp_path: Path) -> None:
     """The free-memory refusal the H200 logged with torch holding 120 GiB (docs/real-vllm.md step 3)."""
-    real = DATA / log
-    args, env = fidelity.profile_args(profile)
-    sim = fidelity.run_sim(real, args, env, tmp_path / "sim.log")
-
-    assert event_kinds(sim) == event_kinds(real)
-    real_facts, sim_facts = parse_file(real)[0].to_json(), parse_file(sim)[0].to_json()
+    real, sim, real_facts, sim_facts = _run_like(log, profile, tmp_path)
     assert sim_facts["failure_kind"] == real_facts["failure_kind"] == "free_memory"
     message = [str(f["failure_line"]).split("] ", 1)[1] for f in (real_facts, sim_facts)]
     assert message[0] == message[1]  # "Free memory on device cuda:0 (18.77/139.8 GiB) ..." to the letter
