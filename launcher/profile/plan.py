@@ -109,6 +109,7 @@ def build_plan(
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)
     _check_env_names(rendered, schema, findings)
+    _check_tool_parser(profile, schema, findings)
     return LaunchPlan(
         profile=profile,
         rendered=rendered,
@@ -129,6 +130,30 @@ def _schema_for(choice: str, command: Any) -> VllmSchema:
             schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags"
         )
     return schema
+
+
+def _check_tool_parser(profile: ResolvedProfile, schema: VllmSchema, findings: Findings) -> None:
+    """A parser vLLM does not register: it refuses to start (`KeyError: 'invalid tool call parser`)
+    after its imports, so a rollout would stop production for nothing. Known only from an installed
+    vLLM; a `tool_parser_plugin` may register more names."""
+    from launcher.profile.findings import did_you_mean, where
+
+    args = profile.data.get("args", {})
+    norm = {str(k).replace("-", "_"): k for k in args} if isinstance(args, dict) else {}
+    if schema.tool_parsers is None or "tool_call_parser" not in norm or "tool_parser_plugin" in norm:
+        return
+    key = norm["tool_call_parser"]
+    value = args[key]
+    if not isinstance(value, str) or value in schema.tool_parsers:
+        return
+    message = (
+        f"{where(profile.source_of(f'args.{key}'), f'args.{key}')} = {value!r}: vLLM {schema.vllm_version} "
+        f"registers no such tool parser{did_you_mean(value, schema.tool_parsers)}"
+    )
+    if args.get(norm.get("enable_auto_tool_choice", "enable_auto_tool_choice")) is True:
+        findings.error(message + " (vLLM refuses to start: invalid tool call parser)")
+    else:
+        findings.warn(message)
 
 
 def _check_env_names(rendered: Rendered, schema: VllmSchema, findings: Findings) -> None:

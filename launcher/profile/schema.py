@@ -11,6 +11,7 @@ Snapshot format (`format: 1`), one JSON object:
                    kind: "flag" (takes no value; `sets` is the bool it stores) or "value"
                    type: int | float | str | json | bool | human_int | other (for kind=value)
     env_vars       every environment variable name vLLM declares (vllm/envs.py)
+    tool_parsers   (optional) the tool-call parser names vLLM registers; read from an installed vLLM
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class VllmSchema:
     origin: str
     options: dict[str, OptionSpec]
     env_vars: frozenset[str] = field(default_factory=frozenset)
+    tool_parsers: frozenset[str] | None = None  # names `--tool-call-parser` accepts; None: not known
 
     @classmethod
     def from_json(cls, data: dict[str, Any], origin: str) -> VllmSchema:
@@ -73,6 +75,7 @@ class VllmSchema:
             origin=origin,
             options=options,
             env_vars=frozenset(data.get("env_vars", ())),
+            tool_parsers=frozenset(data["tool_parsers"]) if data.get("tool_parsers") else None,
         )
 
     def option_for_key(self, key: str) -> OptionSpec | None:

@@ -28,6 +28,8 @@ FLAG_SOURCES = (
     "entrypoints/openai/cli_args.py",
     "entrypoints/common/cli_args.py",
     "envs.py",
+    "tool_parsers/__init__.py",
+    "entrypoints/openai/tool_parsers/__init__.py",
 )
 FLAG_SOURCE_DIRS = ("config",)
 

@@ -71,6 +71,7 @@ def raw_dump_from_vllm() -> dict[str, Any]:
         "platform": platform,
         "actions": actions,
         "env_vars": sorted(vllm.envs.environment_variables),
+        "tool_parsers": _tool_parsers(),
     }
 
 
@@ -111,6 +112,18 @@ def _build_parser() -> tuple[Any, str]:
         return make_arg_parser(FlexibleArgumentParser(prog=PROG)), builder
     finally:
         sys.argv = saved
+
+
+def _tool_parsers() -> list[str] | None:
+    """The names `--tool-call-parser` accepts: vLLM checks them only at start, after its imports
+    (26 s on the GPU machine), so the launcher checks them before stopping anything."""
+    try:
+        manager = _first_attr(
+            "ToolParserManager", "vllm.tool_parsers", "vllm.entrypoints.openai.tool_parsers"
+        )
+        return sorted(str(name) for name in manager.list_registered())
+    except Exception:  # an older or patched vLLM: the names stay unknown, nothing is checked
+        return None
 
 
 def _first_attr(name: str, *modules: str) -> Any:
@@ -245,6 +258,7 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
         },
         "options": dict(sorted(options.items())),
         "env_vars": sorted(raw["env_vars"]),
+        **({"tool_parsers": sorted(raw["tool_parsers"])} if raw.get("tool_parsers") else {}),
     }
 
 
