@@ -23,6 +23,7 @@ class FailureKind(StrEnum):
     ENGINE_INIT = "engine_init"
     TOOL_PARSER = "tool_parser"
     PORT_IN_USE = "port_in_use"
+    CONFIG = "config"
     OTHER = "other"
 
 
@@ -63,9 +64,12 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
                 r"|^WorkerProc failed to start|WorkerProc initialization failed|^WorkerProc hit an exception"
                 r"|Frontend process failed during engine core initialization"),
      Cause(FailureKind.ENGINE_INIT, ENGINE)),
-    # core_client.py:764 ready timeout; argparse; pydantic max_model_len check (FACTS §5)
-    (re.compile(r"Timed out waiting for engine core processes to start|^vllm: error:"
-                r"|User-specified max_model_len \(\d+\) is greater than"),
+    # vLLM's config validation (pydantic): `ValidationError: 1 validation error for ModelConfig`, then
+    # the reason on `  Value error, ...`, e.g. the max_model_len check of config/model.py (FACTS §5)
+    (re.compile(r"^\s{0,2}Value error, |User-specified max_model_len \(\d+\) is greater than"),
+     Cause(FailureKind.CONFIG, SPECIFIC)),
+    # core_client.py:764 ready timeout; argparse
+    (re.compile(r"Timed out waiting for engine core processes to start|^vllm: error:"),
      Cause(FailureKind.OTHER, EXPLICIT)),
 )
 _UNCAUGHT = Cause(FailureKind.OTHER, EXPLICIT)

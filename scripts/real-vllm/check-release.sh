@@ -8,7 +8,8 @@
 #     2  launch try tiny-ngram: capture sizes [1,2,4,8] + ngram, expected vs captured
 #     3  another process holds 120 GiB: preflight refuses; with --skip-preflight vLLM's own error
 #     4  SIGKILL the API server only: the engine lives on; preflight names it; --reap-orphans
-#     5  promote tiny-serve; `launch set` a parser vLLM rejects --apply: rejected, last-good serves;
+#     5  promote tiny-serve; `launch set` a parser typo: refused; a context vLLM rejects --apply:
+#        rejected, last-good serves;
 #        then SIGKILL launch itself: what lives on, named and reaped
 #     6  the simulator (0.26 dialect) against this run's logs (fidelity.py)
 #
@@ -129,9 +130,20 @@ step5() {
   say "launch --profile $p: phase $(phase_of $p) after $(since "$t0") s"
   [ "$(phase_of $p)" = serving ] || { kill $launcher; wait $launcher; return 1; }
   cp "$state/profiles/$p/status.json" "$w/status-promoted.json"
+  # A parser vLLM does not register is refused before anything stops (exit 2, nothing written)...
   t0=$(now)
-  "${L[@]}" set $p tool_call_parser=hermez --tag bad --apply --timeout-s 480 > "$w/set.txt" 2>&1; rc=$?
-  say "launch set $p tool_call_parser=hermez --tag bad --apply: exit $rc after $(since "$t0") s (3 = rolled back)"
+  "${L[@]}" set $p tool_call_parser=hermez --tag typo --apply > "$w/set-typo.txt" 2>&1; rc=$?
+  say "launch set $p tool_call_parser=hermez --tag typo --apply: exit $rc after $(since "$t0") s (2 = refused, nothing written)"
+  grep -m1 'hermez' "$w/set-typo.txt" | sed 's/^/  /' | tee -a "$out/summary.txt"
+  if [ $rc != 2 ]; then  # parser names come from an installed vLLM only (a rehearsal has none)
+    "${L[@]}" rollback typo --profile $p >> "$w/set-typo.txt" 2>&1
+    say "not refused here (no vLLM to read parser names from): rolled back, exit $?"
+  fi
+  # ...so the rollback needs a change only vLLM itself rejects: a context longer than the model's
+  # (max_position_embeddings 4096), refused by vLLM's config validation after its imports.
+  t0=$(now)
+  "${L[@]}" set $p max_model_len=8192 --tag bad --apply --timeout-s 480 > "$w/set.txt" 2>&1; rc=$?
+  say "launch set $p max_model_len=8192 --tag bad --apply: exit $rc after $(since "$t0") s (3 = rolled back)"
   tail -4 "$w/set.txt" | sed 's/^/  /' | tee -a "$out/summary.txt"
   until_true 60 phase_in $p serving_last_good serving
   local models; models=$(curl -s -m 5 "http://127.0.0.1:$port/v1/models" | head -c 300)

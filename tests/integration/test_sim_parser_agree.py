@@ -122,6 +122,7 @@ FAULTS = {
     "oom_at_capture": (["--sim-oom-at-capture"], "oom"),
     "crash_loading": (["--sim-crash-at", "loading"], "engine_init"),
     "kv_too_small": (["--max-model-len", "40000", "--gpu-memory-utilization", "0.2"], "kv_cache_too_small"),
+    "config": (["--max-model-len", "8192", "--sim-model-max-len", "4096"], "config"),
 }
 
 

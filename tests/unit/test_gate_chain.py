@@ -161,3 +161,18 @@ def test_graph_capture_counts_decode_graphs_up_to_max_num_seqs() -> None:
     short = {**facts, "graphs_captured_by_mode": {"PIECEWISE": 5, "FULL": 2}}
     outcome = _judge(short, expect)
     assert outcome.verdict is Verdict.FAIL and "FULL 2/3" in outcome.summary
+
+
+def test_a_cause_on_a_bare_stderr_line_is_named_without_its_prefix() -> None:
+    line = (
+        "(APIServer pid=7385)   Value error, User-specified max_model_len (8192) is greater than the derived"
+    )
+    facts = {"outcome": "failed", "failure_kind": "config", "failure_line": line}
+    clock = FakeClock()
+    ctx = make_context(
+        ScriptedLog(clock, current_facts=facts), clock, server=FakeServer(died="exited with code 1")
+    )
+    result = ChainRunner([ScriptedGate("g", [Outcome.not_yet("loading")])]).run(ctx).results[0]
+    assert result.summary.startswith(
+        "engine exited with code 1 (config: Value error, User-specified max_model_len"
+    )

@@ -11,4 +11,5 @@ from launcher.sim.cli import main
 
 if __name__ == "__main__":
     os.environ.setdefault("VLLM_SIM_VLLM_VERSION", "0.26")
+    os.environ.setdefault("VLLM_SIM_MODEL_MAX_LEN", "4096")  # the tiny model's max_position_embeddings
     sys.exit(main(sys.argv[1:]))
