@@ -6,6 +6,7 @@ the launcher's and the engine's process groups and reports anything left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -152,10 +153,8 @@ class Launcher:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def append_table(path: Path, table: str, values: dict[str, Any]) -> None:

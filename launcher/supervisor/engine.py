@@ -7,6 +7,7 @@ then checks that no process of the group is left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -145,10 +146,8 @@ class EngineProcess:
 
     def _signal_group(self, sig: signal.Signals) -> None:
         assert self._proc is not None
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the whole group is gone already
             os.killpg(self._proc.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def _wait_group_gone(self, deadline: float) -> bool:
         while time.monotonic() < deadline:
