@@ -43,6 +43,31 @@ def resolve_program(program: str, env: Mapping[str, str]) -> str:
     return shutil.which(program, path=search) or program
 
 
+# Run between fork and vLLM's exec, in the child: the kernel will SIGTERM it when the launcher dies,
+# SIGKILL included (PR_SET_PDEATHSIG = 1; it survives exec). A preexec_fn would do the same inside
+# Popen, but is unsafe in a process with threads, as the launcher is.
+_DEATH_SIGNAL_SHIM = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)  # the launcher died before the prctl\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def die_with_this_process(argv: list[str]) -> list[str]:
+    """`argv` run so that it gets SIGTERM when this process dies, however it dies.
+
+    Why: a launcher killed with SIGKILL cannot stop its engine, and vLLM's engine core outlives a
+    killed API server (29 GB held on the H200, docs/real-vllm.md step 4). SIGTERM lets the API server
+    shut its engine down itself. Under systemd, KillMode=control-group does this for the whole cgroup;
+    this covers a launcher run by hand. The engine is started from the launcher's main thread (the
+    signal follows the thread that forked), in its own session, so a terminal's signals miss it.
+    """
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return argv
+    return [sys.executable, "-I", "-S", "-c", _DEATH_SIGNAL_SHIM, str(os.getpid()), *argv]
+
+
 class EngineProcess:
     """Constructing starts nothing; `start()` spawns, `stop()` ends the whole group."""
 
@@ -67,9 +92,16 @@ class EngineProcess:
         self._on_exit.append(callback)
 
     def start(self) -> None:
+        program = resolve_program(self.argv[0], self.env)
+        if not (os.sep in program and os.access(program, os.X_OK)):
+            from launcher.errors import BadInput
+
+            raise BadInput(
+                f"cannot start {self.argv[0]!r}: not found or not executable", hint="check engine.command"
+            )
         try:
             self._proc = subprocess.Popen(
-                [resolve_program(self.argv[0], self.env), *self.argv[1:]],
+                die_with_this_process([program, *self.argv[1:]]),
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -78,7 +110,7 @@ class EngineProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        except OSError as err:
+        except OSError as err:  # this Python itself could not be started: no memory, no pids
             from launcher.errors import BadInput
 
             raise BadInput(

@@ -151,13 +151,15 @@ step5() {
   "${L[@]}" status --json > "$w/status.json" 2>&1
   "${L[@]}" history --profile $p > "$w/history.txt" 2>&1
   cp "$work/profiles/$p.toml"* "$w/" 2>/dev/null
-  # launch itself killed: SIGTERM stops the engine's group (every try above shows it); SIGKILL cannot,
-  # so the engine's group lives on until systemd's KillMode or the next preflight ends it.
+  # launch itself killed: SIGTERM stops the engine's group (every try above shows it). SIGKILL cannot
+  # be caught: the kernel's parent-death signal (engine.py) SIGTERMs the API server, which stops its
+  # engine; whatever is still there after 60 s is for the next preflight to name and reap.
   { echo "--- serving last-good"; vllm_procs; gpu_apps; } > "$w/procs.txt"
   kill -9 $launcher; wait $launcher 2>/dev/null
-  sleep 3
-  { echo "--- 3 s after SIGKILL of launch $launcher"; vllm_procs; gpu_apps; } >> "$w/procs.txt"
-  say "SIGKILL launch $launcher: $(vllm_procs | grep -cv launcher) vLLM processes live on, GPU used $(gpu_used) MiB"
+  t0=$(now)
+  until_true 60 test "$(vllm_procs | grep -cv launcher)" = 0
+  { echo "--- $(since "$t0") s after SIGKILL of launch $launcher"; vllm_procs; gpu_apps; } >> "$w/procs.txt"
+  say "SIGKILL launch $launcher: after $(since "$t0") s $(vllm_procs | grep -cv launcher) vLLM processes left, GPU used $(gpu_used) MiB"
   "${L[@]}" preflight --profile $p > "$w/preflight.txt" 2>&1; rc=$?
   say "launch preflight: exit $rc"
   grep -E 'orphan' "$w/preflight.txt" | head -3 | sed 's/^/  /' | tee -a "$out/summary.txt"

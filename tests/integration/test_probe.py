@@ -127,19 +127,21 @@ def test_sigkill_of_the_probe_mid_arm_is_undone_by_the_next_start(
     arm_pgid = int(journal["arm_pgid"])
     probe.send_signal(signal.SIGKILL)
     probe.communicate(timeout=10)
-    assert group_alive(arm_pgid) != []  # the arm outlives a SIGKILLed probe: the journal is all that is left
+    # The arm's server got SIGTERM from the kernel as the probe died (engine.py `die_with_this_process`)
+    # and shuts down by itself; a stuck one is ended by the journal (test_probe_journal.py).
+    box.wait(lambda: group_alive(arm_pgid) == [], "the arm to end with its probe", timeout_s=20)
     assert not alive(first.proc.pid)  # type: ignore[union-attr]
     if restorer == "probe --recover":
         done = box.launch("probe", "--recover")
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "ended arm processes left by the probe" in done.stdout and "serving after" in done.stdout
+        assert "serving after" in done.stdout
     else:
-        box.start_production()  # the operator (or systemd) starts production: it ends the arm first
+        box.start_production()  # the operator (or systemd) starts production: it clears the journal
     assert group_alive(arm_pgid) == []
     box.wait_serving(not_pid=first.proc.pid if first.proc else None)
     assert not box.journal_path.exists()
     recovered = [r for r in box.history() if r["event"] == "probe_recovered"]
-    assert len(recovered) == 1 and recovered[0]["arm_leftovers"]
+    assert len(recovered) == 1 and recovered[0]["arm_leftovers"] == []
 
 
 FAKE_SYSTEMCTL = """\

@@ -16,7 +16,9 @@ from typing import Any
 import psutil
 import pytest
 
+from launcher.procgroup import group_members
 from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+from tests.simserver import wait_gone
 
 pytestmark = pytest.mark.integration
 
@@ -165,6 +167,20 @@ def test_engine_death_after_promotion_is_noticed_within_a_second(launcher_factor
     noticed = datetime.strptime(died["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     assert noticed - killed_at < 1.0, f"noticed {noticed - killed_at:.3f}s after the kill"
     assert launcher.status()["phase"] == "failed"
+
+
+def test_a_sigkilled_launcher_takes_its_engine_with_it(launcher_factory: Any) -> None:
+    """SIGKILL cannot be caught: the kernel's parent-death signal makes the API server shut down its
+    engine itself (engine.py `die_with_this_process`); nothing is left for the next preflight."""
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    status = launcher.wait_phase("serving")
+    engine = [psutil.Process(pid) for pid in group_members(status["engine_pid"])]
+    assert any(p.name() == "VLLM::EngineCore" for p in engine)  # besides the API server
+    launcher.signal(signal.SIGKILL)
+    launcher.wait_exit()
+    assert wait_gone(engine, timeout_s=20) == [], "the engine outlived its SIGKILLed launcher"
 
 
 def test_allocator_warm_up_that_plateaus_passes_the_leak_gate(tmp_path: Path) -> None:
