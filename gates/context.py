@@ -83,7 +83,8 @@ class Expectations:
 
     served_model_names: tuple[str, ...]
     capture_sizes: tuple[int, ...] | None  # what vLLM will capture; None = hardware-dependent
-    configured_sizes: tuple[int, ...] | None = None  # what its config line prints (before spec-decode rounding)
+    # what its config line prints (before spec-decode rounding)
+    configured_sizes: tuple[int, ...] | None = None
     enforce_eager: bool = False
     cudagraph_mode: str | None = None  # asked for explicitly in compilation_config, else None
     max_num_seqs: int | None = None

@@ -52,12 +52,14 @@ def judge(series_mib: Sequence[float], rule: LeakRule) -> LeakJudgement:
     growth = series_mib[-1] - baseline
     if leak_at is not None:
         reason = (
-            f"grew {rule.consecutive}+ windows in a row to {after[leak_at] - baseline:+.0f} MiB over the baseline "
-            f"({baseline:.0f} MiB at the end of window {rule.baseline_window}) > {rule.min_growth_mib:.0f} MiB"
+            f"grew {rule.consecutive}+ windows in a row to {after[leak_at] - baseline:+.0f} MiB "
+            f"over the baseline ({baseline:.0f} MiB at the end of window {rule.baseline_window}) "
+            f"> {rule.min_growth_mib:.0f} MiB"
         )
         return LeakJudgement(True, True, baseline, growth, longest, reason)
     reason = (
-        f"{growth:+.0f} MiB since the baseline ({baseline:.0f} MiB), longest growing run {longest} window(s): "
+        f"{growth:+.0f} MiB since the baseline ({baseline:.0f} MiB), "
+        f"longest growing run {longest} window(s): "
         f"no leak (needs {rule.consecutive} growing windows and > {rule.min_growth_mib:.0f} MiB)"
     )
     return LeakJudgement(True, False, baseline, growth, longest, reason)

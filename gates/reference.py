@@ -15,7 +15,8 @@ def reference_markdown() -> str:
                 default = cls.TIMEOUT_NOTE  # type: ignore[attr-defined]
             unit = f" ({setting.unit})" if setting.unit else ""
             lines.append(
-                f"| `{setting.name}` | {setting.type_name} | {_shown(default)} | {setting.description}{unit} |"
+                f"| `{setting.name}` | {setting.type_name} | {_shown(default)} "
+                f"| {setting.description}{unit} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -38,7 +38,8 @@ def _baseline_diff(
     """Diff against the last promoted launch; else against the profile's newest `.bak_<tag>`."""
     last_good = store.last_good(plan.name) if store.root.exists() else None
     if last_good is not None:
-        label = f"last promoted ({last_good.get('promoted_at', 'unknown time')}, {last_good.get('fingerprint', '?')})"
+        when, fingerprint = last_good.get("promoted_at", "unknown time"), last_good.get("fingerprint", "?")
+        label = f"last promoted ({when}, {fingerprint})"
         return label, diff_launches(last_good.get("argv", []), last_good.get("env", {}), plan.argv, plan.env)
     baks = sorted(profiles_dir.glob(f"{plan.name}.toml.bak_*"), key=lambda p: p.stat().st_mtime)
     if not baks:

@@ -64,7 +64,8 @@ def _check_capture(
         return  # malformed values were already reported by the renderer
     if config.enforce_eager and (config.sizes is not None or config.max_capture_size is not None):
         findings.error(
-            f"{here('enforce_eager')}: enforce_eager = true disables CUDA graphs, yet capture sizes are set — "
+            f"{here('enforce_eager')}: enforce_eager = true disables CUDA graphs, "
+            "yet capture sizes are set — "
             "contradictory; drop one"
         )
         return
@@ -81,14 +82,16 @@ def _check_capture(
         )
     if config.decode_query_len > 1 and kept != [s for s in asked if s not in above]:
         findings.warn(
-            f"{here(key)}: with {config.num_speculative_tokens} speculative token(s) vLLM rounds capture sizes up "
-            f"to multiples of {config.decode_query_len}: it will capture {kept} ({len(kept)} sizes), not {asked}"
+            f"{here(key)}: with {config.num_speculative_tokens} speculative token(s) vLLM rounds "
+            f"capture sizes up to multiples of {config.decode_query_len}: "
+            f"it will capture {kept} ({len(kept)} sizes), not {asked}"
         )
     _, unused = decode_reachable(kept, config)
     if unused:
         findings.warn(
             f"{here(key)}: capture sizes {unused} are never used — a decode batch holds at most "
-            f"max_num_seqs × {config.decode_query_len} = {config.max_num_seqs * config.decode_query_len} tokens"
+            f"max_num_seqs × {config.decode_query_len} = "
+            f"{config.max_num_seqs * config.decode_query_len} tokens"
             if config.max_num_seqs is not None
             else f"{here(key)}: capture sizes {unused} are never used"
         )

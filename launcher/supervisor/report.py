@@ -20,7 +20,8 @@ def render_report(report: ChainReport, title: str) -> str:
     for result in report.results:
         optional = "" if result.required else " (optional)"
         lines.append(
-            f"  {MARKS[result.verdict]:<5} {result.name:<{width}} {result.duration_s:7.2f}s  {result.summary}{optional}"
+            f"  {MARKS[result.verdict]:<5} {result.name:<{width}} {result.duration_s:7.2f}s  "
+            f"{result.summary}{optional}"
         )
         if result.verdict in (Verdict.FAIL, Verdict.ERROR):
             for name, case in (result.evidence.get("cases") or {}).items():

@@ -128,8 +128,9 @@ class Supervisor:
         attempt.held = held
         attempt.engine.on_exit(self.wake.set)
         self.current = attempt
-        self.history.append("start", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint,
-                            engine_pid=attempt.engine.pid, argv=list(candidate.argv))  # fmt: skip
+        self.history.append("start", profile=self.profile, label=candidate.label,
+                            fingerprint=candidate.fingerprint, engine_pid=attempt.engine.pid,
+                            argv=list(candidate.argv))  # fmt: skip
         self.board.update(engine_pid=attempt.engine.pid, engine_started_at=attempt.started_at)
         if phase is Phase.STARTING:
             self.board.update(phase=Phase.GATING)
@@ -140,8 +141,9 @@ class Supervisor:
         self.store.write_last_facts(
             self.profile, {**facts, "recorded_at": utc_now(), "label": candidate.label}
         )
-        self.history.append("gates", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint,
-                            passed=report.passed, gates=report.to_json())  # fmt: skip
+        self.history.append("gates", profile=self.profile, label=candidate.label,
+                            fingerprint=candidate.fingerprint, passed=report.passed,
+                            gates=report.to_json())  # fmt: skip
         self.board.update(gates=report.to_json())
         if self.inbox.stop_requested.is_set():
             return None
@@ -155,7 +157,8 @@ class Supervisor:
             "promoted", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint
         )
         self.board.update(phase=Phase.SERVING, serving_profile=self.profile,
-                          serving_fingerprint=candidate.fingerprint, rollback_reason=None, detail=candidate.label)  # fmt: skip
+                          serving_fingerprint=candidate.fingerprint, rollback_reason=None,
+                          detail=candidate.label)  # fmt: skip
         self.progress.set_phase(str(Phase.SERVING), fingerprint=candidate.fingerprint)
         self.hooks.notifier.ready(f"serving {candidate.label}")
 
@@ -268,7 +271,7 @@ class Supervisor:
             return
         grace = float(self.current.candidate.supervisor.get("stop_grace_s", DEFAULT_STOP_GRACE_S))
         report = self.current.stop(grace_s=grace)
-        self.history.append("engine_stopped", profile=self.profile, label=self.current.candidate.label, why=why,
-                            graceful=report.graceful, killed=report.killed, leftovers=list(report.leftovers),
-                            seconds=round(report.seconds, 3))  # fmt: skip
+        self.history.append("engine_stopped", profile=self.profile, label=self.current.candidate.label,
+                            why=why, graceful=report.graceful, killed=report.killed,
+                            leftovers=list(report.leftovers), seconds=round(report.seconds, 3))  # fmt: skip
         self.current = None
