@@ -47,9 +47,14 @@ def resolve_program(program: str, env: Mapping[str, str]) -> str:
 # SIGKILL included (PR_SET_PDEATHSIG = 1; it survives exec). A preexec_fn would do the same inside
 # Popen, but is unsafe in a process with threads, as the launcher is.
 _DEATH_SIGNAL_SHIM = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"
-    "if os.getppid() != int(sys.argv[1]): sys.exit(1)  # the launcher died before the prctl\n"
+    "import os, sys\n"
+    "try:\n"
+    "    import ctypes, signal\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"
+    "except Exception:\n"
+    "    pass  # best effort: systemd's KillMode or the next preflight still end the engine\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)  # the launcher died before the prctl\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
 
