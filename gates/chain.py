@@ -8,7 +8,6 @@ chain: later gates are reported as skipped, so the report always lists every gat
 
 from __future__ import annotations
 
-import re
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -150,16 +149,11 @@ def setting_value(settings: tuple[Setting, ...], table: dict[str, Any], name: st
     raise KeyError(name)
 
 
-# "(EngineCore pid=N) ERROR 11-29 09:37:25 [core.py:1330] " or a bare "(APIServer pid=N) " (stderr)
-_LOG_PREFIX = re.compile(r"^(?:\([\w.]+ pid=\d+\)\s?)?(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[^\]]*\]\s)?")
-
-
 def logged_failure(facts: Mapping[str, Any]) -> tuple[str | None, str]:
     """The cause vLLM itself logged (the parser's failure fact), as " (kind: message)", so a report
     says "free_memory: Free memory on device ..." and not only "exited with code 1"."""
     kind = facts.get("failure_kind")
     if not kind:
         return None, ""
-    line = str(facts.get("failure_line") or "")
-    message = _LOG_PREFIX.sub("", line).strip()
+    message = str(facts.get("failure_message") or facts.get("failure_line") or "")
     return str(kind), f" ({kind}: {message[:300]})" if message else f" ({kind})"

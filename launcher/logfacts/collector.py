@@ -79,7 +79,7 @@ class Collector:
                 self.emit(EventKind.ENGINE_DIED, rec, line_no)
             return
         if s.failure is None or cause.rank > s.failure[0].rank:
-            s.failure = (cause, rec.text, line_no)
+            s.failure = (cause, rec.text, line_no, rec.msg)
             s.outcome = "failed"
             self.emit(EventKind.FAILED, rec, line_no, cause=str(cause.kind))
 

@@ -92,6 +92,7 @@ class LogFacts:
     failure_kind: str | None = None
     failure_line: str | None = None
     failure_line_no: int | None = None
+    failure_message: str | None = None  # failure_line without its process, level, time and source
     died_after_ready: LineRef | None = None
     shutdown_seen: bool = False
     markers: list[MarkerHit] = field(default_factory=list)

@@ -29,7 +29,7 @@ class Startup:
     shards: tuple[int, int] | None = None
     v1_engine: bool = False
     outcome: str | None = None
-    failure: tuple[Cause, str, int] | None = None
+    failure: tuple[Cause, str, int, str] | None = None  # cause, line, line number, message
     died_after_ready: tuple[str, int] | None = None
     shutdown_seen: bool = False
     traceback_seen: bool = False
@@ -96,6 +96,7 @@ class Startup:
             failure_kind=str(failure[0].kind) if failure else None,
             failure_line=failure[1] if failure else None,
             failure_line_no=failure[2] if failure else None,
+            failure_message=failure[3].strip() if failure else None,
             died_after_ready=LineRef(*self.died_after_ready) if self.died_after_ready else None,
             shutdown_seen=self.shutdown_seen,
             markers=[_marker(pattern, self.markers.get(i)) for i, pattern in enumerate(self.marker_patterns)],

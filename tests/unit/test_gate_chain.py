@@ -9,6 +9,7 @@ from gates.context import Expectations, GateContext
 from gates.graph_capture import GraphCaptureGate
 from gates.kernel_marker import KernelMarkerGate
 from gates.outcome import Outcome, Verdict
+from launcher.logfacts.stream import LogStream
 from tests.doubles import FakeClock, FakeServer, ScriptedLog, make_context
 
 
@@ -72,15 +73,22 @@ def test_engine_death_while_waiting_fails_at_once() -> None:
     assert report.results[0].duration_s == 0
 
 
+def _failed_start(prefix: str, last_line: str) -> dict[str, object]:
+    """The facts the log parser reads from a traceback that ends in `last_line`."""
+    stream = LogStream([])
+    stream.feed(f"{prefix}Traceback (most recent call last):\n{prefix}{last_line}\n")
+    stream.close()
+    return dict(stream.facts.to_json())
+
+
 def test_engine_death_names_the_cause_vllm_logged() -> None:
     clock = FakeClock()
-    line = (
-        "(EngineCore pid=7) ERROR 11-29 09:23:58 [core.py:1584] ValueError: Free memory on device cuda:0"
-        " (18.71/139.80 GiB) on startup is less than desired GPU memory utilization (0.2, 27.96 GiB)."
+    facts = _failed_start(
+        "(EngineCore pid=7) ERROR 11-29 09:23:58 [core.py:1584] ",
+        "ValueError: Free memory on device cuda:0 (18.71/139.80 GiB) on startup is less than desired GPU"
+        " memory utilization (0.2, 27.96 GiB).",
     )
-    log = ScriptedLog(
-        clock, current_facts={"outcome": "failed", "failure_kind": "free_memory", "failure_line": line}
-    )
+    log = ScriptedLog(clock, current_facts=facts)
     ctx = make_context(log, clock, server=FakeServer(died="exited with code 1"))
     result = ChainRunner([ScriptedGate("g", [Outcome.not_yet("loading")])]).run(ctx).results[0]
     assert result.summary == (
@@ -164,10 +172,10 @@ def test_graph_capture_counts_decode_graphs_up_to_max_num_seqs() -> None:
 
 
 def test_a_cause_on_a_bare_stderr_line_is_named_without_its_prefix() -> None:
-    line = (
-        "(APIServer pid=7385)   Value error, User-specified max_model_len (8192) is greater than the derived"
+    facts = _failed_start(
+        "(APIServer pid=7385) ",
+        "  Value error, User-specified max_model_len (8192) is greater than the derived",
     )
-    facts = {"outcome": "failed", "failure_kind": "config", "failure_line": line}
     clock = FakeClock()
     ctx = make_context(
         ScriptedLog(clock, current_facts=facts), clock, server=FakeServer(died="exited with code 1")
