@@ -8,7 +8,7 @@
 #   device.sh install        join the parts, check sha256; vLLM 0.26.0 + its deps -> /tmp/site; model -> /root/tiny
 #   device.sh schema         vLLM 0.26.0's `vllm serve` parser, raw and normalized, into $OUT
 #   device.sh dry PROFILE    `launch --dry-run --json` with the installed vLLM -> $OUT/dry-PROFILE.json
-#   device.sh try PROFILE [SECONDS]   `launch try --json` under a timeout; report, log, state -> $OUT
+#   (the checks themselves: check-release.sh beside this file)
 #
 # Everything installed lives only while the machine stays warm (30 s after a call returns).
 set -u
@@ -47,14 +47,9 @@ install)
   rm -rf "$home/tiny" && cp -r "$wheels/tiny" "$home/tiny"
   python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.is_available())" ;;
 schema)
-  # launcher/profile/schema_extract.py builds the parser from vllm.entrypoints.common.cli_args (0.33);
-  # 0.26 has make_arg_parser in vllm.entrypoints.openai.cli_args: alias the module for this dump.
   python3 - "$out" <<'EOF'
-import json, sys, types
+import sys
 from pathlib import Path
-import vllm.entrypoints.openai.cli_args as cli_args
-sys.modules.setdefault("vllm.entrypoints.common", types.ModuleType("vllm.entrypoints.common"))
-sys.modules.setdefault("vllm.entrypoints.common.cli_args", cli_args)
 from launcher.profile import schema_extract as se
 raw = se.raw_dump_from_vllm()
 out = Path(sys.argv[1])
@@ -67,18 +62,6 @@ dry)
   python3 -m launcher.cli --profiles-dir scripts/real-vllm/profiles --state-dir $state --profile "${2:?profile}" --dry-run --json \
     > "$out/dry-$2.json"; rc=$?
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('dry', sys.argv[2], 'schema:', d['schema'], 'errors:', d['errors'], 'warnings:', d['warnings'])" "$out/dry-$2.json" "$2"
-  exit $rc ;;
-try)
-  p=${2:?profile}; secs=${3:-400}
-  timeout -k 30 "$secs" python3 -m launcher.cli --profiles-dir scripts/real-vllm/profiles --state-dir $state try --profile "$p" --json \
-    > "$out/try-$p.json" 2> "$out/try-$p.txt"; rc=$?
-  echo "launch try $p: exit $rc (124 = killed by the $secs s timeout)" >> "$out/try-$p.txt"
-  # What the stop left behind: the launcher must leave no vLLM process and no GPU memory held.
-  { echo "--- after stop"; ps -eo pid,pgid,etimes,args | grep -E 'VLLM::|vllm\.entrypoints' | grep -v grep
-    nvidia-smi --query-gpu=memory.used --format=csv; } >> "$out/try-$p.txt" 2>&1
-  cp "$state/profiles/$p/logs/try.log" "$out/try-$p.log" 2>/dev/null
-  tar czf "$out/try-$p-state.tgz" -C "$state" . 2>/dev/null
-  tail -n 25 "$out/try-$p.txt"; head -c 3000 "$out/try-$p.json"; echo
   exit $rc ;;
 *) echo "unknown phase $1" >&2; exit 2 ;;
 esac
