@@ -45,6 +45,8 @@ class Dialect:
     request_id_hex: int = 32  # hex digits after `chatcmpl-`
     chunk_extras: bool = False  # chat chunks: prompt_token_ids/prompt_text, token_ids, system_fingerprint
     engine_follows_api_server: bool = True  # the engine exits when the API server dies (SIGKILL)
+    gib_rounded: bool = False  # GiB in messages by `format_gib` = round(x, 2) (139.8), not "%.2f" (139.80)
+    no_failed_procs: bool = False  # `Failed core proc(s): {}` when the engine's start failed
 
     def src(self, event: str, runner: str | None = None) -> str:
         if runner is not None and f"{event}@{runner}" in self.sources:
@@ -63,19 +65,19 @@ class Dialect:
     def gib(self, value: float) -> str:
         """GiB as vLLM prints them in memory messages: 0.26's `format_gib` is `round(x, 2)` (139.8),
         0.33's messages use two decimals (139.80)."""
-        return str(round(value, 2)) if self.notes else f"{value:.2f}"
+        return str(round(value, 2)) if self.gib_rounded else f"{value:.2f}"
 
     def failed_procs(self) -> str:
         """`Failed core proc(s): ...` of `wait_for_engine_startup`: 0.26.0 printed `{}` (the engine
         not yet seen as finished) in the recorded free-memory failure."""
-        return "{}" if self.notes else f"{{'{self.engine_name}': 1}}"
+        return "{}" if self.no_failed_procs else f"{{'{self.engine_name}': 1}}"
 
     def model_loaded_line(self, runner: str, gib: float, secs: float) -> str:
-        if not self.notes:
+        if not self.gib_rounded:
             return f"Model loading took {gib:.2f} GiB memory and {secs:.6f} seconds"
         # 0.26 prints `format_gib` (a rounded float); only its V1 runner says "memory".
         word = " memory" if runner == "V1" else ""
-        return f"Model loading took {round(gib, 2)} GiB{word} and {secs:.6f} seconds"
+        return f"Model loading took {self.gib(gib)} GiB{word} and {secs:.6f} seconds"
 
 
 V033 = Dialect(
@@ -126,6 +128,8 @@ V026 = Dialect(
     # Observed on the H200: SIGKILL of the API server left EngineCore running with its 29 GB, parent
     # pid 1, until SIGTERM (docs/real-vllm.md step 4); 0.26 has no parent-death watch for it.
     engine_follows_api_server=False,
+    gib_rounded=True,
+    no_failed_procs=True,  # observed in free-memory.log
 )
 
 DIALECTS: dict[str, Dialect] = {"0.33": V033, "0.26": V026}
