@@ -16,6 +16,10 @@
 # Rehearse off the GPU: VLLM_GATE_REHEARSAL=1 puts scripts/real-vllm/rehearsal (a `vllm` module that
 # runs vllm-sim --sim-vllm-version 0.26) on the path; step 3 needs torch and a GPU and is skipped.
 set -u
+steps=("$@"); [ $# -eq 0 ] && steps=(1 2 3 4 5 6)
+for n in "${steps[@]}"; do  # before anything is written or started
+  [[ $n =~ ^[1-6]$ ]] || { echo "unknown step $n (1-6)" >&2; exit 2; }
+done
 cd "$(dirname "$0")/../.." || exit 2
 repo=$PWD
 export PYTHONPATH=$repo:/tmp/site:/tmp/gate-site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
@@ -181,9 +185,7 @@ step6() {
   done
 }
 
-steps=("$@"); [ $# -eq 0 ] && steps=(1 2 3 4 5 6)
 for n in "${steps[@]}"; do
-  [[ $n =~ ^[1-6]$ ]] || { echo "unknown step $n (1-6)" >&2; exit 2; }
   w=$work/step$n; rm -rf "$w"; mkdir -p "$w"
   [ -n "${VLLM_GATE_REHEARSAL:-}" ] && [ "$n" = 3 ] && { say "skipped in a rehearsal (torch, GPU)"; continue; }
   say "start $(date -u +%H:%M:%S); GPU used $(gpu_used) MiB"
