@@ -34,6 +34,7 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from logdiff import READY, Row, compare, table  # noqa: E402
 
+from launcher.procgroup import group_members  # noqa: E402
 from launcher.supervisor.livelog import LINE_END  # noqa: E402  (how the launcher splits a log)
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26"
@@ -55,16 +56,14 @@ def free_port() -> int:
 
 
 def group_gone(pgid: int, timeout_s: float) -> bool:
-    """Whether no process of the group is left, waiting up to `timeout_s`."""
+    """Whether no live process of the group is left, waiting up to `timeout_s` (zombies do not count:
+    the launcher's own reading, `launcher.procgroup`)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
+    while group_members(pgid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
+    return True
 
 
 def profile_args(name: str) -> tuple[list[str], dict[str, str]]:
