@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from contextlib import ExitStack
 
 from gates.chain import ChainReport
@@ -29,6 +30,11 @@ from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
 
 DEFAULT_STOP_GRACE_S = 30.0
+
+
+def _epoch_of(monotonic_s: float) -> float:
+    """A monotonic instant as epoch seconds (for comparing with an outside observer's clock)."""
+    return round(time.time() - (time.monotonic() - monotonic_s), 6)
 
 
 class Supervisor:
@@ -127,6 +133,7 @@ class Supervisor:
             raise
         attempt.held = held
         attempt.engine.on_exit(self.wake.set)
+        attempt.engine.on_death(self.wake.set)
         self.current = attempt
         self.history.append("start", profile=self.profile, label=candidate.label,
                             fingerprint=candidate.fingerprint, engine_pid=attempt.engine.pid,
@@ -217,18 +224,21 @@ class Supervisor:
                     if code is not None:
                         return code
                     monitor = LeakMonitor.from_candidate(self.current.candidate if self.current else None)
-            if self.current is not None and self.current.engine.exited.is_set():
-                died = self.current.engine.exit_description()
-                self.history.append("engine_died", profile=self.profile, how=died, facts=self.current.facts())
+            death = self.current.engine.death if self.current is not None else None
+            if self.current is not None and death is not None:
+                died = death.describe()  # recorded first; stopping the rest drains the pipe after
+                self.history.append("engine_died", profile=self.profile, how=died, pid=death.pid,
+                                    process=death.name, noticed_at_epoch=_epoch_of(death.noticed_at),
+                                    facts=self.current.facts())  # fmt: skip
                 if self.hooks.restart_guard is not None:
                     candidate = self.current.candidate
                     self.hooks.restart_guard(candidate).record_failure(
                         candidate.fingerprint, f"engine {died}"
                     )
                 self.board.update(
-                    phase=Phase.FAILED, detail=f"engine {died} after promotion", engine_pid=None
+                    phase=Phase.FAILED, detail=f"engine died after promotion: {died}", engine_pid=None
                 )
-                self.progress.set_phase(str(Phase.FAILED), detail=f"engine {died}")
+                self.progress.set_phase(str(Phase.FAILED), detail=f"engine died: {died}")
                 return int(ExitCode.ENGINE_DIED)
             if monitor is not None and self.current is not None:
                 self._watch_memory(monitor)
