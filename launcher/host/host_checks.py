@@ -59,8 +59,9 @@ def measure_host() -> tuple[int, int]:
     return psutil.virtual_memory().available, psutil.swap_memory().used
 
 
-def check_port(host: str, port: int) -> CheckResult:
-    """Bind host:port as vLLM will (SO_REUSEADDR: a TIME_WAIT leftover does not block vLLM either)."""
+def check_port(host: str, port: int, serving: frozenset[int] = frozenset()) -> CheckResult:
+    """Bind host:port as vLLM will (SO_REUSEADDR: a TIME_WAIT leftover does not block vLLM either).
+    Held by `serving` (the engine a reload will stop first) counts as free."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -80,26 +81,32 @@ def check_port(host: str, port: int) -> CheckResult:
                     f"port: cannot bind {host}:{port}: {err.strerror}",
                     "fix engine.host/engine.port",
                 )
+            listeners = _listeners(port)
+            if serving and listeners and set(listeners) <= serving:
+                return ok(CheckName.PORT, f"port: {host}:{port} is held by the serving engine, stopped first")
             return refused(
                 CheckName.PORT,
-                f"port: {host}:{port} is in use{_port_holder(port)}",
+                f"port: {host}:{port} is in use{_port_holder(listeners)}",
                 "stop what listens there, or give the profile another engine.port",
             )
     return ok(CheckName.PORT, f"port: {host}:{port} is free")
 
 
-def _port_holder(port: int) -> str:
+def _listeners(port: int) -> list[int]:
     try:
         conns = psutil.net_connections(kind="inet")
     except psutil.Error:
-        return ""
-    pids = sorted(
+        return []
+    return sorted(
         {
             c.pid
             for c in conns
             if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid
         }
     )
+
+
+def _port_holder(pids: list[int]) -> str:
     views = [v for v in (view_of(pid) for pid in pids) if v is not None]
     return " by " + ", ".join(f"pid {v.pid} {v.label}" for v in views) if views else ""
 

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 
 from gates.chain import ChainReport
 from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.host.orphans import deployment_id
 from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
@@ -47,6 +48,7 @@ class Supervisor:
         self.progress = progress or Progress()
         self.store = StateStore(options.state_dir)
         self.history = History(self.store.history_path)
+        self.deployment = deployment_id(options.state_dir, profile)
         self.board = StatusBoard(self.store.profile_dir(profile) / "status.json", profile)
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
@@ -127,7 +129,7 @@ class Supervisor:
         if self.hooks.gpu_locks is not None:
             held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life
         try:
-            attempt = start_attempt(candidate, log_path, self.progress)
+            attempt = start_attempt(candidate, log_path, self.progress, deployment=self.deployment)
         except BaseException:
             held.close()
             raise
