@@ -2,8 +2,9 @@
 then keep watching: engine death, SIGTERM/SIGINT (stop), SIGHUP (reload), the leak monitor.
 
 Exit codes (launcher/errors.py): 0 stopped while serving the candidate, 1 rejected with nothing
-to roll back to, 3 stopped while serving last-good, 4 preflight refused, 5 engine died after
-promotion.
+to roll back to, 3 stopped while serving last-good, 4 preflight or the restart guard refused, 5
+engine died after promotion. A reload that changes nothing, or whose candidate preflight refuses,
+keeps the serving engine (`reload_requests` carries each requester's verdict).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from contextlib import ExitStack
 
 from gates.chain import ChainReport
-from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.errors import ExitCode, PreflightRefused
 from launcher.host.orphans import deployment_id
 from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
@@ -26,6 +27,7 @@ from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.monitor import LeakMonitor
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.reload import Reloading
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
@@ -38,7 +40,7 @@ def _epoch_of(monotonic_s: float) -> float:
     return round(time.time() - (time.monotonic() - monotonic_s), 6)
 
 
-class Supervisor:
+class Supervisor(Reloading):
     def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
                  hooks: Hooks | None = None, progress: Progress | None = None) -> None:  # fmt: skip
         self.options = options
@@ -93,14 +95,19 @@ class Supervisor:
         guard = self.hooks.restart_guard(candidate) if self.hooks.restart_guard else None
         if guard is not None and not guard.should_retry(candidate.fingerprint):
             reason = f"{candidate.label} not retried: {guard.status(candidate.fingerprint).describe()}"
+            if self.store.last_good(self.profile) is None:
+                # Nothing else to serve: a refusal (exit 4), which systemd does not restart (exit 1 it would).
+                self._record_refusal(candidate, f"restart guard: {reason}")
+                raise PreflightRefused(
+                    f"restart guard: {reason}",
+                    hint="a changed profile is a new candidate; or wait until the window has passed",
+                )
             return self._roll_back(candidate, None, reason)
         try:
             report = self._start_and_gate(candidate, Phase.STARTING)
         except PreflightRefused as refused:
             if not reloading:
-                self.board.update(phase=Phase.FAILED, detail=f"preflight refused: {refused.message}")
-                self.history.append("preflight_refused", profile=self.profile, label=candidate.label,
-                                    reason=refused.message)  # fmt: skip
+                self._record_refusal(candidate, refused.message)
                 raise
             return self._roll_back(
                 candidate, None, f"{candidate.label} refused by preflight: {refused.message}"
@@ -117,6 +124,10 @@ class Supervisor:
         if guard is not None:
             guard.record_failure(candidate.fingerprint, reason)
         return self._roll_back(candidate, report, reason)
+
+    def _record_refusal(self, candidate: Candidate, reason: str) -> None:
+        self.board.update(phase=Phase.FAILED, detail=f"preflight refused: {reason}")
+        self.history.append("preflight_refused", profile=self.profile, label=candidate.label, reason=reason)
 
     def _start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
         if self.hooks.preflight is not None:
@@ -254,25 +265,6 @@ class Supervisor:
             if monitor.action in ("restart", "rollback"):
                 self.restart_requested = True  # a reload re-gates; rollback follows if it fails
                 self.wake.set()
-
-    def _reload(self) -> int | None:
-        seq = self.board.current.reload_seq + 1
-        self.hooks.notifier.reloading()
-        try:
-            plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
-            plan.raise_for_errors()
-        except GateError as err:
-            self.history.append("reload_refused", profile=self.profile, reason=str(err))
-            self.board.update(reload_seq=seq, detail=f"reload refused: {err}")
-            self.hooks.notifier.ready("reload refused; still serving")
-            return None
-        candidate = Candidate.from_plan(plan)
-        self.history.append("reload", profile=self.profile, label=candidate.label)
-        self._stop_current("reload")
-        with Watchdog(self.hooks.notifier).keepalive():
-            code = self._bring_up(candidate, reloading=True)
-        self.board.update(reload_seq=seq)
-        return code
 
     def _stop_current(self, why: str) -> None:
         with self._stop_lock:
