@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from gates.context import Clock
 from launcher.errors import BadInput
 from launcher.host.clock import SystemClock
+from launcher.host.compile_cache import check_compile_cache
 from launcher.host.gpu import MIB, GpuProbe, NvmlProbe
 from launcher.host.gpu_checks import (
     HostGpus,
@@ -111,6 +112,7 @@ def check_host(
         check_port(plan.host, plan.port, serving),
         check_model_path(str(plan.engine.get("model") or "") or None),
         check_restart_guard(guard.status(plan.fingerprint())),
+        check_compile_cache({**os.environ, **plan.env}, bool(plan.rendered.secret_env)),
     )
     where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
     return PreflightReport(plan.name, checks, demand.ids, where, reaped)

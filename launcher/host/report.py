@@ -19,6 +19,7 @@ class CheckName(StrEnum):
     PORT = "port"
     MODEL_PATH = "model_path"
     RESTART_GUARD = "restart_guard"
+    COMPILE_CACHE = "compile_cache"
 
 
 class CheckStatus(StrEnum):

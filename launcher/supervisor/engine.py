@@ -11,6 +11,7 @@ API server can leave an engine core that holds the pipe open until the group is 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import shutil
@@ -27,9 +28,11 @@ import psutil
 
 from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members
+from launcher.redact import LineRedactor, secret_values
 from launcher.supervisor.group_watch import Death, GroupWatch
 
 LineSink = Callable[[str, str], None]  # (stream name, text chunk)
+_MAX_PARTIAL = 1 << 20  # a "line" longer than this is passed on unended (bounded memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +150,22 @@ class EngineProcess:
         self._group_watch.start()
 
     def _pump(self, name: str, stream: IO[bytes]) -> None:
+        """Whole lines go on, with secrets masked (vLLM logs `'api_key': [...]` in its non-default
+        args): a key split across two reads would slip past a per-chunk mask."""
+        redact = LineRedactor(secret_values(self.env))
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split by a read
+        partial = ""
         while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            self.sink(name, chunk.decode("utf-8", errors="replace"))
+            text = partial + decoder.decode(chunk)
+            cut = max(text.rfind("\n"), text.rfind("\r"))
+            if cut < 0 and len(text) < _MAX_PARTIAL:
+                partial = text
+                continue
+            end = cut + 1 if cut >= 0 else len(text)
+            partial = text[end:]
+            self.sink(name, redact(text[:end]))
+        if partial:
+            self.sink(name, redact(partial))
 
     def _watch(self) -> None:
         assert self._proc is not None

@@ -18,6 +18,7 @@ from gates.chain import ChainReport
 from launcher.errors import ExitCode, PreflightRefused
 from launcher.host.orphans import deployment_id
 from launcher.profile.plan import build_plan
+from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
@@ -150,7 +151,7 @@ class Supervisor(Reloading):
         self.current = attempt
         self.history.append("start", profile=self.profile, label=candidate.label,
                             fingerprint=candidate.fingerprint, engine_pid=attempt.engine.pid,
-                            argv=list(candidate.argv))  # fmt: skip
+                            argv=redact_argv(candidate.argv))  # fmt: skip
         self.board.update(engine_pid=attempt.engine.pid, engine_started_at=attempt.started_at)
         if phase is Phase.STARTING:
             self.board.update(phase=Phase.GATING)

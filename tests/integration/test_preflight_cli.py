@@ -24,6 +24,7 @@ CHECKS = [
     "port",
     "model_path",
     "restart_guard",
+    "compile_cache",
 ]
 
 
