@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.launcher_run import LAUNCH, Launcher, append_table, free_port, write_profile
+from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -95,16 +95,3 @@ def test_a_candidate_preflight_refuses_keeps_the_running_engine_and_exits_4(laun
     assert events(launcher)[-1] == "reload_refused" and "reload" not in events(launcher)
     launcher.signal(signal.SIGTERM)
     assert launcher.wait_exit() == 0
-
-
-def test_the_restart_guards_refusal_exits_4(launcher_factory: Any) -> None:
-    """systemd does not restart exit 4 (RestartPreventExitStatus); exit 1 it would, in a loop."""
-    launcher = launcher_factory()
-    path = write_profile(launcher.profiles, "svc", free_port(), args={"sim_capture_fallback": True})
-    append_table(path, "preflight", {"restart_max_failures": 1, "restart_window_s": 600})
-    launcher.start()
-    assert launcher.wait_exit(timeout_s=60) == 1  # rejected, nothing to roll back to
-    launcher.start()
-    assert launcher.wait_exit(timeout_s=60) == 4
-    assert "restart guard" in launcher.output() and "Traceback" not in launcher.output()
-    assert launcher.history()[-1]["event"] == "preflight_refused"
