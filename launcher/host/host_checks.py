@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 
 from launcher.host.gpu import GIB
-from launcher.host.process_view import view_of
+from launcher.host.orphans import DEPLOYMENT_ENV
+from launcher.host.process_view import environ_value, is_api_server, view_of
 from launcher.host.report import CheckName, CheckResult, ok, refused, skipped
 from launcher.host.restart_guard import GuardStatus
 
@@ -84,11 +85,15 @@ def check_port(host: str, port: int, serving: frozenset[int] = frozenset()) -> C
             listeners = _listeners(port)
             if serving and listeners and set(listeners) <= serving:
                 return ok(CheckName.PORT, f"port: {host}:{port} is held by the serving engine, stopped first")
-            return refused(
-                CheckName.PORT,
-                f"port: {host}:{port} is in use{_port_holder(listeners)}",
-                "stop what listens there, or give the profile another engine.port",
-            )
+            by_hand = _hand_started(listeners)
+            hint = "stop what listens there, or give the profile another engine.port"
+            if by_hand:
+                hint = (
+                    f"pid {by_hand} is a vLLM server no launcher started (no deployment mark), so none will "
+                    f"stop it: stop it where it was started (as its user: `kill {by_hand}`), or give the "
+                    "profile another engine.port"
+                )
+            return refused(CheckName.PORT, f"port: {host}:{port} is in use{_port_holder(listeners)}", hint)
     return ok(CheckName.PORT, f"port: {host}:{port} is free")
 
 
@@ -104,6 +109,12 @@ def _listeners(port: int) -> list[int]:
             if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid
         }
     )
+
+
+def _hand_started(pids: list[int]) -> str:
+    """The listeners that are vLLM API servers without a launcher's mark: started by hand."""
+    views = [v for v in (view_of(pid) for pid in pids) if v is not None and is_api_server(v)]
+    return " ".join(str(v.pid) for v in views if environ_value(v, DEPLOYMENT_ENV) is None)
 
 
 def _port_holder(pids: list[int]) -> str:

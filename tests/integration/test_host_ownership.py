@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from launcher.host.orphans import deployment_id, mark_env
+from tests.simserver import running_sim
 from tests.titled_procs import Spawner, alive
 
 pytestmark = pytest.mark.integration
@@ -107,3 +108,19 @@ def test_this_deployments_own_orphan_refuses_and_is_reaped(
     reaped = preflight(profiles, state_dir, "--reap-orphans")
     assert reaped.returncode == 0, reaped.stdout + reaped.stderr
     assert not alive(orphan.pid)
+
+
+def test_a_hand_started_server_on_the_port_refuses_with_a_hint_that_fits_it(
+    profiles_dir: Path, state_dir: Path
+) -> None:
+    """`vllm serve` started by hand carries no deployment mark: no launcher will ever stop it."""
+    with running_sim() as server:
+        (profiles_dir / "sim.toml").write_text(
+            f'[engine]\ncommand = ["vllm-sim", "serve"]\nmodel = "demo/tiny"\nport = {server.port}\n'
+        )
+        refused = preflight(profiles_dir, state_dir)
+        assert refused.returncode == 4
+        assert f"hint: pid {server.proc.pid} is a vLLM server no launcher started" in refused.stderr
+        assert f"`kill {server.proc.pid}`" in refused.stderr
+        reaped = preflight(profiles_dir, state_dir, "--reap-orphans")
+        assert reaped.returncode == 4 and server.proc.poll() is None  # a live server is never reaped
