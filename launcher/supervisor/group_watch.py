@@ -5,7 +5,8 @@ vLLM's engine core and workers are children of the API server, not of the launch
 ended it with exit code 0; a launcher waiting on the API server alone noticed late and named the
 wrong process. Here each vLLM-titled descendant gets a pidfd, which turns readable the moment that
 process exits (no health polling); the descendants are re-read every `REFRESH_S`, since workers
-appear during startup and set their title only once running. Untitled helpers (compiler
+appear during startup and set their title only once running (every `SETTLED_REFRESH_S` once none
+has appeared for a while: reading the process table costs CPU on a shared host). Untitled helpers (compiler
 subprocesses, multiprocessing's resource tracker) come and go and are not watched.
 
 A process that is not our child cannot be waited for, so its exit status is read from
@@ -29,6 +30,8 @@ import psutil
 from launcher.host.process_view import vllm_title
 
 REFRESH_S = 0.5
+SETTLED_REFRESH_S = 5.0  # once no new process has appeared for SETTLE_ROUNDS re-reads (serving)
+SETTLE_ROUNDS = 20
 _EXIT_CODE_FIELD = 49  # field 52 of /proc/PID/stat, counted from field 3 (after the command name)
 
 
@@ -90,6 +93,7 @@ class GroupWatch:
         self._stopped = threading.Event()
         self._wake_r, self._wake_w = -1, -1
         self._watched: dict[int, tuple[int, str]] = {}  # pid -> (pidfd, title)
+        self._seen: set[int] = set()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -113,10 +117,11 @@ class GroupWatch:
         return {pid: title for pid, (_, title) in list(self._watched.items())}
 
     def _run(self) -> None:
+        quiet = 0
         try:
             while not self._stopped.is_set():
-                self._refresh()
-                death = self._wait(REFRESH_S)
+                quiet = 0 if self._refresh() else quiet + 1
+                death = self._wait(SETTLED_REFRESH_S if quiet >= SETTLE_ROUNDS else REFRESH_S)
                 if death is not None and not self._stopped.is_set():
                     self._stopped.set()
                     self.on_death(death)
@@ -128,14 +133,19 @@ class GroupWatch:
             os.close(self._wake_r)
             os.close(self._wake_w)
 
-    def _refresh(self) -> None:
+    def _refresh(self) -> bool:
+        """Watch titled descendants not yet watched; True when a process not seen before is there."""
         try:
             children = psutil.Process(self.leader_pid).children(recursive=True)
         except psutil.Error:
-            return
+            return False
+        fresh = False
         for child in children:
             if child.pid in self._watched:
                 continue
+            if child.pid not in self._seen:
+                self._seen.add(child.pid)
+                fresh = True  # a new process: more may follow, or it may still set its title
             try:
                 title = vllm_title(child.cmdline(), self.prefixes)
                 if title is None:
@@ -144,6 +154,7 @@ class GroupWatch:
             except (psutil.Error, OSError):
                 continue
             self._watched[child.pid] = (fd, title)
+        return fresh
 
     def _wait(self, timeout_s: float) -> Death | None:
         poller = select.poll()
