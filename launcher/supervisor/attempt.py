@@ -77,6 +77,7 @@ def start_attempt(
         log.notify()
 
     engine.on_exit(engine_gone)
+    engine.on_death(log.notify)  # gates waiting on the log see the death at once
     engine.start()
     return Attempt(candidate=candidate, engine=engine, log=log)
 

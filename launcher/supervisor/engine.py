@@ -97,6 +97,7 @@ class EngineProcess:
         self._on_exit: list[Callable[[], None]] = []
         self._on_death: list[Callable[[], None]] = []
         self._group_watch: GroupWatch | None = None
+        self._finished = False
 
     @property
     def pid(self) -> int | None:
@@ -177,7 +178,7 @@ class EngineProcess:
 
     def _member_died(self, death: Death) -> None:
         self._record(death)
-        self._finish()  # the API server still holds the pipe: nothing to drain yet
+        self.exited.set()  # dead, though the API server still holds the pipe: drained in stop()
 
     def _record(self, death: Death) -> None:
         with self._death_lock:
@@ -188,10 +189,12 @@ class EngineProcess:
             callback()
 
     def _finish(self) -> None:
+        """Dead and drained: `on_exit` callbacks run once (they may flush what the readers fed)."""
         with self._death_lock:
-            if self.exited.is_set():
+            if self._finished:
                 return
-            self.exited.set()
+            self._finished = True
+        self.exited.set()
         for callback in self._on_exit:
             callback()
 
@@ -235,6 +238,7 @@ class EngineProcess:
         self.exited.wait(timeout=kill_wait_s)
         for reader in self._readers:  # the group is gone: the pipe is closed, drain what is left
             reader.join(timeout=1.0)
+        self._finish()
         leftovers = tuple(self.group_members())
         return StopReport(graceful, killed, leftovers, time.monotonic() - started)
 
