@@ -49,7 +49,11 @@ class Reloading:
         profile_dir = self.store.profile_dir(self.profile)
         ids = reload_requests.take(profile_dir)  # before rendering: each request's edit is in the plan
         self.hooks.notifier.reloading()
-        verdict, code = self._reload_once()
+        try:
+            verdict, code = self._reload_once()
+        except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
+            reload_requests.answer(profile_dir, ids, reload_requests.Verdict(int(err.exit_code), err.message))
+            raise
         self.board.update(reload_seq=seq)
         reload_requests.answer(profile_dir, ids, verdict)
         return code
@@ -59,7 +63,8 @@ class Reloading:
             plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
             plan.raise_for_errors()
         except GateError as err:
-            return self._keep_serving("reload_refused", f"reload refused: {err}", ExitCode.BAD_INPUT)
+            detail = f"reload refused: {err}; still serving"
+            return self._keep_serving("reload_refused", detail, ExitCode.BAD_INPUT)
         candidate = Candidate.from_plan(plan)
         serving = self.current.candidate if self.current is not None else None
         if serving is not None and serving.same_launch(candidate):
@@ -96,7 +101,7 @@ class Reloading:
     ) -> tuple[reload_requests.Verdict, int | None]:
         self.history.append(event, profile=self.profile, reason=detail)
         self.board.update(detail=detail)
-        self.hooks.notifier.ready(f"{detail}; still serving" if code else detail)
+        self.hooks.notifier.ready(detail)
         return reload_requests.Verdict(int(code), detail), None
 
     def _reload_verdict(self) -> reload_requests.Verdict:
