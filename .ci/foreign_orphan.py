@@ -33,8 +33,9 @@ def start(pidfile: Path) -> int:
     # An intermediate process starts the server and exits at once: the server's parent is gone.
     starter = subprocess.run(
         [sys.executable, "-c",
-         "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], start_new_session=True, "
-         "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid)",
+         "import subprocess, sys; log = open(sys.argv[1], 'ab'); p = subprocess.Popen(sys.argv[2:], "
+         "start_new_session=True, stdout=log, stderr=subprocess.STDOUT); print(p.pid)",
+         str(pidfile.with_suffix(".log")),
          str(sim), "serve", "ci/foreign-1b", "--port", str(port), "--sim-speed", "50"],
         env=env, capture_output=True, text=True, check=True, timeout=30,
     )  # fmt: skip
@@ -66,9 +67,11 @@ def end(pidfile: Path) -> int:
             os.kill(pid, signal.SIGKILL)
     pidfile.unlink()
     if not alive:
-        print(f"FAIL: the foreign orphan vllm-sim pid {pid} was signalled by the test suite", file=sys.stderr)
+        print(f"FAIL: the foreign orphan vllm-sim pid {pid} was signalled by the test suite; its log: "
+              f"{pidfile.with_suffix('.log')}", file=sys.stderr)  # fmt: skip
         return 1
     print(f"foreign orphan pid {pid} survived the suite untouched; ended it")
+    pidfile.with_suffix(".log").unlink(missing_ok=True)
     return 0
 
 
