@@ -24,3 +24,15 @@ def test_a_garbled_verdict_file_is_no_verdict(tmp_path: Path) -> None:
     rid = reload_requests.request(tmp_path)
     (tmp_path / "reloads" / f"{rid}.verdict.json").write_text("{not json")
     assert reload_requests.verdict(tmp_path, rid) is None
+
+
+def test_a_launcher_gone_mid_reload_is_reported_with_the_cause_it_left(tmp_path: Path) -> None:
+    from launcher.supervisor.control import last_words
+
+    profile_dir = tmp_path / "profiles" / "prod"
+    profile_dir.mkdir(parents=True)
+    assert last_words(tmp_path, "prod") == "last phase None; it recorded no cause"
+    (profile_dir / "status.json").write_text(
+        '{"phase": "failed", "rollback_reason": "last-good prod@ab12 rejected by health: 503"}'
+    )
+    assert last_words(tmp_path, "prod") == "last phase failed: last-good prod@ab12 rejected by health: 503"
