@@ -12,17 +12,27 @@ from pathlib import Path
 import click
 
 from launcher import __version__
-from launcher.errors import GateError
+from launcher.errors import BadInput, GateError
 from launcher.settings import GlobalOptions
 
 EXIT_CODES_HELP = """\b
-Exit codes:
+Exit codes (docs/exit-codes.md):
   0  ok
   1  a gate failed
-  2  bad input (profile, flag, file, argument); nothing was changed
+  2  bad input (also an option the subcommand does not take); nothing was changed
   3  rolled back: the candidate was rejected, last-good is served
-  4  preflight refused to start
-  5  the engine died after promotion
+  4  refused before starting (preflight or the restart guard)
+  5  the engine died after promotion (any of its processes)
+\b
+  launch --profile NAME             0 1 2 3 4 5   (0/3: stopped while serving it/last-good)
+  launch --profile NAME --dry-run   0 2
+  launch try                        0 1 2 4
+  launch preflight                  0 2 4
+  launch set --apply, rollback      0 1 2 3 4     (the reload's verdict; 0 also: already served;
+                                                   4 and 2: refused, the running engine kept)
+  launch set, install-unit, history, parse-log, bench   0 2
+  launch probe                      0 1 2
+  launch status                     see `launch status --help`
 """
 
 # name → (module, attribute): each subcommand lives in its own module under launcher/commands/,
@@ -120,7 +130,15 @@ def launch(
     """
     ctx.obj = GlobalOptions.resolve(profiles_dir=profiles_dir, state_dir=state_dir)
     if ctx.invoked_subcommand is not None:
+        _hand_over_to_subcommand(ctx, ctx.invoked_subcommand)
         return
+    if (as_json or explain) and not dry_run:
+        given = "--json" if as_json else "--explain"
+        raise BadInput(
+            f"{given} describes a dry run, and without --dry-run `launch --profile` starts and serves",
+            hint=f"to see the plan: `launch --profile {profile or 'NAME'} --dry-run {given}`; "
+            "to serve, leave out " + given,
+        )
     if profile is None:
         click.echo(ctx.get_help())
         return
@@ -131,6 +149,32 @@ def launch(
     from launcher.commands.serve import run_serve
 
     ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown))
+
+
+_SUBCOMMAND_OPTIONS = ("profile", "dry_run", "explain", "as_json", "allow_unknown")
+
+
+def _hand_over_to_subcommand(ctx: click.Context, name: str) -> None:
+    """Options written before a subcommand (`launch --profile prod status`) go to it when it takes
+    them, and are an error when it does not: never silently ignored."""
+    command = launch.get_command(ctx, name)
+    assert command is not None
+    forwarded: dict[str, object] = {}
+    for param in ctx.command.params:
+        if param.name not in _SUBCOMMAND_OPTIONS:
+            continue
+        if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        flag = param.opts[0]
+        target = next((p for p in command.params if flag in getattr(p, "opts", ())), None)
+        if target is None or target.name is None:
+            raise BadInput(
+                f"`launch {name}` does not take {flag}",
+                hint=f"options before `{name}` go to it only when it has them; see `launch {name} --help`",
+            )
+        forwarded[target.name] = ctx.params[param.name]
+    if forwarded:
+        ctx.default_map = {**(ctx.default_map or {}), name: forwarded}
 
 
 def main() -> None:

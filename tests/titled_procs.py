@@ -86,13 +86,16 @@ class Spawner:
         assert line.startswith("ready"), f"child said {line!r}"
         return proc
 
-    def orphan(self, title: str, *, ignore_term: bool = False, gpu_mib: int = 0) -> psutil.Process:
-        """A titled process whose parent has exited (reparented to init)."""
+    def orphan(
+        self, title: str, *, ignore_term: bool = False, gpu_mib: int = 0, env: dict[str, str] | None = None
+    ) -> psutil.Process:
+        """A titled process whose parent has exited (reparented to init); `env` adds to its environment
+        (a deployment mark, say)."""
         starter = subprocess.Popen(
             [sys.executable, "-c", ORPHANER, CHILD],
             stdout=subprocess.PIPE,
             text=True,
-            env=_env(title, ignore_term, 0, "", gpu_mib),
+            env={**_env(title, ignore_term, 0, "", gpu_mib), **(env or {})},
         )
         self.children.append(starter)
         assert starter.stdout is not None

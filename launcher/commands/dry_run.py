@@ -13,6 +13,7 @@ from launcher.errors import ExitCode
 from launcher.profile.diff import Change, diff_launches
 from launcher.profile.kvpool import kv_pool_report
 from launcher.profile.plan import LaunchPlan, build_plan
+from launcher.redact import redact_argv, redact_env
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 
@@ -59,9 +60,9 @@ def _as_json(
         "profile": plan.name,
         "chain": list(plan.profile.chain),
         "files": [str(f) for f in plan.profile.files],
-        "argv": list(plan.argv),
-        "command": plan.command_line(),
-        "env": plan.env,
+        "argv": redact_argv(plan.argv),
+        "command": shlex.join(redact_argv(plan.argv)),
+        "env": redact_env(plan.env),
         "secret_env": {k: f"${v}" for k, v in plan.rendered.secret_env.items()},
         "provenance": {k: str(v) for k, v in sorted(plan.profile.provenance.items())},
         "schema": plan.schema_origin,
@@ -82,9 +83,9 @@ def _print_human(
     echo(f"schema    {plan.schema_origin}")
     echo("")
     echo("command:")
-    echo(f"  {plan.command_line()}")
+    echo(f"  {shlex.join(redact_argv(plan.argv))}")  # a literal key is refused below, never shown
     echo("environment added:")
-    for name, value in plan.env.items():
+    for name, value in redact_env(plan.env).items():
         echo(f"  {name}={shlex.quote(value)}")
     for name, source in plan.rendered.secret_env.items():
         echo(f"  {name}=<from ${source}, not shown>")

@@ -15,11 +15,13 @@ from launcher.errors import BadInput, ExitCode
 DEFAULT_RELOAD_TIMEOUT_S = 1800.0  # a 27B model loads and captures graphs for minutes, not seconds
 
 VERDICTS = {
-    int(ExitCode.OK): "reloaded: the gates passed and the launcher now serves the changed profile",
+    int(ExitCode.OK): "reloaded: the launcher serves the profile as it is now",
     int(
         ExitCode.ROLLED_BACK
     ): "rolled back: the gates rejected the change; the last good launch is served again",
     int(ExitCode.GATE_FAILED): "the reload failed: the change was rejected and nothing good could be served",
+    int(ExitCode.PREFLIGHT_REFUSED): "refused before anything was stopped: the running engine keeps serving",
+    int(ExitCode.BAD_INPUT): "refused: the profile does not render; the running engine keeps serving",
 }
 
 
@@ -54,8 +56,7 @@ def served_profile(state_dir: Path) -> str:
 
 def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     """Reload the profile's launcher and return its verdict as an exit code; 0 when none runs."""
-    from launcher.supervisor.control import profile_state_dir, reload_and_wait, running_launcher_pid
-    from launcher.supervisor.status import read_status
+    from launcher.supervisor.control import reload_and_wait, running_launcher_pid
 
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
@@ -64,12 +65,11 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     click.echo(
         f"launcher pid {pid} serves {profile!r}: reloading it, waiting up to {timeout_s:g} s for the gates"
     )
-    code = reload_and_wait(state_dir, profile, timeout_s)
+    verdict = reload_and_wait(state_dir, profile, timeout_s)
+    code = verdict.exit_code
     click.echo(VERDICTS.get(code, f"the reload ended with exit code {code}"))
-    status = read_status(profile_state_dir(state_dir, profile) / "status.json") or {}
-    why = status.get("rollback_reason") or status.get("detail")
-    if code != int(ExitCode.OK) and why:
-        click.echo(f"  why: {why}")
+    if verdict.detail:
+        click.echo(f"  {'why' if code else 'now'}: {verdict.detail}")
     return code
 
 

@@ -14,6 +14,8 @@ from launcher.state.store import StateStore
 from launcher.supervisor.history import History
 from launcher.supervisor.status import read_status
 
+PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status detail begins
+
 
 @click.command("status")
 @click.option("--profile", "name", metavar="NAME", help="One profile (default: every profile with a status).")
@@ -43,6 +45,12 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
         return None
     alive = psutil.pid_exists(int(status.get("launcher_pid", 0) or 0))
     status["launcher_alive"] = alive
+    if not alive and str(status.get("detail") or "").startswith(PROBE_DETAIL):
+        # The probe wrote "production comes back when it ends" and was killed before it could.
+        status["detail"] = (
+            f"launch probe pid {status.get('launcher_pid')} is gone and production did not come back: "
+            f"`launch probe --recover` restores it (so does the profile's next start)"
+        )
     if not alive and status.get("phase") not in ("stopped", "failed"):
         status["detail"] = f"launcher pid {status.get('launcher_pid')} is gone (last phase {status['phase']})"
         status["phase"] = "stopped"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from launcher.host.orphans import deployment_id
 from launcher.settings import GlobalOptions
 
 if TYPE_CHECKING:
@@ -66,7 +67,10 @@ def try_cmd(
             if hooks.gpu_locks is not None:
                 locks.enter_context(hooks.gpu_locks(candidate))  # one model per GPU set, here too
             try:
-                attempt = start_attempt(candidate, store.profile_dir(name) / "logs" / "try.log", progress)
+                attempt = start_attempt(
+                    candidate, store.profile_dir(name) / "logs" / "try.log", progress,
+                    deployment=deployment_id(options.state_dir, name),
+                )  # fmt: skip
             except BaseException:
                 locks.close()
                 raise

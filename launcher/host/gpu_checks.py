@@ -8,16 +8,20 @@ minute of loading into a refusal that says whom to stop, before anything starts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from launcher.host.gpu import GIB, GpuDevice, GpuProbe, resolve_device
 from launcher.host.gpu_locks import LockHolder
 from launcher.host.orphans import HostProcess, Role, classify_pid
 from launcher.host.policy import GpuDemand
-from launcher.host.report import CheckName, CheckResult, ok, refused, skipped
+from launcher.host.report import CheckName, CheckResult, ok, refused, skipped, warned
 
-REAP_HINT = "`launch preflight --profile {profile} --reap-orphans` ends vLLM orphans (SIGTERM, then SIGKILL)"
+REAP_HINT = (
+    "`launch preflight --profile {profile} --reap-orphans` ends these orphans (SIGTERM, then SIGKILL); "
+    "it never signals another deployment's processes elsewhere"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,21 @@ def read_gpus(probe: GpuProbe, demand: GpuDemand, prefixes: Sequence[str]) -> Ho
     return HostGpus(tuple(targets), tuple(d.index for d in devices), None)
 
 
+def without_serving(gpus: HostGpus, serving: frozenset[int]) -> HostGpus:
+    """The GPUs as they will be once the engine this launcher serves now is stopped (a reload)."""
+    if not serving:
+        return gpus
+    targets = []
+    for target in gpus.targets:
+        mine = [h for h in target.holders if h.pid in serving]
+        device = target.device
+        if device is not None and mine:
+            device = replace(device, free_bytes=device.free_bytes + sum(h.used_bytes or 0 for h in mine))
+        others = tuple(h for h in target.holders if h.pid not in serving)
+        targets.append(TargetGpu(target.token, device, others))
+    return HostGpus(tuple(targets), gpus.indexes, gpus.skip_reason)
+
+
 def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: int = 0) -> CheckResult:
     """vLLM's own test, made before it runs: free memory, less the CUDA context its process creates
     before measuring, against gpu_memory_utilization × the total CUDA reports."""
@@ -125,27 +144,39 @@ def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: 
     return ok(CheckName.GPU_MEMORY, "; ".join(fine), gpus=data)
 
 
-def relevant_orphans(scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str) -> list[HostProcess]:
-    """Orphans that block this start: of this deployment's prefix, or holding memory on its GPUs."""
+def relevant_orphans(
+    scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str, deployment: str
+) -> list[HostProcess]:
+    """Orphans that block this start: this deployment's own, or any holding memory on its GPUs.
+    Another deployment's orphan elsewhere takes nothing this start needs (its port is the port
+    check's business), so it only earns a warning."""
     on_targets = gpus.held_on_targets()
     return [
-        p for p in scan if p.role is Role.ORPHAN and (p.prefix in (own_prefix, None) or p.pid in on_targets)
+        p
+        for p in scan
+        if p.role is Role.ORPHAN and (p.owned_by(deployment, own_prefix) or p.pid in on_targets)
     ]
 
 
 def check_orphans(
-    scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str, profile: str, me: str
-) -> CheckResult:
-    blocking = relevant_orphans(scan, gpus, own_prefix)
+    scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str, profile: str, me: str,
+    deployment: str = "", now: float | None = None,
+) -> CheckResult:  # fmt: skip
+    blocking = relevant_orphans(scan, gpus, own_prefix, deployment)
     others = [p for p in scan if p.role is Role.ORPHAN and p not in blocking]
+    when = time.time() if now is None else now
     note = (
-        f" ({len(others)} orphan(s) of other deployments elsewhere: {', '.join(str(p.pid) for p in others)})"
+        f"; {len(others)} orphan(s) of other deployments, not on this profile's GPUs, left alone: "
+        + "; ".join(f"{p.label} ({p.owner(when)})" for p in others)
         if others
         else ""
     )
-    data = {"orphans": [p.pid for p in blocking]}
+    data = {"orphans": [p.pid for p in blocking], "foreign_orphans": [p.pid for p in others]}
     if not blocking:
-        return ok(CheckName.ORPHANS, f"no vLLM orphans{note}", **data)
+        if others:
+            hint = "not this deployment's: end them from their own, or name them: --reap-foreign PID"
+            return warned(CheckName.ORPHANS, f"no vLLM orphans of this deployment{note}", hint, **data)
+        return ok(CheckName.ORPHANS, "no vLLM orphans", **data)
     held = gpus.held_on_targets()
     listed = ", ".join(_orphan_text(p, held.get(p.pid, []), me) for p in blocking)
     return refused(
@@ -166,22 +197,34 @@ def check_one_model(gpus: HostGpus, demand: GpuDemand, locks: Sequence[LockHolde
     if not demand.uses_gpu:
         return skipped(CheckName.ONE_MODEL, str(demand.no_gpu_reason))
     problems = [h.describe() for h in locks]
+    by_hand: set[int] = set()
     for target in gpus.targets:
         servers = [h for h in target.holders if h.process is not None and h.process.role is Role.SERVER]
         if servers:
             problems.append(
                 f"GPU {target.token} already serves a model: " + ", ".join(h.describe(me) for h in servers)
             )
+        by_hand |= {
+            _root_pid(h.process) for h in servers if h.process is not None and not h.process.deployment
+        }
     data = {"lock_holders": [h.pid for h in locks]}
     if problems:
-        return refused(
-            CheckName.ONE_MODEL,
-            "one model per GPU set: " + "; ".join(problems),
-            "stop the other model first (`systemctl stop vllm-gate@PROFILE`); two models never share a GPU",
-            **data,
-        )
+        hint = "stop the other model first (`systemctl stop vllm-gate@PROFILE`); two models never share a GPU"
+        if by_hand:
+            pids = " ".join(str(pid) for pid in sorted(by_hand))
+            hint = (
+                f"pid {pids} was not started by vllm-gate (no deployment mark), so no launcher will stop it: "
+                f"stop it where it was started (as its user: `kill {pids}`), or give this profile other "
+                "GPUs (CUDA_VISIBLE_DEVICES); two models never share a GPU"
+            )
+        return refused(CheckName.ONE_MODEL, "one model per GPU set: " + "; ".join(problems), hint, **data)
     gpu_list = ",".join(demand.ids)
     nvml = (
         "NVML lists no model server" if gpus.skip_reason is None else f"NVML part skipped: {gpus.skip_reason}"
     )
     return ok(CheckName.ONE_MODEL, f"GPUs {gpu_list}: no other launcher holds their locks; {nvml}", **data)
+
+
+def _root_pid(process: HostProcess) -> int:
+    """The API server (or program) a model's process hangs off: what an operator would stop."""
+    return process.root.pid if process.root is not None else process.pid

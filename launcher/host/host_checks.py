@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 
 from launcher.host.gpu import GIB
-from launcher.host.process_view import view_of
+from launcher.host.orphans import DEPLOYMENT_ENV
+from launcher.host.process_view import environ_value, is_api_server, view_of
 from launcher.host.report import CheckName, CheckResult, ok, refused, skipped
 from launcher.host.restart_guard import GuardStatus
 
@@ -59,8 +60,9 @@ def measure_host() -> tuple[int, int]:
     return psutil.virtual_memory().available, psutil.swap_memory().used
 
 
-def check_port(host: str, port: int) -> CheckResult:
-    """Bind host:port as vLLM will (SO_REUSEADDR: a TIME_WAIT leftover does not block vLLM either)."""
+def check_port(host: str, port: int, serving: frozenset[int] = frozenset()) -> CheckResult:
+    """Bind host:port as vLLM will (SO_REUSEADDR: a TIME_WAIT leftover does not block vLLM either).
+    Held by `serving` (the engine a reload will stop first) counts as free."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -80,26 +82,42 @@ def check_port(host: str, port: int) -> CheckResult:
                     f"port: cannot bind {host}:{port}: {err.strerror}",
                     "fix engine.host/engine.port",
                 )
-            return refused(
-                CheckName.PORT,
-                f"port: {host}:{port} is in use{_port_holder(port)}",
-                "stop what listens there, or give the profile another engine.port",
-            )
+            listeners = _listeners(port)
+            if serving and listeners and set(listeners) <= serving:
+                return ok(CheckName.PORT, f"port: {host}:{port} is held by the serving engine, stopped first")
+            by_hand = _hand_started(listeners)
+            hint = "stop what listens there, or give the profile another engine.port"
+            if by_hand:
+                hint = (
+                    f"pid {by_hand} is a vLLM server no launcher started (no deployment mark), so none will "
+                    f"stop it: stop it where it was started (as its user: `kill {by_hand}`), or give the "
+                    "profile another engine.port"
+                )
+            return refused(CheckName.PORT, f"port: {host}:{port} is in use{_port_holder(listeners)}", hint)
     return ok(CheckName.PORT, f"port: {host}:{port} is free")
 
 
-def _port_holder(port: int) -> str:
+def _listeners(port: int) -> list[int]:
     try:
         conns = psutil.net_connections(kind="inet")
     except psutil.Error:
-        return ""
-    pids = sorted(
+        return []
+    return sorted(
         {
             c.pid
             for c in conns
             if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid
         }
     )
+
+
+def _hand_started(pids: list[int]) -> str:
+    """The listeners that are vLLM API servers without a launcher's mark: started by hand."""
+    views = [v for v in (view_of(pid) for pid in pids) if v is not None and is_api_server(v)]
+    return " ".join(str(v.pid) for v in views if environ_value(v, DEPLOYMENT_ENV) is None)
+
+
+def _port_holder(pids: list[int]) -> str:
     views = [v for v in (view_of(pid) for pid in pids) if v is not None]
     return " by " + ", ".join(f"pid {v.pid} {v.label}" for v in views) if views else ""
 

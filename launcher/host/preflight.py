@@ -2,7 +2,11 @@
 
 The supervisor calls `run_preflight(plan, options, reap=..., force=...)`; it raises
 `PreflightRefused` (exit 4) with the full reason when any check refuses. `launch preflight` calls
-`check_host` to print every result. Only vLLM orphans are ever signalled, unless `force`.
+`check_host` to print every result. Only vLLM orphans that block this start are signalled (this
+deployment's, or holding its GPUs); `force` widens that to every process on its GPUs, and another
+deployment's orphan elsewhere is ended only when the operator names it (`named`: pids or
+deployments). `serving` is the engine this launcher serves now: a reload checks its candidate
+before stopping it, counting what that engine holds (GPU memory, port, GPU locks) as free.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Mapping
 from gates.context import Clock
 from launcher.errors import BadInput
 from launcher.host.clock import SystemClock
+from launcher.host.compile_cache import check_compile_cache
 from launcher.host.gpu import MIB, GpuProbe, NvmlProbe
 from launcher.host.gpu_checks import (
     HostGpus,
@@ -21,6 +26,7 @@ from launcher.host.gpu_checks import (
     check_orphans,
     read_gpus,
     relevant_orphans,
+    without_serving,
 )
 from launcher.host.gpu_locks import busy_holders
 from launcher.host.host_checks import (
@@ -31,7 +37,7 @@ from launcher.host.host_checks import (
     check_swap,
     measure_host,
 )
-from launcher.host.orphans import HostProcess, prefixes_for, scan_vllm
+from launcher.host.orphans import HostProcess, Role, deployment_id, prefixes_for, scan_vllm
 from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
@@ -50,9 +56,12 @@ def run_preflight(
     probe: GpuProbe | None = None,
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
+    serving: frozenset[int] = frozenset(),
 ) -> PreflightReport:
     """All checks; raises `PreflightRefused` when one refuses, else returns the report."""
-    report = check_host(plan, options, reap, force, probe=probe, clock=clock, environ=environ)
+    report = check_host(
+        plan, options, reap, force, probe=probe, clock=clock, environ=environ, serving=serving
+    )
     report.raise_if_refused()
     return report
 
@@ -66,53 +75,84 @@ def check_host(
     probe: GpuProbe | None = None,
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
+    serving: frozenset[int] = frozenset(),
+    named: tuple[str, ...] = (),
 ) -> PreflightReport:
     """All checks, reaping first when asked; never raises for a refusal."""
     policy = HostPolicy.from_plan(plan)
     reap = reap or policy.reap_orphans
-    if force and not reap:
+    if (force or named) and not reap:
         raise BadInput(
-            "--force only widens --reap-orphans (to every process on the GPUs)", hint="add --reap-orphans"
+            "--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans"
         )
     demand = gpu_demand(plan, environ)
     prefixes = prefixes_for(plan.env)
+    deployment = deployment_id(options.state_dir, plan.name)
     me = view_of(os.getpid())
     user = me.user if me is not None else str(os.geteuid())
     with probe if probe is not None else NvmlProbe() as gpu_probe:
-        gpus, scan = _observe(gpu_probe, demand, prefixes)
+        gpus, scan = _observe(gpu_probe, demand, prefixes, serving)
         reaped = None
         if reap:
-            targets = _reap_targets(scan, gpus, prefixes[-1], force)
+            targets = _reap_targets(scan, gpus, prefixes[-1], deployment, force)
+            targets += named_targets(scan, named, {t.pid for t in targets})
             if targets:
                 reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
-                gpus, scan = _observe(gpu_probe, demand, prefixes)
+                gpus, scan = _observe(gpu_probe, demand, prefixes, serving)
     available, swap_used = measure_host()
     guard = guard_for(options.state_dir, plan.name, policy.restart_max_failures, policy.restart_window_s)
     locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
+    locks = [h for h in locks if not (serving and h.pid == os.getpid())]  # ours, released on reload
     checks = (
         check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
-        check_orphans(scan, gpus, prefixes[-1], plan.name, user),
+        check_orphans(scan, gpus, prefixes[-1], plan.name, user, deployment),
         check_one_model(gpus, demand, locks, user),
         check_host_memory(available, policy.min_host_available_gib),
         check_swap(swap_used, policy.max_swap_used_gib),
-        check_port(plan.host, plan.port),
+        check_port(plan.host, plan.port, serving),
         check_model_path(str(plan.engine.get("model") or "") or None),
         check_restart_guard(guard.status(plan.fingerprint())),
+        check_compile_cache({**os.environ, **plan.env}, bool(plan.rendered.secret_env)),
     )
     where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
     return PreflightReport(plan.name, checks, demand.ids, where, reaped)
 
 
 def _observe(
-    probe: GpuProbe, demand: GpuDemand, prefixes: tuple[str, ...]
+    probe: GpuProbe, demand: GpuDemand, prefixes: tuple[str, ...], serving: frozenset[int]
 ) -> tuple[HostGpus, list[HostProcess]]:
     gpus = read_gpus(probe, demand, prefixes) if demand.uses_gpu else HostGpus((), (), demand.no_gpu_reason)
-    return gpus, scan_vllm(prefixes)
+    return without_serving(gpus, serving), [p for p in scan_vllm(prefixes) if p.pid not in serving]
 
 
-def _reap_targets(scan: list[HostProcess], gpus: HostGpus, own_prefix: str, force: bool) -> list[ProcessView]:
+def named_targets(scan: list[HostProcess], named: tuple[str, ...], chosen: set[int]) -> list[ProcessView]:
+    """Orphans the operator named (`--reap-foreign PID|DEPLOYMENT|PROFILE`); a name that matches no
+    orphan is bad input: nothing is signalled on a guess."""
+    found: list[ProcessView] = []
+    for name in named:
+        hits = [p for p in scan if p.role is Role.ORPHAN and _matches(p, name)]
+        if not hits:
+            raise BadInput(
+                f"--reap-foreign {name}: no vLLM orphan has that pid or deployment; nothing was signalled",
+                hint="`launch preflight --profile NAME` lists the orphans with their deployment and pid",
+            )
+        found += [p.view for p in hits if p.pid not in chosen and p.pid not in my_lineage()]
+        chosen.update(p.pid for p in hits)
+    return found
+
+
+def _matches(process: HostProcess, name: str) -> bool:
+    if name.isdigit():
+        return process.pid == int(name)
+    mark = process.deployment or ""
+    return name in (mark, mark.split("@", 1)[0]) and bool(mark)
+
+
+def _reap_targets(
+    scan: list[HostProcess], gpus: HostGpus, own_prefix: str, deployment: str, force: bool
+) -> list[ProcessView]:
     """vLLM orphans that block this start; with `force`, also every process holding the target GPUs."""
-    chosen = {p.pid: p.view for p in relevant_orphans(scan, gpus, own_prefix)}
+    chosen = {p.pid: p.view for p in relevant_orphans(scan, gpus, own_prefix, deployment)}
     if force:
         for target in gpus.targets:
             for holder in target.holders:

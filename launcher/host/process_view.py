@@ -128,6 +128,15 @@ def environ_has(view: ProcessView, name: str) -> bool:
         return False
 
 
+def environ_value(view: ProcessView, name: str) -> str | None:
+    """`name` from the process's environment (None when absent, or when we may not look)."""
+    try:
+        value = psutil.Process(view.pid).environ().get(name)
+    except psutil.Error:
+        return None
+    return str(value) if value is not None else None
+
+
 def my_lineage() -> frozenset[int]:
     """This process and its ancestors: never signalled, whatever else is asked."""
     pids = {os.getpid()}

@@ -19,12 +19,14 @@ class CheckName(StrEnum):
     PORT = "port"
     MODEL_PATH = "model_path"
     RESTART_GUARD = "restart_guard"
+    COMPILE_CACHE = "compile_cache"
 
 
 class CheckStatus(StrEnum):
     OK = "ok"
     REFUSED = "refused"
     SKIPPED = "skipped"
+    WARNING = "warning"  # does not stop the start; says what the operator may want to look at
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,10 @@ def refused(name: CheckName, detail: str, hint: str | None = None, **data: Any) 
     return CheckResult(name, CheckStatus.REFUSED, detail, hint, data=data)
 
 
+def warned(name: CheckName, detail: str, hint: str | None = None, **data: Any) -> CheckResult:
+    return CheckResult(name, CheckStatus.WARNING, detail, hint, data=data)
+
+
 def skipped(name: CheckName, reason: str, **data: Any) -> CheckResult:
     return CheckResult(name, CheckStatus.SKIPPED, reason, data=data)
 
@@ -76,6 +82,9 @@ class PreflightReport:
         """The one paragraph an operator reads: every refusal, in check order."""
         parts = [c.detail for c in self.checks if c.status is CheckStatus.REFUSED]
         return f"preflight refused to start profile {self.profile!r}: " + " | ".join(parts)
+
+    def warnings(self) -> list[str]:
+        return [f"{c.name}: {c.detail}" for c in self.checks if c.status is CheckStatus.WARNING]
 
     def hint(self) -> str | None:
         hints = list(dict.fromkeys(c.hint for c in self.checks if c.status is CheckStatus.REFUSED and c.hint))

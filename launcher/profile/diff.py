@@ -6,6 +6,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from launcher.redact import redact_argv, redact_env
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
@@ -50,8 +52,9 @@ def flag_groups(argv: Sequence[str]) -> dict[str, str]:
 def diff_launches(
     old_argv: Sequence[str], old_env: dict[str, str], new_argv: Sequence[str], new_env: dict[str, str]
 ) -> list[Change]:
+    old_argv, new_argv = redact_argv(old_argv), redact_argv(new_argv)  # diffs are printed
     changes = _diff_maps(flag_groups(old_argv), flag_groups(new_argv), prefix="")
-    changes += _diff_maps(old_env, new_env, prefix="env ")
+    changes += _diff_maps(redact_env(old_env), redact_env(new_env), prefix="env ")
     return changes
 
 

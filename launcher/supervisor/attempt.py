@@ -10,6 +10,7 @@ from pathlib import Path
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import build_chain
+from launcher.host.orphans import mark_env
 from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp, SystemClock
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess, StopReport
@@ -60,16 +61,23 @@ class Attempt:
         return dict(self.log.facts())
 
 
-def start_attempt(candidate: Candidate, log_path: Path, progress: Progress) -> Attempt:
+def start_attempt(
+    candidate: Candidate, log_path: Path, progress: Progress, *, deployment: str | None = None
+) -> Attempt:
+    """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py)."""
     markers = candidate.gate_tables.get("kernel_marker", {}).get("patterns", [])
     log = LiveLog(log_path, on_event=progress.on_log_event, markers=list(markers))
-    engine = EngineProcess(candidate.argv, candidate.process_env(), sink=log.feed)
+    env = candidate.process_env()
+    if deployment is not None:
+        env.update(mark_env(deployment))
+    engine = EngineProcess(candidate.argv, env, sink=log.feed)
 
     def engine_gone() -> None:
         log.flush()
         log.notify()
 
     engine.on_exit(engine_gone)
+    engine.on_death(log.notify)  # gates waiting on the log see the death at once
     engine.start()
     return Attempt(candidate=candidate, engine=engine, log=log)
 

@@ -60,6 +60,12 @@ class Candidate:
         source = self.secret_env.get("VLLM_API_KEY")
         return os.environ.get(source) if source else None
 
+    def same_launch(self, other: Candidate) -> bool:
+        """Same argv and env (the fingerprint) and judged the same way: restarting would change nothing."""
+        return (self.fingerprint, self.gate_order, self.gate_tables, self.supervisor) == (
+            other.fingerprint, other.gate_order, other.gate_tables, other.supervisor
+        )  # fmt: skip
+
     def as_plan(self) -> LaunchPlan:
         """A LaunchPlan of exactly this launch, for the host checks (last-good has no profile file)."""
         resolved = ResolvedProfile(self.profile, (self.profile,), (), self.profile_data, {})

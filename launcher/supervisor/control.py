@@ -2,8 +2,8 @@
 
 A launcher publishes two files in STATE/profiles/NAME/ (launcher/supervisor/lock.py, status.py):
 `launcher.json` {pid, started_at} while it holds the profile lock, and `status.json` (phase,
-reload_seq, detail, …). SIGHUP asks it to reload the profile; it bumps `reload_seq` once the reload
-has ended: serving the candidate, serving last-good again, or failed.
+reload_seq, detail, …). A reload request (`reload_requests`) plus SIGHUP asks it to reload the
+profile; it answers that request, by id, once the reload has ended.
 """
 
 from __future__ import annotations
@@ -19,17 +19,14 @@ from typing import Any
 
 import psutil
 
-from launcher.errors import ExitCode, GateFailed
-from launcher.supervisor.status import Phase, read_status
+from launcher.errors import GateFailed
+from launcher.supervisor import reload_requests
+from launcher.supervisor.history import History
+from launcher.supervisor.reload_requests import Verdict
+from launcher.supervisor.status import read_status
 
 POLL_S = 0.1
 PID_REUSE_SLACK_S = 5.0  # started_at is written just after the process starts, never long before
-VERDICTS = {
-    Phase.SERVING: ExitCode.OK,
-    Phase.SERVING_LAST_GOOD: ExitCode.ROLLED_BACK,
-    Phase.FAILED: ExitCode.GATE_FAILED,
-}
-REFUSED_PREFIX = "reload refused"
 
 
 def profile_state_dir(state_dir: Path, profile: str) -> Path:
@@ -65,30 +62,35 @@ def reload_and_wait(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> int:
-    """SIGHUP the profile's launcher and wait for its verdict: 0 serving the change, 3 serving
-    last-good (the change was rejected or refused), 1 failed; GateFailed when no verdict comes."""
+) -> Verdict:
+    """Ask the profile's launcher to reload (a request with its own id, then SIGHUP) and wait for
+    that request's verdict: 0 serving the change or already serving it, 3 serving last-good, 4 the
+    candidate was refused and the engine kept, 2 the profile does not render, 1 failed.
+    GateFailed when no verdict comes, with what the state dir says of why."""
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         raise GateFailed(
             f"no launcher is running profile {profile!r}", hint="start it with `launch --profile NAME`"
         )
-    status_path = profile_state_dir(state_dir, profile) / "status.json"
-    seq_before = _reload_seq(read_status(status_path))
+    profile_dir = profile_state_dir(state_dir, profile)
+    rid = reload_requests.request(profile_dir)
     os.kill(pid, signal.SIGHUP)
     deadline = clock() + timeout_s
     while True:
-        status = read_status(status_path)
-        verdict = _verdict(status, seq_before)
-        if verdict is not None:
-            return verdict
+        found = reload_requests.verdict(profile_dir, rid)
+        if found is not None:
+            return found
         if running_launcher_pid(state_dir, profile) != pid:
-            phase = status.get("phase") if status else None
+            found = reload_requests.verdict(profile_dir, rid)  # written just before it exited
+            if found is not None:
+                return found
+            why = last_words(state_dir, profile)
             raise GateFailed(
-                f"launcher pid {pid} of {profile!r} exited during the reload (last phase: {phase})"
+                f"launcher pid {pid} of {profile!r} exited during the reload ({why})",
+                hint="`launch history --profile NAME` has the full record",
             )
         if clock() >= deadline:
-            phase = status.get("phase") if status else None
+            phase = (read_status(profile_dir / "status.json") or {}).get("phase")
             raise GateFailed(
                 f"launcher pid {pid} of {profile!r} gave no verdict within {timeout_s:g} s (phase: {phase})",
                 hint="the launcher carries on; follow it with `launch status`",
@@ -96,22 +98,15 @@ def reload_and_wait(
         sleep(POLL_S)
 
 
-def _verdict(status: dict[str, Any] | None, seq_before: int) -> int | None:
-    if status is None or _reload_seq(status) <= seq_before:
-        return None
+def last_words(state_dir: Path, profile: str) -> str:
+    """Why a launcher ended, from what it left: its status, else its last history record."""
+    status = read_status(profile_state_dir(state_dir, profile) / "status.json") or {}
+    why = status.get("rollback_reason") or status.get("detail")
     phase = status.get("phase")
-    if phase not in VERDICTS:
-        return None
-    if str(status.get("detail") or "").startswith(REFUSED_PREFIX):
-        return int(ExitCode.ROLLED_BACK)  # the launcher kept serving what it served before
-    return int(VERDICTS[Phase(phase)])
-
-
-def _reload_seq(status: dict[str, Any] | None) -> int:
-    try:
-        return int((status or {}).get("reload_seq", 0))
-    except (TypeError, ValueError):
-        return 0
+    if not why:
+        records = History(state_dir / "history.jsonl").read(profile=profile, limit=1)
+        why = records[-1].get("reason") or records[-1].get("how") if records else None
+    return f"last phase {phase}: {why}" if why else f"last phase {phase}; it recorded no cause"
 
 
 def _epoch(value: Any) -> float | None:

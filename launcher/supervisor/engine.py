@@ -3,10 +3,15 @@
 vLLM does not call setpgrp (FACTS.md §6), so starting it in a new session makes `killpg` reach the
 API server, EngineCore and every worker. Stopping escalates TERM → grace → KILL on the whole group,
 then checks that no process of the group is left.
+
+Death is noticed for the whole engine (`group_watch`): the API server through `wait()`, its engine
+core and workers through pidfds. The death is recorded first and the pipe drained after: a killed
+API server can leave an engine core that holds the pipe open until the group is stopped.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import shutil
@@ -21,9 +26,13 @@ from typing import IO
 
 import psutil
 
+from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members
+from launcher.redact import LineRedactor, secret_values
+from launcher.supervisor.group_watch import Death, GroupWatch
 
 LineSink = Callable[[str, str], None]  # (stream name, text chunk)
+_MAX_PARTIAL = 1 << 20  # a "line" longer than this is passed on unended (bounded memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +92,12 @@ class EngineProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._readers: list[threading.Thread] = []
         self.exited = threading.Event()
+        self.death: Death | None = None
+        self._death_lock = threading.Lock()
         self._on_exit: list[Callable[[], None]] = []
+        self._on_death: list[Callable[[], None]] = []
+        self._group_watch: GroupWatch | None = None
+        self._finished = False
 
     @property
     def pid(self) -> int | None:
@@ -94,7 +108,12 @@ class EngineProcess:
         return self._proc.pid if self._proc else None  # session leader: pgid == pid
 
     def on_exit(self, callback: Callable[[], None]) -> None:
+        """Called once the engine is dead and its output drained (or given up on)."""
         self._on_exit.append(callback)
+
+    def on_death(self, callback: Callable[[], None]) -> None:
+        """Called the moment any vital process of the engine ends, before anything is drained."""
+        self._on_death.append(callback)
 
     def start(self) -> None:
         program = resolve_program(self.argv[0], self.env)
@@ -128,16 +147,53 @@ class EngineProcess:
         reader.start()
         self._readers.append(reader)
         threading.Thread(target=self._watch, name="engine-waiter", daemon=True).start()
+        self._group_watch = GroupWatch(self._proc.pid, prefixes_for(self.env), self._member_died)
+        self._group_watch.start()
 
     def _pump(self, name: str, stream: IO[bytes]) -> None:
+        """Whole lines go on, with secrets masked (vLLM logs `'api_key': [...]` in its non-default
+        args): a key split across two reads would slip past a per-chunk mask."""
+        redact = LineRedactor(secret_values(self.env))
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split by a read
+        partial = ""
         while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            self.sink(name, chunk.decode("utf-8", errors="replace"))
+            text = partial + decoder.decode(chunk)
+            cut = max(text.rfind("\n"), text.rfind("\r"))
+            if cut < 0 and len(text) < _MAX_PARTIAL:
+                partial = text
+                continue
+            end = cut + 1 if cut >= 0 else len(text)
+            partial = text[end:]
+            self.sink(name, redact(text[:end]))
+        if partial:
+            self.sink(name, redact(partial))
 
     def _watch(self) -> None:
         assert self._proc is not None
-        self._proc.wait()
+        code = self._proc.wait()
+        self._record(Death.from_returncode(self._proc.pid, "API server", code))
         for reader in self._readers:  # the last lines before death belong to the log
             reader.join(timeout=0.3)
+        self._finish()
+
+    def _member_died(self, death: Death) -> None:
+        self._record(death)
+        self.exited.set()  # dead, though the API server still holds the pipe: drained in stop()
+
+    def _record(self, death: Death) -> None:
+        with self._death_lock:
+            if self.death is not None:
+                return
+            self.death = death
+        for callback in self._on_death:
+            callback()
+
+    def _finish(self) -> None:
+        """Dead and drained: `on_exit` callbacks run once (they may flush what the readers fed)."""
+        with self._death_lock:
+            if self._finished:
+                return
+            self._finished = True
         self.exited.set()
         for callback in self._on_exit:
             callback()
@@ -146,12 +202,12 @@ class EngineProcess:
         return self._proc.poll() if self._proc else None
 
     def exit_description(self) -> str | None:
-        code = self.returncode() if self.exited.is_set() else None
-        if code is None:
+        """None while whole; else which process ended and how (`VLLM::EngineCore pid 4360 killed
+        by SIGKILL`); the API server's own end keeps the short form (`exited with code 1`)."""
+        death = self.death if self.exited.is_set() else None
+        if death is None:
             return None
-        if code < 0:
-            return f"was killed by {signal.Signals(-code).name}"
-        return f"exited with code {code}"
+        return death.how() if death.name == "API server" else death.describe()
 
     def process_tree(self) -> list[int]:
         if self._proc is None or self.exited.is_set():
@@ -170,6 +226,8 @@ class EngineProcess:
         started = time.monotonic()
         if self._proc is None:
             return StopReport(True, False, (), 0.0)
+        if self._group_watch is not None:
+            self._group_watch.stop()  # what we end now is no news
         self._signal_group(signal.SIGTERM)
         graceful = self._wait_group_gone(started + grace_s)
         killed = False
@@ -178,6 +236,9 @@ class EngineProcess:
             self._signal_group(signal.SIGKILL)
             self._wait_group_gone(time.monotonic() + kill_wait_s)
         self.exited.wait(timeout=kill_wait_s)
+        for reader in self._readers:  # the group is gone: the pipe is closed, drain what is left
+            reader.join(timeout=1.0)
+        self._finish()
         leftovers = tuple(self.group_members())
         return StopReport(graceful, killed, leftovers, time.monotonic() - started)
 

@@ -10,7 +10,11 @@ from typing import Any, Protocol
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.notify_port import Notifier, NullNotifier
 
-PreflightFn = Callable[[Candidate], None]
+
+class PreflightFn(Protocol):
+    """Raises PreflightRefused (exit 4). `serving`: the engine a reload stops only once this passed."""
+
+    def __call__(self, candidate: Candidate, *, serving: frozenset[int] = ...) -> None: ...
 
 
 class Guard(Protocol):

@@ -2,19 +2,23 @@
 then keep watching: engine death, SIGTERM/SIGINT (stop), SIGHUP (reload), the leak monitor.
 
 Exit codes (launcher/errors.py): 0 stopped while serving the candidate, 1 rejected with nothing
-to roll back to, 3 stopped while serving last-good, 4 preflight refused, 5 engine died after
-promotion.
+to roll back to, 3 stopped while serving last-good, 4 preflight or the restart guard refused, 5
+engine died after promotion. A reload that changes nothing, or whose candidate preflight refuses,
+keeps the serving engine (`reload_requests` carries each requester's verdict).
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from contextlib import ExitStack
 
 from gates.chain import ChainReport
-from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.errors import ExitCode, PreflightRefused
+from launcher.host.orphans import deployment_id
 from launcher.profile.plan import build_plan
+from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
@@ -24,6 +28,7 @@ from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.monitor import LeakMonitor
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.reload import Reloading
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
@@ -31,7 +36,12 @@ from launcher.supervisor.watchdog import Watchdog
 DEFAULT_STOP_GRACE_S = 30.0
 
 
-class Supervisor:
+def _epoch_of(monotonic_s: float) -> float:
+    """A monotonic instant as epoch seconds (for comparing with an outside observer's clock)."""
+    return round(time.time() - (time.monotonic() - monotonic_s), 6)
+
+
+class Supervisor(Reloading):
     def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
                  hooks: Hooks | None = None, progress: Progress | None = None) -> None:  # fmt: skip
         self.options = options
@@ -41,6 +51,7 @@ class Supervisor:
         self.progress = progress or Progress()
         self.store = StateStore(options.state_dir)
         self.history = History(self.store.history_path)
+        self.deployment = deployment_id(options.state_dir, profile)
         self.board = StatusBoard(self.store.profile_dir(profile) / "status.json", profile)
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
@@ -85,14 +96,19 @@ class Supervisor:
         guard = self.hooks.restart_guard(candidate) if self.hooks.restart_guard else None
         if guard is not None and not guard.should_retry(candidate.fingerprint):
             reason = f"{candidate.label} not retried: {guard.status(candidate.fingerprint).describe()}"
+            if self.store.last_good(self.profile) is None:
+                # Nothing else to serve: a refusal (exit 4), which systemd does not restart (exit 1 it would).
+                self._record_refusal(candidate, f"restart guard: {reason}")
+                raise PreflightRefused(
+                    f"restart guard: {reason}",
+                    hint="a changed profile is a new candidate; or wait until the window has passed",
+                )
             return self._roll_back(candidate, None, reason)
         try:
             report = self._start_and_gate(candidate, Phase.STARTING)
         except PreflightRefused as refused:
             if not reloading:
-                self.board.update(phase=Phase.FAILED, detail=f"preflight refused: {refused.message}")
-                self.history.append("preflight_refused", profile=self.profile, label=candidate.label,
-                                    reason=refused.message)  # fmt: skip
+                self._record_refusal(candidate, refused.message)
                 raise
             return self._roll_back(
                 candidate, None, f"{candidate.label} refused by preflight: {refused.message}"
@@ -110,6 +126,10 @@ class Supervisor:
             guard.record_failure(candidate.fingerprint, reason)
         return self._roll_back(candidate, report, reason)
 
+    def _record_refusal(self, candidate: Candidate, reason: str) -> None:
+        self.board.update(phase=Phase.FAILED, detail=f"preflight refused: {reason}")
+        self.history.append("preflight_refused", profile=self.profile, label=candidate.label, reason=reason)
+
     def _start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
         if self.hooks.preflight is not None:
             self.hooks.preflight(candidate)
@@ -121,16 +141,17 @@ class Supervisor:
         if self.hooks.gpu_locks is not None:
             held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life
         try:
-            attempt = start_attempt(candidate, log_path, self.progress)
+            attempt = start_attempt(candidate, log_path, self.progress, deployment=self.deployment)
         except BaseException:
             held.close()
             raise
         attempt.held = held
         attempt.engine.on_exit(self.wake.set)
+        attempt.engine.on_death(self.wake.set)
         self.current = attempt
         self.history.append("start", profile=self.profile, label=candidate.label,
                             fingerprint=candidate.fingerprint, engine_pid=attempt.engine.pid,
-                            argv=list(candidate.argv))  # fmt: skip
+                            argv=redact_argv(candidate.argv))  # fmt: skip
         self.board.update(engine_pid=attempt.engine.pid, engine_started_at=attempt.started_at)
         if phase is Phase.STARTING:
             self.board.update(phase=Phase.GATING)
@@ -217,18 +238,21 @@ class Supervisor:
                     if code is not None:
                         return code
                     monitor = LeakMonitor.from_candidate(self.current.candidate if self.current else None)
-            if self.current is not None and self.current.engine.exited.is_set():
-                died = self.current.engine.exit_description()
-                self.history.append("engine_died", profile=self.profile, how=died, facts=self.current.facts())
+            death = self.current.engine.death if self.current is not None else None
+            if self.current is not None and death is not None:
+                died = death.describe()  # recorded first; stopping the rest drains the pipe after
+                self.history.append("engine_died", profile=self.profile, how=died, pid=death.pid,
+                                    process=death.name, noticed_at_epoch=_epoch_of(death.noticed_at),
+                                    facts=self.current.facts())  # fmt: skip
                 if self.hooks.restart_guard is not None:
                     candidate = self.current.candidate
                     self.hooks.restart_guard(candidate).record_failure(
                         candidate.fingerprint, f"engine {died}"
                     )
                 self.board.update(
-                    phase=Phase.FAILED, detail=f"engine {died} after promotion", engine_pid=None
+                    phase=Phase.FAILED, detail=f"engine died after promotion: {died}", engine_pid=None
                 )
-                self.progress.set_phase(str(Phase.FAILED), detail=f"engine {died}")
+                self.progress.set_phase(str(Phase.FAILED), detail=f"engine died: {died}")
                 return int(ExitCode.ENGINE_DIED)
             if monitor is not None and self.current is not None:
                 self._watch_memory(monitor)
@@ -242,25 +266,6 @@ class Supervisor:
             if monitor.action in ("restart", "rollback"):
                 self.restart_requested = True  # a reload re-gates; rollback follows if it fails
                 self.wake.set()
-
-    def _reload(self) -> int | None:
-        seq = self.board.current.reload_seq + 1
-        self.hooks.notifier.reloading()
-        try:
-            plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
-            plan.raise_for_errors()
-        except GateError as err:
-            self.history.append("reload_refused", profile=self.profile, reason=str(err))
-            self.board.update(reload_seq=seq, detail=f"reload refused: {err}")
-            self.hooks.notifier.ready("reload refused; still serving")
-            return None
-        candidate = Candidate.from_plan(plan)
-        self.history.append("reload", profile=self.profile, label=candidate.label)
-        self._stop_current("reload")
-        with Watchdog(self.hooks.notifier).keepalive():
-            code = self._bring_up(candidate, reloading=True)
-        self.board.update(reload_seq=seq)
-        return code
 
     def _stop_current(self, why: str) -> None:
         with self._stop_lock:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
+import click
+
 from launcher.host.gpu import NvmlProbe
 from launcher.host.gpu_locks import GpuLocks
 from launcher.host.notify import Notifier
@@ -18,8 +20,10 @@ from launcher.supervisor.hooks import Hooks
 
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
-    def preflight(candidate: Candidate) -> None:
-        run_preflight(candidate.as_plan(), options)
+    def preflight(candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
+        report = run_preflight(candidate.as_plan(), options, serving=serving)
+        for warning in report.warnings():  # another deployment's orphan, a readable secret cache
+            click.echo(f"preflight warning: {warning}", err=True)
 
     def gpu_locks(candidate: Candidate) -> AbstractContextManager[object]:
         return GpuLocks.for_plan(candidate.as_plan(), options.state_dir)

@@ -129,7 +129,7 @@ def test_a_process_that_is_not_vllm_is_touched_only_with_force(
     assert report.reap is None
     assert f"pid {bystander.pid} {PYTHON} -c" in report.check(CheckName.GPU_MEMORY).detail
 
-    with pytest.raises(BadInput, match="--force only widens --reap-orphans"):
+    with pytest.raises(BadInput, match="--force and --reap-foreign only widen --reap-orphans"):
         check_host(plan, options(tmp_path), force=True, probe=probe)
 
     forced = check_host(plan, options(tmp_path), reap=True, force=True, probe=probe)
@@ -155,8 +155,11 @@ def test_a_live_model_on_the_same_gpu_is_refused_however_much_memory_is_free(
         f"GPU 0 already serves a model: pid {engine.pid} VLLM::EngineCore (model under pid {os.getpid()}"
         in one_model.detail
     )
+    assert one_model.hint is not None and f"pid {os.getpid()} was not started by vllm-gate" in one_model.hint
     assert status(report, CheckName.GPU_MEMORY) is CheckStatus.OK
-    assert status(report, CheckName.ORPHANS) is CheckStatus.OK
+    orphans = report.check(CheckName.ORPHANS)  # another deployment's orphan may warn: this host is shared
+    assert orphans.status is not CheckStatus.REFUSED
+    assert engine.pid not in orphans.data["orphans"] + orphans.data["foreign_orphans"]
     assert engine.poll() is None, "a live server is never reaped as an orphan"
 
 

@@ -24,6 +24,7 @@ CHECKS = [
     "port",
     "model_path",
     "restart_guard",
+    "compile_cache",
 ]
 
 
@@ -109,6 +110,6 @@ def test_reap_orphans_ends_this_deployments_orphan(
 
 def test_bad_input_exits_2(profiles_dir: Path, state_dir: Path, profile: tuple[str, int]) -> None:
     forced = preflight(profiles_dir, state_dir, "--profile", "sim", "--force")
-    assert forced.returncode == 2 and "--force only widens --reap-orphans" in forced.stderr
+    assert forced.returncode == 2 and "--force and --reap-foreign only widen --reap-orphans" in forced.stderr
     missing = preflight(profiles_dir, state_dir, "--profile", "nope")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr

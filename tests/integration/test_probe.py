@@ -131,6 +131,8 @@ def test_sigkill_of_the_probe_mid_arm_is_undone_by_the_next_start(
     # and shuts down by itself; a stuck one is ended by the journal (test_probe_journal.py).
     box.wait(lambda: group_alive(arm_pgid) == [], "the arm to end with its probe", timeout_s=20)
     assert not alive(first.proc.pid)  # type: ignore[union-attr]
+    told = box.launch("status")
+    assert "launch probe --recover" in told.stdout and "comes back when it ends" not in told.stdout
     if restorer == "probe --recover":
         done = box.launch("probe", "--recover")
         assert done.returncode == 0, done.stderr[-3000:]

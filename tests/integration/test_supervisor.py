@@ -9,7 +9,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -155,18 +154,35 @@ def test_sigterm_mid_gate_leaves_no_process(launcher_factory: Any) -> None:
     assert _alive(tree) == []
 
 
-def test_engine_death_after_promotion_is_noticed_within_a_second(launcher_factory: Any) -> None:
+def test_engine_death_after_promotion_exits_5(launcher_factory: Any) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port())
     launcher.start()
     status = launcher.wait_phase("serving")
-    killed_at = time.time()
     os.killpg(status["engine_pid"], signal.SIGKILL)
     assert launcher.wait_exit(timeout_s=20) == 5
     died = next(r for r in launcher.history() if r["event"] == "engine_died")
-    noticed = datetime.strptime(died["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
-    assert noticed - killed_at < 1.0, f"noticed {noticed - killed_at:.3f}s after the kill"
+    assert "killed by SIGKILL" in died["how"]
     assert launcher.status()["phase"] == "failed"
+
+
+def test_engine_core_sigkill_is_noticed_and_named_before_the_api_server_reacts(
+    launcher_factory: Any,
+) -> None:
+    """vLLM's API server outlives its killed engine core until its own watchdog fires (4.36 s on
+    0.26.0; here 12 s): a launcher waiting on the API server alone cannot name the engine core."""
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_watchdog_s": 600})
+    launcher.start()
+    status = launcher.wait_phase("serving")
+    api_server = psutil.Process(status["engine_pid"])
+    core = next(p for p in api_server.children(recursive=True) if p.name() == "VLLM::EngineCore")
+    os.kill(core.pid, signal.SIGKILL)
+    assert launcher.wait_exit(timeout_s=20) == 5
+    died = next(r for r in launcher.history() if r["event"] == "engine_died")
+    assert died["how"] == f"VLLM::EngineCore pid {core.pid} killed by SIGKILL"
+    assert (died["process"], died["pid"]) == ("VLLM::EngineCore", core.pid)
+    assert f"VLLM::EngineCore pid {core.pid} killed by SIGKILL" in launcher.status()["detail"]
 
 
 def test_a_sigkilled_launcher_takes_its_engine_with_it(launcher_factory: Any) -> None:

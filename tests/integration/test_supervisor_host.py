@@ -35,11 +35,12 @@ def test_a_candidate_that_always_fails_is_not_retried_after_n_failures(launcher:
         assert subprocess.run(argv, capture_output=True, timeout=60).returncode == 1
     starts = [r for r in launcher.history() if r["event"] == "start"]
     third = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert third.returncode == 1
+    assert third.returncode == 4  # a refusal: systemd's RestartPreventExitStatus stops the loop
     assert [r for r in launcher.history() if r["event"] == "start"] == starts  # not even started
     status = launcher.status()
     assert status["phase"] == "failed"
-    assert "not retried" in status["rollback_reason"] and "2" in status["rollback_reason"]
+    assert "not retried" in status["detail"] and "2" in status["detail"]
+    assert "error: restart guard:" in third.stderr and "Traceback" not in third.stderr
 
 
 def test_systemd_hears_ready_only_once_promoted_then_stopping(launcher: Launcher, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """A stand-in for a running launcher, for `set --apply` and `rollback` tests: a real process that
 holds the real profile lock (launcher.json) and writes the real status board, and answers SIGHUP
-the way the launcher does — re-render the profile, gate it, bump `reload_seq` with the verdict.
+the way the launcher does — take the reload requests, re-render the profile, gate it, answer each
+request with its verdict.
 
 Its "gates": max_num_seqs <= 16 passes (serving), 13 fails outright (failed, exit 1), anything
 else is rejected (serving_last_good). Every reload appends the argv it rendered to reloads.jsonl.
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from launcher.profile.plan import build_plan
+from launcher.supervisor import reload_requests
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.status import Phase, StatusBoard
 
@@ -41,6 +43,14 @@ def main(state_dir: Path, profiles_dir: Path, profile: str) -> int:
 
 
 def reload(board: StatusBoard, profiles_dir: Path, profile: str, record: Path) -> int | None:
+    ids = reload_requests.take(record.parent)
+    code = _gate(board, profiles_dir, profile, record)
+    verdict = {Phase.SERVING: 0, Phase.SERVING_LAST_GOOD: 3}.get(Phase(board.current.phase), 1)
+    reload_requests.answer(record.parent, ids, reload_requests.Verdict(verdict, str(board.current.detail)))
+    return code
+
+
+def _gate(board: StatusBoard, profiles_dir: Path, profile: str, record: Path) -> int | None:
     seq = board.current.reload_seq + 1
     plan = build_plan(profiles_dir, profile)
     with record.open("a", encoding="utf-8") as out:

@@ -296,7 +296,7 @@ def test_apply_reloads_the_running_launcher_and_returns_its_verdict(
         "30",
     )
     assert result.exit_code == 0, result.output
-    assert "reloaded: the gates passed" in result.output
+    assert "reloaded: the launcher serves the profile" in result.output
     reloads = stand_ins[0].reloads()
     assert len(reloads) == 1 and "16" in reloads[0]["argv"]  # type: ignore[operator]
     result = cli(

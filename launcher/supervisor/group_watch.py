@@ -1,0 +1,169 @@
+"""Watch every vital process of the engine, not only the API server: the first to die ends it.
+
+vLLM's engine core and workers are children of the API server, not of the launcher. SIGKILL of
+`VLLM::EngineCore` on 0.26.0 (H200) left the API server up for 4.36 s, until vLLM's own watchdog
+ended it with exit code 0; a launcher waiting on the API server alone noticed late and named the
+wrong process. Here each vLLM-titled descendant gets a pidfd, which turns readable the moment that
+process exits (no health polling); the descendants are re-read every `REFRESH_S`, since workers
+appear during startup and set their title only once running (every `SETTLED_REFRESH_S` once none
+has appeared for a while: reading the process table costs CPU on a shared host). Untitled helpers (compiler
+subprocesses, multiprocessing's resource tracker) come and go and are not watched.
+
+A process that is not our child cannot be waited for, so its exit status is read from
+/proc/PID/stat (field 52, `exit_code`, Linux >= 3.5) while it is a zombie, before its parent
+reaps it; when the parent was faster, the death is still named, its status "not readable".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import psutil
+
+from launcher.host.process_view import vllm_title
+
+REFRESH_S = 0.5
+SETTLED_REFRESH_S = 5.0  # once no new process has appeared for SETTLE_ROUNDS re-reads (serving)
+SETTLE_ROUNDS = 20
+_EXIT_CODE_FIELD = 49  # field 52 of /proc/PID/stat, counted from field 3 (after the command name)
+
+
+@dataclass(frozen=True, slots=True)
+class Death:
+    """The first process of the engine that ended: `VLLM::EngineCore pid 4360 killed by SIGKILL`."""
+
+    pid: int
+    name: str
+    wait_status: int | None  # as waitpid(2) reports it; None when it could not be read
+    noticed_at: float  # time.monotonic() when the launcher saw it
+
+    @classmethod
+    def from_returncode(cls, pid: int, name: str, returncode: int) -> Death:
+        status = (-returncode) & 0x7F if returncode < 0 else (returncode & 0xFF) << 8
+        return cls(pid, name, status, time.monotonic())
+
+    def how(self) -> str:
+        if self.wait_status is None:
+            return "exited (status not readable: its parent collected it first)"
+        if os.WIFSIGNALED(self.wait_status):
+            sig = os.WTERMSIG(self.wait_status)
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(sig).name}"
+            return f"killed by signal {sig}"
+        return f"exited with code {os.WEXITSTATUS(self.wait_status)}"
+
+    def describe(self) -> str:
+        return f"{self.name} pid {self.pid} {self.how()}"
+
+
+def zombie_wait_status(pid: int) -> int | None:
+    """The wait status the kernel keeps for an exited, not yet reaped process (else None)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    if len(fields) <= _EXIT_CODE_FIELD or fields[0] not in ("Z", "X"):
+        return None
+    try:
+        return int(fields[_EXIT_CODE_FIELD])
+    except ValueError:
+        return None
+
+
+class GroupWatch:
+    """Calls `on_death` once, for the first titled descendant of `leader_pid` that ends.
+
+    Constructing starts nothing; `start()` starts the thread, `stop()` ends it (idempotent)."""
+
+    def __init__(
+        self, leader_pid: int, prefixes: Sequence[str], on_death: Callable[[Death], None]
+    ) -> None:
+        self.leader_pid = leader_pid
+        self.prefixes = tuple(prefixes)
+        self.on_death = on_death
+        self._stopped = threading.Event()
+        self._wake_r, self._wake_w = -1, -1
+        self._watched: dict[int, tuple[int, str]] = {}  # pid -> (pidfd, title)
+        self._seen: set[int] = set()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if not hasattr(os, "pidfd_open"):
+            return  # no pidfds (old kernel or Python): the API server's own exit is still seen
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="engine-group-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self._wake_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+
+    def watched(self) -> dict[int, str]:
+        return {pid: title for pid, (_, title) in list(self._watched.items())}
+
+    def _run(self) -> None:
+        quiet = 0
+        try:
+            while not self._stopped.is_set():
+                quiet = 0 if self._refresh() else quiet + 1
+                death = self._wait(SETTLED_REFRESH_S if quiet >= SETTLE_ROUNDS else REFRESH_S)
+                if death is not None and not self._stopped.is_set():
+                    self._stopped.set()
+                    self.on_death(death)
+                    return
+        finally:
+            for fd, _ in self._watched.values():
+                os.close(fd)
+            self._watched.clear()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _refresh(self) -> bool:
+        """Watch titled descendants not yet watched; True when a process not seen before is there."""
+        try:
+            children = psutil.Process(self.leader_pid).children(recursive=True)
+        except psutil.Error:
+            return False
+        fresh = False
+        for child in children:
+            if child.pid in self._watched:
+                continue
+            if child.pid not in self._seen:
+                self._seen.add(child.pid)
+                fresh = True  # a new process: more may follow, or it may still set its title
+            try:
+                title = vllm_title(child.cmdline(), self.prefixes)
+                if title is None:
+                    continue
+                fd = os.pidfd_open(child.pid)
+            except (psutil.Error, OSError):
+                continue
+            self._watched[child.pid] = (fd, title)
+        return fresh
+
+    def _wait(self, timeout_s: float) -> Death | None:
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        by_fd = {fd: (pid, title) for pid, (fd, title) in self._watched.items()}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(int(timeout_s * 1000)):
+            if fd in by_fd:
+                pid, title = by_fd[fd]
+                return Death(pid, title, zombie_wait_status(pid), time.monotonic())
+        return None

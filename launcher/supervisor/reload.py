@@ -1,0 +1,115 @@
+"""Reloads (SIGHUP, `launch set --apply`, `launch rollback`): keep what serves unless the change
+can really start.
+
+A candidate equal to what serves (same fingerprint) restarts nothing: "already serving <fp>". A
+candidate the restart guard or preflight refuses, judged while the serving engine still serves
+(what it holds counts as free), leaves that engine serving: exit 4 for the requester. Only then is
+the engine stopped and the candidate started, gated, promoted, or replaced by last-good.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.profile.plan import build_plan
+from launcher.supervisor import reload_requests
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.status import Phase
+from launcher.supervisor.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from launcher.settings import GlobalOptions
+    from launcher.state.store import StateStore
+    from launcher.supervisor.attempt import Attempt
+    from launcher.supervisor.history import History
+    from launcher.supervisor.hooks import Hooks
+    from launcher.supervisor.status import StatusBoard
+
+
+class Reloading:
+    """The reload half of `service.Supervisor` (which provides these attributes and methods)."""
+
+    options: GlobalOptions
+    profile: str
+    allow_unknown: bool
+    hooks: Hooks
+    store: StateStore
+    history: History
+    board: StatusBoard
+    current: Attempt | None
+
+    def _stop_current(self, why: str) -> None: ...
+
+    def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
+
+    def _reload(self) -> int | None:
+        """Re-plan the profile and serve it; each request's verdict goes to its requester."""
+        seq = self.board.current.reload_seq + 1
+        profile_dir = self.store.profile_dir(self.profile)
+        ids = reload_requests.take(profile_dir)  # before rendering: each request's edit is in the plan
+        self.hooks.notifier.reloading()
+        try:
+            verdict, code = self._reload_once()
+        except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
+            reload_requests.answer(profile_dir, ids, reload_requests.Verdict(int(err.exit_code), err.message))
+            raise
+        self.board.update(reload_seq=seq)
+        reload_requests.answer(profile_dir, ids, verdict)
+        return code
+
+    def _reload_once(self) -> tuple[reload_requests.Verdict, int | None]:
+        try:
+            plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
+            plan.raise_for_errors()
+        except GateError as err:
+            detail = f"reload refused: {err}; still serving"
+            return self._keep_serving("reload_refused", detail, ExitCode.BAD_INPUT)
+        candidate = Candidate.from_plan(plan)
+        serving = self.current.candidate if self.current is not None else None
+        if serving is not None and serving.same_launch(candidate):
+            # A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200).
+            return self._keep_serving("reload_noop", f"already serving {candidate.fingerprint}", ExitCode.OK)
+        refusal = self._refusal_before_stop(candidate)
+        if refusal is not None:
+            return self._keep_serving(
+                "reload_refused", f"reload refused: {refusal}; still serving", ExitCode.PREFLIGHT_REFUSED
+            )
+        self.history.append("reload", profile=self.profile, label=candidate.label)
+        self._stop_current("reload")
+        with Watchdog(self.hooks.notifier).keepalive():
+            code = self._bring_up(candidate, reloading=True)
+        return self._reload_verdict(), code
+
+    def _refusal_before_stop(self, candidate: Candidate) -> str | None:
+        """Why the candidate cannot start, judged while the serving engine still serves (whatever
+        it holds counts as free): a refusal keeps it, rather than leave the box with nothing."""
+        guard = self.hooks.restart_guard(candidate) if self.hooks.restart_guard else None
+        if guard is not None and not guard.should_retry(candidate.fingerprint):
+            return f"{candidate.label} not retried: {guard.status(candidate.fingerprint).describe()}"
+        if self.hooks.preflight is None:
+            return None
+        serving = frozenset(self.current.engine.group_members()) if self.current is not None else frozenset()
+        try:
+            self.hooks.preflight(candidate, serving=serving)
+        except PreflightRefused as refused:
+            return refused.message
+        return None
+
+    def _keep_serving(
+        self, event: str, detail: str, code: ExitCode
+    ) -> tuple[reload_requests.Verdict, int | None]:
+        self.history.append(event, profile=self.profile, reason=detail)
+        self.board.update(detail=detail)
+        self.hooks.notifier.ready(detail)
+        return reload_requests.Verdict(int(code), detail), None
+
+    def _reload_verdict(self) -> reload_requests.Verdict:
+        status = self.board.current
+        why = status.rollback_reason or status.detail or ""
+        if status.phase == Phase.SERVING:
+            return reload_requests.Verdict(int(ExitCode.OK), f"serving {status.serving_fingerprint}")
+        if status.phase == Phase.SERVING_LAST_GOOD:
+            return reload_requests.Verdict(int(ExitCode.ROLLED_BACK), why)
+        return reload_requests.Verdict(int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
+

@@ -1,0 +1,68 @@
+"""The engine's group watch on real processes: a titled grandchild's death is named with its signal;
+an untitled helper that comes and goes is not a death."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from launcher.supervisor.group_watch import Death, GroupWatch
+
+pytestmark = pytest.mark.integration
+
+# A stand-in API server: one short-lived untitled helper, one titled engine core, then waits.
+PARENT = r"""
+import subprocess, sys, time
+subprocess.run([sys.executable, "-c", "pass"])  # a compiler subprocess: exits 0, not a death
+core = subprocess.Popen([sys.executable, "-c",
+    "import setproctitle, time; setproctitle.setproctitle('VLLM::EngineCore'); "
+    "print('titled', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+core.stdout.readline()
+print(core.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_engine_core_is_named_with_its_signal() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    deaths: queue.Queue[Death] = queue.Queue()
+    watch = GroupWatch(parent.pid, ("VLLM",), deaths.put)
+    core, started = None, 0.0
+    try:
+        assert parent.stdout is not None
+        core = int(parent.stdout.readline())
+        started = psutil.Process(core).create_time()
+        watch.start()
+        deadline_rounds = 40  # wait until the watch holds a pidfd on the core (it re-reads every 0.5 s)
+        while core not in watch.watched() and deadline_rounds:
+            deadline_rounds -= 1
+            with pytest.raises(queue.Empty):
+                deaths.get(timeout=0.25)
+        assert watch.watched() == {core: "VLLM::EngineCore"}
+        os.kill(core, signal.SIGKILL)
+        death = deaths.get(timeout=10)
+        assert death.describe() == f"VLLM::EngineCore pid {core} killed by SIGKILL"
+        assert deaths.empty()
+    finally:
+        watch.stop()
+        parent.kill()
+        parent.wait(timeout=10)
+        if core is not None:  # started by this test's child: end it if the test failed before the kill
+            with contextlib.suppress(psutil.Error):
+                leftover = psutil.Process(core)
+                if leftover.create_time() == started:
+                    leftover.kill()
+
+
+def test_death_descriptions_from_wait_statuses() -> None:
+    assert Death.from_returncode(7, "API server", -9).how() == "killed by SIGKILL"
+    assert Death.from_returncode(7, "API server", 0).how() == "exited with code 0"
+    unknown = Death(8, "VLLM::Worker_TP1", None, 0.0).describe()
+    assert unknown.startswith("VLLM::Worker_TP1 pid 8 exited (status not readable")

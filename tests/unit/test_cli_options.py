@@ -1,0 +1,53 @@
+"""No surprise starts, no silently ignored options, and one exit-code table in `--help` and docs/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from launcher.cli import COMMANDS, launch
+from launcher.errors import ExitCode
+from tests.conftest import REPO, SHIPPED_PROFILES, tree_snapshot
+
+
+def run(state: Path, *args: str) -> Result:
+    return CliRunner().invoke(
+        launch, ["--profiles-dir", str(SHIPPED_PROFILES), "--state-dir", str(state), *args]
+    )
+
+
+@pytest.mark.parametrize("flag", ["--json", "--explain"])
+def test_dry_run_flags_without_dry_run_start_nothing_and_exit_2(flag: str, state_dir: Path) -> None:
+    result = run(state_dir, "--profile", "demo", flag)
+    assert result.exit_code == 2, result.output
+    assert f"hint: to see the plan: `launch --profile demo --dry-run {flag}`" in result.output
+    assert tree_snapshot(state_dir) == {}  # no lock, no status, no history: nothing was started
+
+
+def test_an_option_before_a_subcommand_goes_to_it_when_it_takes_it(state_dir: Path) -> None:
+    for name in ("demo", "prod"):
+        (state_dir / "profiles" / name).mkdir(parents=True)
+        (state_dir / "profiles" / name / "status.json").write_text(
+            f'{{"phase": "stopped", "profile": "{name}", "launcher_pid": 0}}'
+        )
+    result = run(state_dir, "--profile", "prod", "status")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("prod: stopped") and "demo" not in result.output
+
+
+def test_an_option_a_subcommand_does_not_take_is_an_error(state_dir: Path) -> None:
+    result = run(state_dir, "--dry-run", "status")
+    assert result.exit_code == 2
+    assert "`launch status` does not take --dry-run" in result.output and "Traceback" not in result.output
+
+
+def test_every_exit_code_and_command_is_in_the_one_table() -> None:
+    doc = (REPO / "docs" / "exit-codes.md").read_text(encoding="utf-8")
+    help_text = CliRunner().invoke(launch, ["--help"]).output
+    for code in ExitCode:
+        assert f"| {int(code)} |" in doc, code
+        assert f"  {int(code)}  " in help_text, code
+    for name in COMMANDS:
+        assert name in doc, f"docs/exit-codes.md does not list `launch {name}`"
