@@ -15,7 +15,7 @@ from launcher.atomicfile import write_atomic
 from launcher.errors import BadInput
 from launcher.profile.loader import PROFILE_SUFFIX
 
-TAG_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TAG_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # `$` would accept a trailing newline
 BAK_MARK = ".bak_"
 REPLACED_MARK = ".replaced-"
 
