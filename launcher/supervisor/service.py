@@ -14,10 +14,11 @@ from contextlib import ExitStack
 
 from gates.chain import ChainReport
 from launcher.errors import ExitCode, GateError, PreflightRefused
-from launcher.profile.plan import build_plan
+from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
+from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
@@ -27,6 +28,7 @@ from launcher.supervisor.progress import Progress
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
+from launcher.supervisor.wayout import finalise, tidy_profile_dir
 
 DEFAULT_STOP_GRACE_S = 30.0
 
@@ -39,9 +41,13 @@ class Supervisor:
         self.allow_unknown = allow_unknown
         self.hooks = hooks or Hooks()
         self.progress = progress or Progress()
-        self.store = StateStore(options.state_dir)
-        self.history = History(self.store.history_path)
-        self.board = StatusBoard(self.store.profile_dir(profile) / "status.json", profile)
+        # Every state write goes through the bookkeeping: a full disk never stops a healthy engine.
+        self.books = Bookkeeping(self.hooks.notifier.status)
+        self.store = StateStore(options.state_dir, write=self.books.write_file)
+        self.history = History(self.store.history_path, write=self.books.append_line)
+        self.board = StatusBoard(
+            self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
+        )
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
         self.current: Attempt | None = None
@@ -52,14 +58,24 @@ class Supervisor:
 
     # ---- entry point -------------------------------------------------------------------------
     def run(self) -> int:
+        # The plan first: a bad name, a missing profile or a cycle writes nothing, not even a lock.
+        plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
+        plan.raise_for_errors()
         with ProfileLock(self.store.profile_dir(self.profile), self.profile):
+            tidy_profile_dir(self.store, self.profile, self.history)
             self.inbox.install()
             stopper = threading.Thread(target=self._stop_on_signal, name="stop-on-signal", daemon=True)
             stopper.start()
+            error: BaseException | None = None
             try:
-                return self._run()
+                return self._run(plan)
+            except BaseException as err:
+                error = err
+                raise
             finally:
                 self._stop_current("launcher exiting")
+                finalise(self.board, self.history, self.books, stopping=self.inbox.stop_requested.is_set(),
+                         error=error)  # fmt: skip
                 self.inbox.restore()
                 self._exiting.set()
                 self.inbox.stop_requested.set()
@@ -71,9 +87,7 @@ class Supervisor:
         if not self._exiting.is_set():
             self._stop_current("stop requested while starting or gating")
 
-    def _run(self) -> int:
-        plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
-        plan.raise_for_errors()
+    def _run(self, plan: LaunchPlan) -> int:
         outcome = self._bring_up(Candidate.from_plan(plan))
         if outcome is not None:
             return outcome
@@ -166,7 +180,7 @@ class Supervisor:
         self._stop_current("candidate rejected")
         self.history.append("rejected", profile=self.profile, label=rejected.label,
                             fingerprint=rejected.fingerprint, reason=reason)  # fmt: skip
-        record = self.store.last_good(self.profile)
+        record = self.store.last_good_to_start(self.profile)
         if record is None:
             self.board.update(
                 phase=Phase.FAILED, rollback_reason=reason, detail="no last-good launch recorded"
@@ -199,6 +213,7 @@ class Supervisor:
         while True:
             self.wake.wait(timeout=min(monitor.tick_s if monitor else 1.0, watchdog.tick_s))
             self.wake.clear()
+            self.books.retry()
             if self.current is not None:
                 watchdog.maybe_ping(self.current.candidate)
             signals = self.inbox.take()
