@@ -74,8 +74,8 @@ class Bookkeeping:
     def _failed(self, err: OSError) -> None:
         self.failures += 1
         error = f"{err.filename or 'state dir'}: {err.strerror or err}"
-        first = error != self.last_error
+        first = self.last_error is None or not self.last_error.endswith(f": {err.strerror or err}")
         self.last_error = error
-        if first:  # once per distinct error, not once per tick
+        if first:  # once per kind of error (ENOSPC, EROFS…), not once per file or tick
             log.error("state write failed; still serving, will retry", error=error, pending=self.pending)
             self._tell(f"still serving; state writes failing ({error}), will retry")
