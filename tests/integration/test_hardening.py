@@ -163,6 +163,7 @@ def test_a_full_state_dir_on_reload_keeps_serving_and_writes_catch_up(launchers:
         write_profile(launcher.profiles, "svc", port)
         launcher.start()
         first_engine = launcher.wait_phase("serving", timeout_s=90)["engine_pid"]
+        write_profile(launcher.profiles, "svc", port, args={"max_num_seqs": 2})  # a real change to reload
         filler = _fill(launcher.state)
         launcher.signal(signal.SIGHUP)  # the reload runs against a full disk: stop, start, gate, promote
         assert launcher.proc is not None
