@@ -52,3 +52,8 @@ class GateBase:
     @classmethod
     def all_settings(cls) -> tuple[Setting, ...]:
         return COMMON + cls.SETTINGS
+
+    @classmethod
+    def table_problems(cls, table: Mapping[str, Any]) -> list[str]:
+        """Rules between settings (each value alone is checked by its declaration); the dry run asks."""
+        return []

@@ -6,7 +6,7 @@ leak rule (gates/leak_rule.py). Reports the series either way.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -63,6 +63,18 @@ class MemoryLeakGate(GateBase):
         )
         if "timeout_s" not in self.table:
             self.timeout_s = int(self.setting("windows")) * float(self.setting("window_s")) * 1.5 + 60
+
+    @classmethod
+    def table_problems(cls, table: Mapping[str, Any]) -> list[str]:
+        values = {s.name: table.get(s.name, s.default) for s in cls.SETTINGS}
+        try:
+            needed = int(values["baseline_window"]) + int(values["consecutive"])
+            windows = int(values["windows"])
+        except (TypeError, ValueError):
+            return []  # a wrong type is reported by the declaration
+        if windows < needed:
+            return [f"windows = {windows} is too few: baseline_window + consecutive = {needed}"]
+        return []
 
     def check(self, ctx: GateContext) -> Outcome:
         windows = int(self.setting("windows"))

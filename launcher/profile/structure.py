@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, gate_settings
+from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, GATES, gate_settings
 from gates.setting import Setting
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL
@@ -111,6 +111,8 @@ def _check_gates(profile: ResolvedProfile, findings: Findings) -> None:
             findings.error(f"{where(profile.source_of(dotted), dotted)}: must be a table [gates.{name}]")
             continue
         _check_table(profile, table, settings, dotted + ".", findings)
+        for problem in GATES[name].table_problems(table):
+            findings.error(f"{where(profile.source_of(dotted), dotted)}: {problem}")
 
 
 def _check_order(profile: ResolvedProfile, order: Any, findings: Findings) -> None:

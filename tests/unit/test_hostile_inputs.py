@@ -34,6 +34,7 @@ BAD_PROFILES: list[tuple[str, str, str]] = [
     ("unknown smoke check", '[gates.smoke]\nchecks = ["bogus"]\n', "must be one of"),
     ("negative grace", "[supervisor]\nstop_grace_s = -1\n", "must be ≥ 0"),
     ("absurd windows", "[gates.memory_leak]\nwindows = 100000000\n", "must be ≤ 1_000"),
+    ("too few windows", "[gates.memory_leak]\nwindows = 4\n", "windows = 4 is too few"),
     ("absurd concurrency", "[gates.memory_leak]\nconcurrency = 100000\n", "must be ≤ 256"),
     ("needle of zero", "[gates.smoke]\nneedle_contexts = [0]\n", "must be ≥ 64"),
     ("bad leak monitor", '[supervisor]\nleak_monitor = "reboot"\n', "must be one of"),
