@@ -49,7 +49,6 @@ class ModelHttp:
 class TreeMemory:
     """RSS of 2 GiB while the tree has processes, 0 once it is empty (what psutil reports)."""
 
-    series: list[int] = field(default_factory=list)
 
     def rss_bytes(self, pids: Sequence[int]) -> int:
         return 2048 * 1024 * 1024 if pids else 0
