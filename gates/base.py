@@ -11,13 +11,16 @@ from gates.setting import Setting
 
 COMMON: tuple[Setting, ...] = (
     Setting("required", bool, True, "A failure of this gate rejects the candidate (false: report only)."),
-    Setting("timeout_s", (int, float), None, "Deadline for this gate, from the moment it starts.", unit="s"),
+    Setting("timeout_s", (int, float), None, "Deadline for this gate, from the moment it starts.", unit="s",
+            minimum=0.1, maximum=7 * 86400),
     Setting(
         "poll_s",
         (int, float),
         0.5,
         "How often a waiting gate looks again (it also wakes on new log lines).",
         unit="s",
+        minimum=0.05,
+        maximum=60,
     ),
 )
 
@@ -49,3 +52,8 @@ class GateBase:
     @classmethod
     def all_settings(cls) -> tuple[Setting, ...]:
         return COMMON + cls.SETTINGS
+
+    @classmethod
+    def table_problems(cls, table: Mapping[str, Any]) -> list[str]:
+        """Rules between settings (each value alone is checked by its declaration); the dry run asks."""
+        return []

@@ -8,12 +8,13 @@ chain: later gates are reported as skipped, so the report always lists every gat
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gates.context import GateContext
+from gates.context import GateContext, interruption
 from gates.outcome import GateResult, Outcome, Verdict
 from gates.setting import Setting
 
@@ -56,6 +57,7 @@ class ChainRunner:
     should_stop: Callable[[], bool] = field(default=lambda: False)
 
     def run(self, ctx: GateContext) -> ChainReport:
+        ctx = dataclasses.replace(ctx, stop_requested=self.should_stop)
         results: list[GateResult] = []
         for index, gate in enumerate(self.gates):
             if results and results[-1].blocks_promotion:
@@ -75,6 +77,10 @@ class ChainRunner:
         while True:
             outcome = self._ask(gate, ctx)
             now = ctx.clock.monotonic()
+            if outcome.verdict is Verdict.PASS and (why := interruption(ctx)) is not None:
+                # A pass measured on a dead engine, or cut short by a stop, proves nothing.
+                outcome = Outcome.failed(f"{why} before the verdict: {outcome.summary}", **outcome.evidence)
+                break
             if outcome.verdict.final:
                 break
             died = ctx.server.exit_description()

@@ -6,7 +6,7 @@ server's processes and their memory, and what the profile expects. Nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,3 +101,19 @@ class GateContext:
     memory: MemoryProbe
     expect: Expectations
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The chain runner sets it: true once SIGTERM/SIGINT asked the launcher to stop.
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
+
+
+def interruption(ctx: GateContext) -> str | None:
+    """Why a gate must stop waiting now (the engine ended, or a stop was asked), else None.
+
+    Every wait inside a gate asks this between short sleeps: a wait that only watches the clock
+    measured a dead engine as 0 MiB for minutes and called that "no leak".
+    """
+    died = ctx.server.exit_description()
+    if died is not None:
+        return f"engine {died}"
+    if ctx.stop_requested():
+        return "stopped by a signal"
+    return None

@@ -19,13 +19,16 @@ class KernelMarkerGate(GateBase):
     name = "kernel_marker"
     DEFAULT_TIMEOUT_S = 1800.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("patterns", list, [], "Regexes that must each appear in the log after this start."),
+        Setting("patterns", list, [], "Regexes that must each appear in the log after this start.",
+                items=str, regex=True),
         Setting(
             "after_ready_s",
             (int, float),
             30.0,
             "How long to keep looking once the server is ready (a kernel may announce itself on first use).",
             unit="s",
+            minimum=0,
+            maximum=3600,
         ),
     )
 

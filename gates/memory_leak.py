@@ -6,12 +6,12 @@ leak rule (gates/leak_rule.py). Reports the series either way.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from gates.base import GateBase
-from gates.context import GateContext
+from gates.context import GateContext, interruption
 from gates.leak_rule import LeakJudgement, LeakRule, judge
 from gates.outcome import Outcome
 from gates.setting import Setting
@@ -24,25 +24,34 @@ class MemoryLeakGate(GateBase):
     name = "memory_leak"
     TIMEOUT_NOTE = "windows × window_s × 1.5 + 60"
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("windows", int, 6, "Number of measurement windows (≥ baseline_window + consecutive)."),
-        Setting("window_s", (int, float), 20.0, "Length of one window.", unit="s"),
+        Setting("windows", int, 6, "Number of measurement windows (≥ baseline_window + consecutive).",
+                minimum=2, maximum=1000),
+        Setting("window_s", (int, float), 20.0, "Length of one window.", unit="s",
+                minimum=0.1, maximum=3600),
         Setting(
             "baseline_window",
             int,
             2,
             "Window whose end is the baseline (warm-up growth before it is ignored).",
+            minimum=1,
+            maximum=100,
         ),
-        Setting("consecutive", int, 3, "Growing windows in a row that make a leak."),
+        Setting("consecutive", int, 3, "Growing windows in a row that make a leak.",
+                minimum=1, maximum=100),
         Setting(
             "min_growth_mib",
             (int, float),
             1024.0,
             "Total growth over the baseline that makes a leak.",
             unit="MiB",
+            minimum=1,
+            maximum=1e7,
         ),
-        Setting("concurrency", int, 4, "Parallel request streams while measuring."),
-        Setting("prompt_paragraphs", int, 40, "Prompt length in paragraphs (≈ 45 tokens each)."),
-        Setting("max_tokens", int, 128, "Tokens asked per request."),
+        Setting("concurrency", int, 4, "Parallel request streams while measuring.",
+                minimum=1, maximum=256),
+        Setting("prompt_paragraphs", int, 40, "Prompt length in paragraphs (≈ 45 tokens each).",
+                minimum=1, maximum=5000),
+        Setting("max_tokens", int, 128, "Tokens asked per request.", minimum=1, maximum=1_000_000),
     )
 
     def __init__(self, table: dict[str, Any] | None = None) -> None:
@@ -54,6 +63,18 @@ class MemoryLeakGate(GateBase):
         )
         if "timeout_s" not in self.table:
             self.timeout_s = int(self.setting("windows")) * float(self.setting("window_s")) * 1.5 + 60
+
+    @classmethod
+    def table_problems(cls, table: Mapping[str, Any]) -> list[str]:
+        values = {s.name: table.get(s.name, s.default) for s in cls.SETTINGS}
+        try:
+            needed = int(values["baseline_window"]) + int(values["consecutive"])
+            windows = int(values["windows"])
+        except (TypeError, ValueError):
+            return []  # a wrong type is reported by the declaration
+        if windows < needed:
+            return [f"windows = {windows} is too few: baseline_window + consecutive = {needed}"]
+        return []
 
     def check(self, ctx: GateContext) -> Outcome:
         windows = int(self.setting("windows"))
@@ -67,6 +88,13 @@ class MemoryLeakGate(GateBase):
         model = models.json()["data"][0]["id"]
         traffic = _Traffic(ctx, model, self)
         rss, gpu = traffic.measure(windows, float(self.setting("window_s")))
+        if traffic.interrupted is not None:
+            return Outcome.failed(
+                f"{traffic.interrupted} after {len(rss)} of {windows} windows: no verdict", rss_mib=rss,
+                requests={"completed": traffic.completed, "failed": traffic.failed},
+            )  # fmt: skip
+        if (gap := _gap(rss, gpu)) is not None:
+            return Outcome.failed(f"{gap}: a series with gaps is never a pass", rss_mib=rss, gpu_mib=gpu)
         if traffic.completed == 0:
             return Outcome.failed(
                 f"no request succeeded ({traffic.failed} failed): no data, no verdict", rss_mib=rss
@@ -91,6 +119,15 @@ class MemoryLeakGate(GateBase):
         return Outcome.passed(_describe(judged), **evidence)
 
 
+def _gap(rss: list[float], gpu: list[float] | None) -> str | None:
+    """A zero in the series means the process tree was empty (or gone) when sampled."""
+    if zeros := [i + 1 for i, v in enumerate(rss) if v <= 0]:
+        return f"rss was 0 MiB at the end of window(s) {zeros}"
+    if gpu and any(v > 0 for v in gpu) and (zeros := [i + 1 for i, v in enumerate(gpu) if v <= 0]):
+        return f"GPU memory was 0 MiB at the end of window(s) {zeros}"
+    return None
+
+
 def _describe(judged: dict[str, LeakJudgement]) -> str:
     return "; ".join(f"{kind}: {j.reason}" for kind, j in judged.items())
 
@@ -102,6 +139,7 @@ class _Traffic:
         self.ctx, self.model, self.gate = ctx, model, gate
         self.completed = self.failed = 0
         self.rss_before_mib = 0.0
+        self.interrupted: str | None = None  # why the windows ended early (engine gone, stop asked)
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -117,7 +155,9 @@ class _Traffic:
             try:
                 start = self.ctx.clock.monotonic()
                 for window in range(1, windows + 1):
-                    self._sleep_until(start + window * window_s)
+                    self.interrupted = self._wait_until(start + window * window_s)
+                    if self.interrupted is not None:
+                        break
                     pids: Sequence[int] = self.ctx.server.process_tree()
                     rss.append(self.ctx.memory.rss_bytes(pids) / MIB)
                     used = self.ctx.memory.gpu_bytes(pids)
@@ -126,13 +166,18 @@ class _Traffic:
                 self._stop.set()
         return rss, gpu
 
-    def _sleep_until(self, when: float) -> None:
-        while (left := when - self.ctx.clock.monotonic()) > 0:
-            self.ctx.clock.sleep(min(left, 0.5))
+    def _wait_until(self, when: float) -> str | None:
+        """Sleep to the window's end in short steps, watching the engine and the stop request."""
+        while (why := interruption(self.ctx)) is None:
+            left = when - self.ctx.clock.monotonic()
+            if left <= 0:
+                return None
+            self.ctx.clock.sleep(min(left, 0.1))
+        return why
 
     def _stream(self, stream: int, streams: int) -> None:
         index = stream
-        while not self._stop.is_set():
+        while not self._stop.is_set() and interruption(self.ctx) is None:
             body = chat_request(
                 self.model, index,
                 paragraphs=int(self.gate.setting("prompt_paragraphs")),

@@ -28,14 +28,19 @@ class ToolCallGate(GateBase):
             list,
             [c.name for c in CASES],
             "Which cases to run: auto, required, named, no_tool, auto_stream.",
+            items=str,
+            choices=tuple(c.name for c in CASES),
         ),
         Setting(
             "max_tokens",
             int,
             MIN_REASONING_BUDGET,
             "Token budget per request (≥ 1024 leaves reasoning models room).",
+            minimum=1,
+            maximum=1_000_000,
         ),
-        Setting("request_timeout_s", (int, float), 120.0, "Timeout of each request.", unit="s"),
+        Setting("request_timeout_s", (int, float), 120.0, "Timeout of each request.", unit="s",
+                minimum=0.1, maximum=3600),
     )
 
     def check(self, ctx: GateContext) -> Outcome:

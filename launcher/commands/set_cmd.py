@@ -15,7 +15,6 @@ from typing import Any
 
 import click
 
-from launcher.atomicfile import write_atomic
 from launcher.errors import BadInput, ExitCode, ProfileInvalid
 from launcher.profile.diff import diff_launches
 from launcher.profile.edit import (
@@ -28,7 +27,7 @@ from launcher.profile.edit import (
 from launcher.profile.loader import ResolvedProfile, profile_path, read_toml
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.profile.proposal import ProposalCheck, check_proposal
-from launcher.profile.snapshots import bak_path, check_tag, refuse_existing, save_snapshot
+from launcher.profile.snapshots import bak_path, check_tag, refuse_existing, save_and_write
 from launcher.settings import GlobalOptions
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
@@ -123,8 +122,7 @@ def run_set(
         )
         return int(ExitCode.OK)
     assert bak is not None and tag is not None
-    save_snapshot(path, bak, force=force_tag)
-    write_atomic(path, edited)
+    save_and_write(path, bak, edited, force=force_tag)
     click.echo(f"saved   {bak}  (the profile as it was)")
     click.echo(f"wrote   {path}")
     _print_changes(items, before, check)

@@ -43,6 +43,7 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     status = read_status(store.profile_dir(name) / "status.json")
     if status is None:
         return None
+    status.setdefault("profile", name)
     alive = psutil.pid_exists(int(status.get("launcher_pid", 0) or 0))
     status["launcher_alive"] = alive
     if not alive and str(status.get("detail") or "").startswith(PROBE_DETAIL):

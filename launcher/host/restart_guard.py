@@ -109,7 +109,10 @@ class RestartGuard:
         return data if isinstance(data, dict) else {}
 
     def _save(self, data: dict[str, Any]) -> None:
-        write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        try:
+            write_atomic(self.path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        except OSError:  # a full state dir must not stop a start over a counter (it only loses a count)
+            return
 
 
 def guard_for(store_root: Path, profile: str, max_failures: int, window_s: float) -> RestartGuard:

@@ -6,6 +6,7 @@ test keeps the two equal. `launch install-unit` writes it with the absolute path
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -13,6 +14,9 @@ from pathlib import Path
 from launcher.errors import BadInput
 
 UNIT_NAME = "vllm-gate@.service"
+ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+# A unit name's instance part: what `launch --profile` accepts is a subset of what systemd allows.
+INSTANCE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 DROPIN_NAME = "10-host.conf"
 
 UNIT_TEMPLATE = """\
@@ -74,16 +78,39 @@ EnvironmentFile=-/etc/vllm-gate/{profile}.env
 
 
 def render_unit(launch: str) -> str:
-    return UNIT_TEMPLATE.format(launch=launch)
+    return UNIT_TEMPLATE.format(launch=unit_value(launch, "the launch executable"))
 
 
 def render_dropin(profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None) -> str:
+    """The drop-in text; every value is checked against unit-file syntax first, because a newline
+    in any of them would become a directive of its own (`ExecStartPre=`, run as root)."""
+    if not INSTANCE_RE.match(profile):
+        raise BadInput(f"invalid profile name {profile!r} for a unit instance", hint="letters, digits, -_.")
+    if api_key_env is not None and not ENV_NAME_RE.match(api_key_env):
+        raise BadInput(
+            f"engine.api_key_env = {api_key_env!r}: not an environment variable name",
+            hint="use [A-Za-z_][A-Za-z0-9_]*, for example VLLM_API_KEY",
+        )
     return DROPIN_TEMPLATE.format(
         profile=profile,
         profiles_dir=_unit_path(profiles_dir),
         state_dir=_unit_path(state_dir),
         api_key_env=api_key_env or "VLLM_API_KEY",
     )
+
+
+def unit_value(text: str, what: str) -> str:
+    """`text` as it may stand unquoted in a unit line: `%` escaped as `%%` (systemd's specifier
+    escape); control characters, whitespace, quotes and backslashes (which systemd would parse
+    as escapes or separators) refused."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise BadInput(f"{what} {text!r} contains a control character; it cannot go in a systemd unit")
+    if any(c.isspace() or c in "\\\"'" for c in text):
+        raise BadInput(
+            f"{text}: a path with spaces, quotes or backslashes cannot go in a systemd unit unquoted",
+            hint="use another path",
+        )
+    return text.replace("%", "%%")
 
 
 def dropin_path(unit_dir: Path, profile: str) -> Path:
@@ -105,9 +132,4 @@ def launch_executable() -> Path:
 
 
 def _unit_path(path: Path) -> str:
-    text = str(path.expanduser().absolute())
-    if any(c.isspace() for c in text) or "%" in text:
-        raise BadInput(
-            f"{text}: a path with spaces or '%' cannot go in a systemd unit unquoted", hint="use another path"
-        )
-    return text
+    return unit_value(str(path.expanduser().absolute()), "the path")

@@ -26,11 +26,14 @@ TOP_LEVEL: tuple[Setting, ...] = (
 )
 
 ENGINE: tuple[Setting, ...] = (
-    Setting("command", list, ["vllm", "serve"], 'Argv prefix; `["vllm-sim", "serve"]` runs the simulator.'),
+    Setting(
+        "command", list, ["vllm", "serve"], 'Argv prefix; `["vllm-sim", "serve"]` runs the simulator.',
+        items=str,
+    ),
     Setting("model", str, None, "Model path or name: vLLM's positional MODEL argument (required)."),
     Setting("served_model_name", (str, list), None, "Name(s) clients use; the first is the metrics label."),
     Setting("host", str, "127.0.0.1", "Address vLLM binds."),
-    Setting("port", int, 8000, "Port vLLM listens on (1-65535)."),
+    Setting("port", int, 8000, "Port vLLM listens on (1-65535).", minimum=1, maximum=65535),
     Setting(
         "api_key_env",
         str,
@@ -43,6 +46,7 @@ ENGINE: tuple[Setting, ...] = (
         "auto",
         "Flag schema: `auto` (installed vLLM, else the 0.33.0 snapshot), `snapshot`, or `none` "
         "(a fork: unknown flags are warnings).",
+        choices=("auto", "snapshot", "none"),
     ),
 )
 
@@ -53,13 +57,16 @@ PREFLIGHT: tuple[Setting, ...] = (
         False,
         "End vLLM orphans before starting (SIGTERM, grace, SIGKILL), as `--reap-orphans` does.",
     ),
-    Setting("reap_grace_s", float, 10.0, "How long a reaped process gets between SIGTERM and SIGKILL.", "s"),
+    Setting("reap_grace_s", float, 10.0, "How long a reaped process gets between SIGTERM and SIGKILL.", "s",
+            minimum=0, maximum=3600),
     Setting(
         "reap_deadline_s",
         float,
         60.0,
         "How long reaping may take in all: until the processes are gone and (NVML) their memory is back.",
         "s",
+        minimum=0,
+        maximum=3600,
     ),
     Setting(
         "min_host_available_gib",
@@ -67,6 +74,7 @@ PREFLIGHT: tuple[Setting, ...] = (
         2.0,
         "Refuse to start when the host has less RAM available than this (psutil `available`).",
         "GiB",
+        minimum=0,
     ),
     Setting(
         "cuda_context_mib",
@@ -75,6 +83,7 @@ PREFLIGHT: tuple[Setting, ...] = (
         "GPU memory vLLM's process takes for its CUDA context before it measures free memory; the "
         "gpu_memory check counts it (523–533 MiB measured on an H200, torch 2.11, CUDA 13; set 0 to ignore).",
         "MiB",
+        minimum=0,
     ),
     Setting(
         "max_swap_used_gib",
@@ -82,12 +91,15 @@ PREFLIGHT: tuple[Setting, ...] = (
         None,
         "Refuse to start when more swap than this is in use; unset: not checked.",
         "GiB",
+        minimum=0,
     ),
     Setting(
         "restart_max_failures",
         int,
         3,
         "Failed starts of one candidate (same argv and env) after which it is no longer retried.",
+        minimum=1,
+        maximum=1000,
     ),
     Setting(
         "restart_window_s",
@@ -95,6 +107,7 @@ PREFLIGHT: tuple[Setting, ...] = (
         7200.0,
         "The window in which those failed starts are counted (>= failures x TimeoutStartSec).",
         "s",
+        minimum=1,
     ),
 )
 
@@ -106,6 +119,8 @@ SUPERVISOR: tuple[Setting, ...] = (
         30.0,
         "SIGTERM to the engine's process group, then SIGKILL after this.",
         unit="s",
+        minimum=0,
+        maximum=3600,
     ),
     Setting(
         "leak_monitor",
@@ -113,18 +128,19 @@ SUPERVISOR: tuple[Setting, ...] = (
         None,
         "After promotion, keep applying the leak rule of [gates.memory_leak] every window: "
         "`log`, `restart` or `rollback` (re-gate; last-good if that fails). Off when unset.",
+        choices=("log", "restart", "rollback"),
     ),
 )
 
 
 def reference_markdown() -> str:
     """The key tables of docs/profiles.md, generated from the declarations above."""
-    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    lines = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
     lines += [_row(s) for s in TOP_LEVEL]
-    lines += ["", "`[engine]`:", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+    lines += ["", "`[engine]`:", "", "| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
     lines += [_row(s) for s in ENGINE]
-    lines += ["", "`[preflight]` (docs/host-safety.md):", "", "| key | type | default | meaning |"]
-    lines += ["|---|---|---|---|"]
+    lines += ["", "`[preflight]` (docs/host-safety.md):", "", "| key | type | default | allowed | meaning |"]
+    lines += ["|---|---|---|---|---|"]
     lines += [_row(s) for s in PREFLIGHT]
     return "\n".join(lines) + "\n"
 
@@ -132,4 +148,5 @@ def reference_markdown() -> str:
 def _row(setting: Setting) -> str:
     default = "—" if setting.default in (None, "", {}) else f"`{setting.default!r}`".replace("'", '"')
     unit = f" ({setting.unit})" if setting.unit else ""
-    return f"| `{setting.name}` | {setting.type_name} | {default} | {setting.description}{unit} |"
+    allowed = setting.allowed
+    return f"| `{setting.name}` | {setting.type_name} | {default} | {allowed} | {setting.description}{unit} |"

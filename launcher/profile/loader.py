@@ -15,7 +15,7 @@ from typing import Any
 from launcher.errors import BadInput, ProfileNotFound, ProfileSyntaxError
 
 PROFILE_SUFFIX = ".toml"
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # no separators, no "..", no newline
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +45,20 @@ def available_profiles(profiles_dir: Path) -> list[str]:
     return sorted(p.stem for p in profiles_dir.glob(f"*{PROFILE_SUFFIX}") if p.is_file())
 
 
+def check_name(name: str) -> str:
+    """A profile name names files and a unit instance: checked before anything touches the disk."""
+    if not NAME_RE.match(name):
+        shown = repr(name) if len(name) <= 80 else repr(name[:80]) + f"… ({len(name)} characters)"
+        raise BadInput(
+            f"invalid profile name {shown}",
+            hint="use 1-64 letters, digits, '-', '_' and '.', starting with a letter or digit",
+        )
+    return name
+
+
 def profile_path(profiles_dir: Path, name: str) -> Path:
     """The file of profile `name`; a clear error listing what exists when there is none."""
-    if not NAME_RE.match(name):
-        raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
-    path = profiles_dir / f"{name}{PROFILE_SUFFIX}"
+    path = profiles_dir / f"{check_name(name)}{PROFILE_SUFFIX}"
     if not path.is_file():
         existing = available_profiles(profiles_dir)
         listing = ", ".join(existing) if existing else "none"
@@ -74,6 +83,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ProfileSyntaxError(_syntax_message(path, err)) from err
+    except RecursionError as err:  # tomllib recurses once per nesting level
+        raise ProfileSyntaxError(f"{path}: TOML nested too deeply to be a profile") from err
 
 
 def _syntax_message(path: Path, err: tomllib.TOMLDecodeError) -> str:

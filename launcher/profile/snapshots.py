@@ -7,15 +7,18 @@ silently, and a rollback keeps the file it replaces, so nothing is ever lost.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from launcher.atomicfile import write_atomic
+import psutil
+
+from launcher.atomicfile import remove_stray_temps, write_atomic
 from launcher.errors import BadInput
 from launcher.profile.loader import PROFILE_SUFFIX
 
-TAG_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+TAG_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # `$` would accept a trailing newline
 BAK_MARK = ".bak_"
 REPLACED_MARK = ".replaced-"
 
@@ -59,16 +62,54 @@ def save_snapshot(profile_file: Path, bak: Path, *, force: bool) -> None:
     write_atomic(bak, profile_file.read_bytes(), mode=_mode(profile_file))
 
 
+def save_and_write(profile_file: Path, bak: Path, text: str, *, force: bool) -> None:
+    """`save_snapshot`, then the edited profile; on a full or read-only dir the snapshot made here
+    is removed again and BadInput says so: all or nothing, and a retry with the same tag works."""
+    _tidy(profile_file)
+    previous = bak.read_bytes() if bak.exists() else None
+    try:
+        save_snapshot(profile_file, bak, force=force)
+        write_atomic(profile_file, text)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            if previous is None:
+                bak.unlink(missing_ok=True)
+            elif bak.read_bytes() != previous:
+                write_atomic(bak, previous)
+        raise _cannot_write(err, profile_file) from err
+
+
 def restore_snapshot(profile_file: Path, bak: Path, now: datetime) -> Path | None:
     """Put the snapshot back; the file it replaces is written first, as `.replaced-<UTC time>`."""
+    _tidy(profile_file)
     data = bak.read_bytes()
     kept: Path | None = None
     mode = _mode(profile_file) if profile_file.exists() else _mode(bak)
-    if profile_file.exists():
-        kept = replaced_path(profile_file, now)
-        write_atomic(kept, profile_file.read_bytes(), mode=mode)
-    write_atomic(profile_file, data, mode=mode)
+    try:
+        if profile_file.exists():
+            kept = replaced_path(profile_file, now)
+            write_atomic(kept, profile_file.read_bytes(), mode=mode)
+        write_atomic(profile_file, data, mode=mode)
+    except OSError as err:
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                kept.unlink(missing_ok=True)
+        raise _cannot_write(err, profile_file) from err
     return kept
+
+
+def _cannot_write(err: OSError, profile_file: Path) -> BadInput:
+    return BadInput(
+        f"cannot write {err.filename or profile_file}: {err.strerror or err}; nothing was changed "
+        f"({profile_file.name} and its snapshots are as they were)",
+        hint="free space in, or make writable, the profiles dir, then run the same command again",
+    )
+
+
+def _tidy(profile_file: Path) -> None:
+    """Temp files a killed `set`/`rollback` left beside the profile (or its symlink's target)."""
+    for directory in {profile_file.parent, profile_file.resolve().parent}:
+        remove_stray_temps(directory, psutil.pid_exists)
 
 
 def replaced_path(profile_file: Path, now: datetime) -> Path:

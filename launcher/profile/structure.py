@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gates.registry import GATE_SETTINGS, gate_settings
+from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, GATES, gate_settings
 from gates.setting import Setting
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL
 from launcher.profile.loader import ResolvedProfile
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 GATES_TABLE_KEYS = ("order",)
 
 
@@ -33,6 +33,12 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
             findings.error(
                 f"{where(profile.source_of('engine.command'), 'engine.command')}: a non-empty list of strings"
             )
+        key_env = engine.get("api_key_env")
+        if isinstance(key_env, str) and not ENV_NAME_RE.match(key_env):
+            findings.error(
+                f"{where(profile.source_of('engine.api_key_env'), 'engine.api_key_env')} = {key_env!r}: "
+                "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+            )
     preflight = data.get("preflight", {})
     if isinstance(preflight, dict):
         _check_table(profile, preflight, PREFLIGHT, "preflight.", findings)
@@ -46,7 +52,9 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
                 f"{action!r}: one of log, restart, rollback"
             )
     _check_env(profile, findings)
+    _check_args_text(profile, findings)
     _check_gates(profile, findings)
+    _check_required_gate(profile, findings)
 
 
 def _check_table(
@@ -65,6 +73,8 @@ def _check_table(
             findings.error(f"{where(source, dotted)}: unknown key{did_you_mean(key, known)}")
         elif not setting.accepts(value):
             findings.error(f"{where(source, dotted)} = {value!r}: expected {setting.type_name}")
+        elif (problem := setting.problem(value)) is not None:
+            findings.error(f"{where(source, dotted)} = {value!r}: {problem}")
 
 
 def _check_env(profile: ResolvedProfile, findings: Findings) -> None:
@@ -77,6 +87,8 @@ def _check_env(profile: ResolvedProfile, findings: Findings) -> None:
             findings.error(f"{where(source, 'env.' + name)}: not a valid environment variable name")
         if isinstance(value, bool) or not isinstance(value, str | int):
             findings.error(f"{where(source, 'env.' + name)} = {value!r}: environment values are strings")
+        elif isinstance(value, str) and has_control(value):
+            findings.error(f"{where(source, 'env.' + name)} = {value!r}: contains a control character")
 
 
 def _check_gates(profile: ResolvedProfile, findings: Findings) -> None:
@@ -99,6 +111,8 @@ def _check_gates(profile: ResolvedProfile, findings: Findings) -> None:
             findings.error(f"{where(profile.source_of(dotted), dotted)}: must be a table [gates.{name}]")
             continue
         _check_table(profile, table, settings, dotted + ".", findings)
+        for problem in GATES[name].table_problems(table):
+            findings.error(f"{where(profile.source_of(dotted), dotted)}: {problem}")
 
 
 def _check_order(profile: ResolvedProfile, order: Any, findings: Findings) -> None:
@@ -111,3 +125,50 @@ def _check_order(profile: ResolvedProfile, order: Any, findings: Findings) -> No
             findings.error(
                 f"{where(source, 'gates.order')}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}"
             )
+
+
+def has_control(text: str) -> bool:
+    """A control character (newline, NUL, escape…): never valid in argv, env or a unit file."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+def _check_args_text(profile: ResolvedProfile, findings: Findings) -> None:
+    """Every string of `[args]` becomes argv: a NUL cannot be passed, a newline has no place."""
+    args = profile.data.get("args", {})
+    if not isinstance(args, dict):
+        return
+    for key, value in args.items():
+        if any(has_control(text) for text in _strings(value)) or has_control(key):
+            dotted = "args." + key
+            findings.error(f"{where(profile.source_of(dotted), dotted)}: contains a control character")
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    return []
+
+
+def _check_required_gate(profile: ResolvedProfile, findings: Findings) -> None:
+    """A chain with no required gate promotes anything (`gates.order = []` once promoted a
+    candidate with no gates at all), so it is refused; `abstract` profiles are not launched."""
+    gates = profile.data.get("gates", {})
+    if not isinstance(gates, dict) or profile.data.get("abstract") is True:
+        return
+    order = gates.get("order", list(DEFAULT_ORDER))
+    if not isinstance(order, list) or not all(isinstance(n, str) for n in order):
+        return
+    required = [n for n in order if _required(gates.get(n))]
+    if not required:
+        findings.error(
+            f"{where(profile.source_of('gates'), 'gates')}: the chain {order} has no required gate, "
+            "so any candidate would be promoted (add a gate to gates.order, or set required = true)"
+        )
+
+
+def _required(table: Any) -> bool:
+    return not isinstance(table, dict) or table.get("required", True) is not False

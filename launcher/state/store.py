@@ -9,17 +9,20 @@ Layout (all JSON written atomically; history is append-only JSON lines):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launcher.atomicfile import write_atomic
-from launcher.errors import BadInput
+from launcher.state.records import LAST_GOOD, LAST_GOOD_OPTIONAL, LAST_GOOD_SEEN, read_record
 
 
 @dataclass(frozen=True, slots=True)
 class StateStore:
     root: Path
+    # The write seam: the serve loop passes one that queues a failed write for a retry.
+    write: Callable[[Path, str], None] = field(default=write_atomic)
 
     def profile_dir(self, profile: str) -> Path:
         return self.root / "profiles" / profile
@@ -29,29 +32,22 @@ class StateStore:
         return self.root / "history.jsonl"
 
     def last_good(self, profile: str) -> dict[str, Any] | None:
-        return self._read(self.profile_dir(profile) / "last_good.json")
+        """The promoted record as far as a diff needs it: argv, env, fingerprint (BadInput naming
+        the file when corrupt)."""
+        return read_record(self.profile_dir(profile) / "last_good.json", LAST_GOOD_SEEN)
+
+    def last_good_to_start(self, profile: str) -> dict[str, Any] | None:
+        """The promoted record, checked field by field as `Candidate.from_record` needs it."""
+        return read_record(self.profile_dir(profile) / "last_good.json", LAST_GOOD, LAST_GOOD_OPTIONAL)
 
     def write_last_good(self, profile: str, record: dict[str, Any]) -> None:
         self._write(self.profile_dir(profile) / "last_good.json", record)
 
     def last_facts(self, profile: str) -> dict[str, Any] | None:
-        return self._read(self.profile_dir(profile) / "last_facts.json")
+        return read_record(self.profile_dir(profile) / "last_facts.json", {})
 
     def write_last_facts(self, profile: str, facts: dict[str, Any]) -> None:
         self._write(self.profile_dir(profile) / "last_facts.json", facts)
 
-    def _read(self, path: Path) -> dict[str, Any] | None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as err:
-            raise BadInput(f"cannot read state file {path}: {err.strerror or err}") from err
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise BadInput(f"state file {path} is corrupt (line {err.lineno}): {err.msg}") from err
-        return data if isinstance(data, dict) else None
-
     def _write(self, path: Path, data: dict[str, Any]) -> None:
-        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        self.write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

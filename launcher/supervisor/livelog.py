@@ -3,6 +3,7 @@ gates, written to a rotated file in the state dir — and a condition gates can 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
 import re
@@ -87,7 +88,8 @@ class LiveLog:
     def close(self) -> None:
         if self._file is not None:
             for handler in list(self._file.handlers):
-                handler.close()
+                with contextlib.suppress(OSError):  # a full disk fails the last flush: bookkeeping only
+                    handler.close()
                 self._file.removeHandler(handler)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 from types import TracebackType
 
 from launcher.atomicfile import write_atomic
-from launcher.errors import AlreadyRunning
+from launcher.errors import AlreadyRunning, BadInput
 from launcher.supervisor.history import utc_now
 
 
@@ -23,8 +24,14 @@ class ProfileLock:
         self._fd: int | None = None
 
     def __enter__(self) -> ProfileLock:
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise BadInput(
+                f"cannot take the profile lock {self.lock_path}: {err.strerror or err}",
+                hint="check that the state dir is writable (--state-dir, $VLLM_GATE_STATE)",
+            ) from err
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -36,7 +43,8 @@ class ProfileLock:
                 hint="stop it first, or use `launch status` to see what it serves",
             ) from None
         self._fd = fd
-        write_atomic(self.info_path, json.dumps({"pid": os.getpid(), "started_at": utc_now()}) + "\n")
+        with contextlib.suppress(OSError):  # only names the holder; a full disk must not stop a start
+            write_atomic(self.info_path, json.dumps({"pid": os.getpid(), "started_at": utc_now()}) + "\n")
         return self
 
     def __exit__(self, *exc: object | TracebackType) -> None:

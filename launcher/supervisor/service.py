@@ -15,13 +15,14 @@ import time
 from contextlib import ExitStack
 
 from gates.chain import ChainReport
-from launcher.errors import ExitCode, PreflightRefused
+from launcher.errors import ExitCode, GateError, PreflightRefused
 from launcher.host.orphans import deployment_id
-from launcher.profile.plan import build_plan
+from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
+from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
@@ -32,6 +33,7 @@ from launcher.supervisor.reload import Reloading
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
+from launcher.supervisor.wayout import finalise, tidy_profile_dir
 
 DEFAULT_STOP_GRACE_S = 30.0
 
@@ -49,10 +51,14 @@ class Supervisor(Reloading):
         self.allow_unknown = allow_unknown
         self.hooks = hooks or Hooks()
         self.progress = progress or Progress()
-        self.store = StateStore(options.state_dir)
-        self.history = History(self.store.history_path)
+        # Every state write goes through the bookkeeping: a full disk never stops a healthy engine.
+        self.books = Bookkeeping(self.hooks.notifier.status)
+        self.store = StateStore(options.state_dir, write=self.books.write_file)
+        self.history = History(self.store.history_path, write=self.books.append_line)
+        self.board = StatusBoard(
+            self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
+        )
         self.deployment = deployment_id(options.state_dir, profile)
-        self.board = StatusBoard(self.store.profile_dir(profile) / "status.json", profile)
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
         self.current: Attempt | None = None
@@ -63,14 +69,24 @@ class Supervisor(Reloading):
 
     # ---- entry point -------------------------------------------------------------------------
     def run(self) -> int:
+        # The plan first: a bad name, a missing profile or a cycle writes nothing, not even a lock.
+        plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
+        plan.raise_for_errors()
         with ProfileLock(self.store.profile_dir(self.profile), self.profile):
+            tidy_profile_dir(self.store, self.profile, self.history)
             self.inbox.install()
             stopper = threading.Thread(target=self._stop_on_signal, name="stop-on-signal", daemon=True)
             stopper.start()
+            error: BaseException | None = None
             try:
-                return self._run()
+                return self._run(plan)
+            except BaseException as err:
+                error = err
+                raise
             finally:
                 self._stop_current("launcher exiting")
+                finalise(self.board, self.history, self.books, stopping=self.inbox.stop_requested.is_set(),
+                         error=error)  # fmt: skip
                 self.inbox.restore()
                 self._exiting.set()
                 self.inbox.stop_requested.set()
@@ -82,9 +98,7 @@ class Supervisor(Reloading):
         if not self._exiting.is_set():
             self._stop_current("stop requested while starting or gating")
 
-    def _run(self) -> int:
-        plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
-        plan.raise_for_errors()
+    def _run(self, plan: LaunchPlan) -> int:
         outcome = self._bring_up(Candidate.from_plan(plan))
         if outcome is not None:
             return outcome
@@ -187,7 +201,7 @@ class Supervisor(Reloading):
         self._stop_current("candidate rejected")
         self.history.append("rejected", profile=self.profile, label=rejected.label,
                             fingerprint=rejected.fingerprint, reason=reason)  # fmt: skip
-        record = self.store.last_good(self.profile)
+        record = self.store.last_good_to_start(self.profile)
         if record is None:
             self.board.update(
                 phase=Phase.FAILED, rollback_reason=reason, detail="no last-good launch recorded"
@@ -220,6 +234,7 @@ class Supervisor(Reloading):
         while True:
             self.wake.wait(timeout=min(monitor.tick_s if monitor else 1.0, watchdog.tick_s))
             self.wake.clear()
+            self.books.retry()
             if self.current is not None:
                 watchdog.maybe_ping(self.current.candidate)
             signals = self.inbox.take()

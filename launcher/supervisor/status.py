@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from launcher.atomicfile import write_atomic
+from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from launcher.supervisor.history import utc_now
 
 
@@ -40,21 +42,21 @@ class Status:
 
 
 class StatusBoard:
-    def __init__(self, path: Path, profile: str) -> None:
+    def __init__(
+        self, path: Path, profile: str, write: Callable[[Path, str], None] = write_atomic
+    ) -> None:  # `write`: the serve loop passes one that queues a failed write for a retry
         self.path = path
         self.current = Status(phase=Phase.STARTING, profile=profile)
+        self._write = write
 
     def update(self, **changes: Any) -> Status:
         if "phase" in changes and changes["phase"] != self.current.phase:
             changes.setdefault("phase_since", utc_now())
         self.current = replace(self.current, **changes)
-        write_atomic(self.path, json.dumps(asdict(self.current), indent=2, default=str) + "\n")
+        self._write(self.path, json.dumps(asdict(self.current), indent=2, default=str) + "\n")
         return self.current
 
 
 def read_status(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+    """None when there is no status; BadInput naming the file when it is corrupt."""
+    return read_record(path, STATUS, STATUS_OPTIONAL)

@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-from launcher.errors import BadInput
 from launcher.host.gpu import GIB, MIB, GpuDevice, resolve_device
 from launcher.host.gpu_checks import HostGpus, TargetGpu, check_gpu_memory
 from launcher.host.host_checks import check_host_memory, check_model_path, check_swap
@@ -60,8 +57,9 @@ def test_the_simulator_uses_a_gpu_only_when_asked(profiles_dir: Path) -> None:
 def test_preflight_table_defaults_and_bad_values(profiles_dir: Path) -> None:
     policy = HostPolicy.from_plan(plan(profiles_dir, ""))
     assert (policy.reap_orphans, policy.reap_grace_s, policy.restart_max_failures) == (False, 10.0, 3)
-    with pytest.raises(BadInput, match="preflight.reap_grace_s = -1 must not be negative"):
-        HostPolicy.from_plan(plan(profiles_dir, "[preflight]\nreap_grace_s = -1\n"))
+    # The declared range refuses it in the dry run, before any policy is built.
+    (profiles_dir / "p.toml").write_text('[engine]\nmodel = "m"\n[preflight]\nreap_grace_s = -1\n')
+    assert any("preflight.reap_grace_s = -1: must be ≥ 0" in e for e in build_plan(profiles_dir, "p").errors)
     (profiles_dir / "p.toml").write_text('[engine]\nmodel = "m"\n[preflight]\nreap_orphan = true\n')
     assert any("preflight.reap_orphan: unknown key" in e for e in build_plan(profiles_dir, "p").errors)
 
