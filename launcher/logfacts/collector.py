@@ -11,9 +11,9 @@ from typing import Any
 
 from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind, LogEvent
-from launcher.logfacts.failure import ENGINE, EXIT, Cause, FailureKind, classify, process_exit
+from launcher.logfacts.failure import ENGINE, EXIT, EXPLICIT, Cause, FailureKind, classify, process_exit
 from launcher.logfacts.handlers import ASKED, DISPATCH, Handler
-from launcher.logfacts.lines import Record
+from launcher.logfacts.lines import EXCEPTION_LINE, Record
 from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.startup import Startup
 
@@ -60,6 +60,7 @@ class Collector:
     # ---- helpers -------------------------------------------------------------------------------
     def emit(self, kind: EventKind, rec: Record, line_no: int, **detail: Any) -> None:
         self.startup.activity = True
+        self.startup.seen.add(kind)
         self.events.append(LogEvent(kind, rec.text, line_no, detail))
 
     def once(self, kind: EventKind, rec: Record, line_no: int, **detail: Any) -> None:
@@ -80,6 +81,8 @@ class Collector:
             return
         if s.failure is None or cause.rank > s.failure[0].rank:
             s.failure = (cause, rec.text, line_no, rec.msg)
+            s.failure_proc = rec.label
+            s.failure_phase = s.phase()
             s.outcome = "failed"
             self.emit(EventKind.FAILED, rec, line_no, cause=str(cause.kind))
 
@@ -95,6 +98,9 @@ class Collector:
                 self._fail(Cause(FailureKind.OTHER, EXIT), rec, line_no)
             return
         cause = classify(rec, s.traceback_seen)
+        if cause is not None and cause.rank == EXPLICIT and s.first_exception is None \
+                and EXCEPTION_LINE.match(rec.msg):
+            s.first_exception = (rec.text, line_no, rec.msg)  # the root cause `engine_init` points back to
         if cause is None and p.ENGINE_DIED.search(rec.msg):
             cause = Cause(FailureKind.ENGINE_INIT, ENGINE)
         if cause is not None:

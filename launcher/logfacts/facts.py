@@ -93,6 +93,8 @@ class LogFacts:
     failure_line: str | None = None
     failure_line_no: int | None = None
     failure_message: str | None = None  # failure_line without its process, level, time and source
+    failure_proc: str | None = None  # the process that printed it: `VllmWorker rank=3`, `Worker_TP1`
+    failure_phase: str | None = None  # loading / profiling / capture (how far startup had got)
     died_after_ready: LineRef | None = None
     shutdown_seen: bool = False
     markers: list[MarkerHit] = field(default_factory=list)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from launcher.logfacts import failure
 from launcher.logfacts.markers import MarkerSet
 
 HEAD_CHARS = 4 * 1024 * 1024
@@ -54,7 +55,7 @@ class Hits:
 
 class Prefilter:
     def __init__(self, markers: MarkerSet) -> None:
-        self._regexes = (_RECORD, *markers.scan)
+        self._regexes = (_RECORD, failure.SCAN, *markers.scan)
         self._every_line = markers.every_line
 
     def scan(self, text: str, end: int, stream_offset: int) -> Hits:
