@@ -53,7 +53,8 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     # at least one request with the model's max seq len` (0.8.x spelled `models's`) with its `... GiB KV
     # cache is needed, which is larger than the available KV cache memory`; V0 `The model's max seq len
     # (N) is larger than the maximum number of tokens that can be stored in KV cache (M)`
-    (re.compile(r"No available memory for the cache blocks|To serve at least one request with the models?'s max"
+    (re.compile(r"No available memory for the cache blocks"
+                r"|To serve at least one request with the models?'s max"
                 r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV"
                 r"|is larger than the available KV cache memory"),
      Cause(FailureKind.KV_CACHE_TOO_SMALL, SPECIFIC)),
@@ -69,18 +70,21 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
      Cause(FailureKind.TOOL_PARSER, SPECIFIC)),
     # api_server.py KeyError (0.7.2+), argparse choices (0.7.2-0.10), parser_manager.py TypeError (0.26)
     (re.compile(r"invalid reasoning parser|argument --reasoning-parser: invalid choice"
-                r"|--enable-reasoning requires --reasoning-parser|reasoning_parser_name='[^']*' has not been"),
+                r"|--enable-reasoning requires --reasoning-parser"
+                r"|reasoning_parser_name='[^']*' has not been"),
      Cause(FailureKind.REASONING_PARSER, SPECIFIC)),
-    # entrypoints/launchers/launcher.py create_server_socket; uvicorn's own bind error in older releases
-    (re.compile(r"Errno 98|[Aa]ddress already in use"), Cause(FailureKind.PORT_IN_USE, SPECIFIC)),
     # pynccl_wrapper.py `NCCL error: ...` (0.6+); torch.distributed's rendezvous and backend errors
+    # (before the port rule: torch's rendezvous port in use is not the API server's port)
     (re.compile(r"NCCL error|DistNetworkError|DistBackendError|DistStoreError"),
      Cause(FailureKind.DISTRIBUTED, SPECIFIC)),
+    # entrypoints/launchers/launcher.py create_server_socket; uvicorn's own bind error in older releases
+    (re.compile(r"Errno 98|[Aa]ddress already in use"), Cause(FailureKind.PORT_IN_USE, SPECIFIC)),
     # transformers_utils/config.py, default_loader.py; huggingface_hub's errors for a missing, gated or
     # offline model
     (re.compile(r"Invalid repository ID or local directory specified|Cannot find any model weights with"
-                r"|Repository Not Found for url|RepositoryNotFoundError|Cannot access gated repo|GatedRepoError"
-                r"|OfflineModeIsEnabled|LocalEntryNotFoundError|is not a local folder and is not a valid model"
+                r"|Repository Not Found for url|RepositoryNotFoundError|Cannot access gated repo"
+                r"|GatedRepoError|OfflineModeIsEnabled|LocalEntryNotFoundError"
+                r"|is not a local folder and is not a valid model"
                 r"|We couldn't connect to 'https://huggingface\.co'"),
      Cause(FailureKind.MODEL_NOT_FOUND, SPECIFIC)),
     # worker.py / platforms/cuda.py (bf16 on a V100), config/vllm.py quantization minimum capability;

@@ -90,6 +90,8 @@ def simple(c: Collector, rec: Record, line_no: int) -> None:
         s.set("model_runner", "v1", STATED)
     elif p.ENFORCE_EAGER.match(msg):
         s.set("enforce_eager", True, STATED)
+    elif p.CAPTURE_START_V0.match(msg):
+        s.set("enforce_eager", False, STATED)
     elif p.CAPTURE_SKIPPED.match(msg):
         s.capture.skipped = True
         s.activity = True
@@ -209,6 +211,7 @@ DISPATCH: tuple[tuple[str, Handler], ...] = (
     ("Model Runner", simple),
     ("eager", simple),
     ("Skipping ", simple),
+    ("Capturing ", simple),
     ("torch.compile", simple),
     ("oad", loading),  # Loading…, Starting to load…, Model loading took
     ("Profiling CUDA graph", profiling),

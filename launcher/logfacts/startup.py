@@ -63,13 +63,13 @@ class Startup:
         return None
 
     def cause_line(self) -> tuple[str, int, str] | None:
-        """The failure's line; for `engine_init` the first uncaught exception before it, which is the
-        root cause vLLM's `Engine core initialization failed. See root cause above.` points back to."""
+        """The failure's line; for `engine_init` the startup's first uncaught exception (`logger.exception`
+        prints it after the generic line), the root cause `See root cause above.` points back to."""
         if self.failure is None:
             return None
         cause, line, line_no, msg = self.failure
         first = self.first_exception
-        if cause.kind == FailureKind.ENGINE_INIT and first is not None and first[1] <= line_no:
+        if cause.kind == FailureKind.ENGINE_INIT and first is not None:
             return first
         return line, line_no, msg
 

@@ -20,7 +20,15 @@ from launcher.logfacts.collector import Collector
 from launcher.logfacts.events import LogEvent
 from launcher.logfacts.facts import LogFacts
 from launcher.logfacts.joiner import Pending, needs_continuation
-from launcher.logfacts.lines import Record, leading_proc, parse_segment, strip_ansi, strip_outer
+from launcher.logfacts.lines import (
+    HTML_ENTITY,
+    Record,
+    leading_proc,
+    parse_segment,
+    strip_ansi,
+    strip_outer,
+    unescape_html,
+)
 from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.prefilter import TRACEBACK_WINDOW, Prefilter
 
@@ -86,6 +94,9 @@ class LogStream:
         and every line while a wrapped record waits for its continuation."""
         if text.find("\x1b", 0, end) >= 0 or text.find("^", 0, end) >= 0:
             text = strip_ansi(text[:end])
+            end = len(text)
+        if HTML_ENTITY.search(text, 0, end):
+            text = unescape_html(text[:end])
             end = len(text)
         hits = self._prefilter.scan(text, end, self._offset)
         candidates = set(hits.starts)
