@@ -25,6 +25,7 @@ class Collector:
         self.markers = markers
         self.startup = Startup(markers.patterns)
         self.startups_seen = 0
+        self.command: dict[str, Any] = {}  # facts of the last echoed command line, for later startups
         self.events: list[LogEvent] = []
 
     # ---- entry points --------------------------------------------------------------------------

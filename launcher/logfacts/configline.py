@@ -121,6 +121,8 @@ def from_command(args_text: str) -> dict[str, Any]:
         if fact is None:
             if word == "--enforce-eager":
                 out["enforce_eager"] = True
+            elif flag == "--model" and (inline or i + 1 < len(words)):
+                out["model"] = inline or words[i + 1]  # `-m vllm.entrypoints.openai.api_server --model M`
             elif i == 0 and not word.startswith("-"):
                 out["model"] = word
             continue

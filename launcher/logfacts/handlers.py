@@ -31,6 +31,7 @@ def version(c: Collector, rec: Record, line_no: int) -> None:
         return
     if c.startup.activity:
         c.startup = Startup(c.markers.patterns)
+        c.set_all(c.command, COMMAND)  # the echoed command line came before this banner
     c.startups_seen += 1
     c.startup.set("vllm_version", m.group("version"), STATED)
     c.startup.banner_ts = c.startup.banner_ts or rec.ts
@@ -198,7 +199,8 @@ def command(c: Collector, rec: Record, line_no: int) -> None:
         return
     m = p.COMMAND_LINE.search(rec.msg)
     if m is not None:
-        c.set_all(configline.from_command(m.group("args")), COMMAND)
+        c.command = configline.from_command(m.group("args"))
+        c.set_all(c.command, COMMAND)
 
 
 DISPATCH: tuple[tuple[str, Handler], ...] = (
