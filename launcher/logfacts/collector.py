@@ -13,6 +13,7 @@ from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind, LogEvent
 from launcher.logfacts.failure import ENGINE, EXIT, EXPLICIT, Cause, FailureKind, classify, process_exit
 from launcher.logfacts.handlers import ASKED, DISPATCH, Handler
+from launcher.logfacts.history import History
 from launcher.logfacts.lines import EXCEPTION_LINE, Record
 from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.startup import Startup
@@ -25,6 +26,7 @@ class Collector:
         self.markers = markers
         self.startup = Startup(markers.patterns)
         self.startups_seen = 0
+        self.history = History()
         self.command: dict[str, Any] = {}  # facts of the last echoed command line, for later startups
         self.events: list[LogEvent] = []
 

@@ -39,6 +39,17 @@ class MarkerHit:
 
 
 @dataclass(frozen=True, slots=True)
+class StartupSummary:
+    """One startup of the log: where its banner was (null: the log began mid-startup) and how it ended."""
+
+    line_no: int | None
+    vllm_version: str | None
+    outcome: str | None
+    failure_kind: str | None = None
+    failure_line_no: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LogFacts:
     # identity and serving
     vllm_version: str | None = None
@@ -99,7 +110,11 @@ class LogFacts:
     shutdown_seen: bool = False
     markers: list[MarkerHit] = field(default_factory=list)
     startups_seen: int = 0
+    startups: list[StartupSummary] = field(default_factory=list)  # the last 1000, this one included
+    startup_outcomes: dict[str, int] = field(default_factory=dict)  # all: {"failed:free_memory": 7, ...}
     lines_read: int = 0
+    lines_cut: int = 0  # lines longer than the parser reads (MAX_LINE_CHARS), cut there
+    chars_cut: int = 0  # characters dropped from those lines
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict (json.dumps-able): nested values become dicts and lists."""

@@ -6,6 +6,7 @@ so a record runs only the regexes that can match it. Patterns live in `patterns.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,18 +24,29 @@ STATED, ASKED, COMMAND = 3, 2, 1
 Handler = Callable[["Collector", Record, int], None]
 
 
-def version(c: Collector, rec: Record, line_no: int) -> None:
+def banner(rec: Record) -> re.Match[str] | None:
+    """The version banner a startup begins with: 0.33's, the older API server's, or the logo's."""
     m = p.VERSION_SERVER.match(rec.msg) or p.VERSION_API.match(rec.msg)
     if m is None and any(g in rec.msg for g in p.LOGO_GLYPHS):
         m = p.VERSION_LOGO.search(rec.msg)
+    return m
+
+
+def version(c: Collector, rec: Record, line_no: int) -> None:
+    m = banner(rec)
     if m is None:
         return
     if c.startup.activity:
+        summary = c.startup.summary()
+        if summary is not None:
+            c.history.add(summary)
         c.startup = Startup(c.markers.patterns)
         c.set_all(c.command, COMMAND)  # the echoed command line came before this banner
     c.startups_seen += 1
     c.startup.set("vllm_version", m.group("version"), STATED)
     c.startup.banner_ts = c.startup.banner_ts or rec.ts
+    if c.startup.banner_line_no is None:
+        c.startup.banner_line_no = line_no
     if "model" in m.groupdict():
         c.startup.set("model", m.group("model"), STATED)
     c.emit(EventKind.BANNER, rec, line_no, version=m.group("version"), startup=c.startups_seen)

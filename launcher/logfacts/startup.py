@@ -9,8 +9,9 @@ from typing import Any
 
 from launcher.logfacts.capture import CaptureTracker
 from launcher.logfacts.events import EventKind
-from launcher.logfacts.facts import CaptureBar, Concurrency, LineRef, LogFacts, MarkerHit
+from launcher.logfacts.facts import CaptureBar, Concurrency, LineRef, LogFacts, MarkerHit, StartupSummary
 from launcher.logfacts.failure import Cause, FailureKind
+from launcher.logfacts.history import History
 from launcher.logfacts.lines import Record
 
 
@@ -36,6 +37,7 @@ class Startup:
     died_after_ready: tuple[str, int] | None = None
     shutdown_seen: bool = False
     traceback_seen: bool = False
+    banner_line_no: int | None = None
     banner_ts: str | None = None  # timestamps of the lines that bound `startup_seconds`
     init_ts: str | None = None
     serving_ts: str | None = None
@@ -79,7 +81,15 @@ class Startup:
             record = Record(line, line)
             emit(EventKind.MARKER_SEEN, record, line_no, pattern=self.marker_patterns[index])
 
-    def freeze(self, startups_seen: int, lines_read: int) -> LogFacts:
+    def summary(self) -> StartupSummary | None:
+        """This startup in short; None when nothing of it was read."""
+        if not self.activity:
+            return None
+        f = self.failure
+        return StartupSummary(self.banner_line_no, self.values.get("vllm_version"), self.outcome,
+                              str(f[0].kind) if f else None, f[2] if f else None)
+
+    def freeze(self, startups_seen: int, lines_read: int, history: History, cut: tuple[int, int]) -> LogFacts:
         v = self.values
         cap = self.capture
         eager = v.get("enforce_eager")
@@ -97,6 +107,7 @@ class Startup:
         conc = min(self.concurrency, default=None)
         failure = self.failure
         cause = self.cause_line()
+        startups, outcomes = history.with_current(self.summary())
         return LogFacts(
             **{k: v.get(k) for k in _PLAIN},
             non_default_args=self.non_default_args,
@@ -130,7 +141,11 @@ class Startup:
             shutdown_seen=self.shutdown_seen,
             markers=[_marker(pattern, self.markers.get(i)) for i, pattern in enumerate(self.marker_patterns)],
             startups_seen=startups_seen,
+            startups=startups,
+            startup_outcomes=outcomes,
             lines_read=lines_read,
+            lines_cut=cut[0],
+            chars_cut=cut[1],
         )
 
 
