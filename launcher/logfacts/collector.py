@@ -38,7 +38,8 @@ class Collector:
             if needle in msg and handler not in called:  # one call per handler, however many needles hit
                 called.append(handler)
                 handler(self, rec, line_no)
-        if rec.level in (None, "ERROR", "CRITICAL"):
+        if rec.level in (None, "ERROR", "CRITICAL") or (rec.level == "WARNING" and p.ENGINE_DIED.search(msg)):
+            # 0.26 says the engine died at WARNING: `[shutdown] MPClient: engine core exited unexpectedly`
             self._check_failure(rec, line_no)
         if self.markers.patterns:
             for i in self.markers.matching(rec):

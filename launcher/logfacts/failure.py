@@ -66,10 +66,12 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     (re.compile(r"invalid tool call parser"
                 r"|--enable-auto-tool-choice requires (?:--tool-call-parser|tool_parser)"
                 r"|cannot be used with the tokenizer|tool_parser:'[^']*' which has not been registered"
-                r"|argument --tool-call-parser: invalid choice"),
+                r"|argument --tool-call-parser: invalid choice|Tool parser '[^']*' not found"),
      Cause(FailureKind.TOOL_PARSER, SPECIFIC)),
-    # api_server.py KeyError (0.7.2+), argparse choices (0.7.2-0.10), parser_manager.py TypeError (0.26)
+    # api_server.py KeyError (0.7.2+), argparse choices (0.7.2-0.10), parser_manager.py TypeError (0.26),
+    # abs_reasoning_parsers.py KeyError `Reasoning parser 'x' not found.` (0.13+, recorded on 0.26.0)
     (re.compile(r"invalid reasoning parser|argument --reasoning-parser: invalid choice"
+                r"|Reasoning parser '[^']*' not found"
                 r"|--enable-reasoning requires --reasoning-parser"
                 r"|reasoning_parser_name='[^']*' has not been"),
      Cause(FailureKind.REASONING_PARSER, SPECIFIC)),

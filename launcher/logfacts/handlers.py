@@ -65,7 +65,7 @@ def args(c: Collector, rec: Record, line_no: int) -> None:
     if m is not None:
         parsed = parse_dict(m.group("args"))
         if parsed is not None:
-            c.startup.non_default_args = parsed
+            c.startup.non_default_args = configline.redact(parsed)
     else:
         m = p.NAMESPACE_ARGS.match(rec.msg)
         parsed = parse_namespace(m.group("args")) if m else None

@@ -89,6 +89,12 @@ FAILURES: list[dict[str, Any]] = [
     {"kind": "reasoning_parser", "origin": V, "exception": "KeyError",
      "phrase": "invalid reasoning parser: ",
      "example": "'invalid reasoning parser: qwen4 (chose from { deepseek_r1,granite,qwen3 })'"},
+    {"kind": "reasoning_parser", "origin": V, "exception": "KeyError",
+     "phrase": "Reasoning parser '{name}' not found. Available parsers: ",
+     "example": "\"Reasoning parser 'qwen4' not found. Available parsers: deepseek_r1, granite, qwen3\""},
+    {"kind": "tool_parser", "origin": V, "exception": "KeyError",
+     "phrase": "Tool parser '{name}' not found.",
+     "example": "\"Tool parser 'hermes2' not found.\""},
     {"kind": "reasoning_parser", "origin": ARGPARSE, "exception": None, "argparse": True,
      "phrase": "\"--reasoning-parser\",",
      "example": "argument --reasoning-parser: invalid choice: 'qwen4' (choose from 'deepseek_r1', "

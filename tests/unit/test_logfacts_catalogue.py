@@ -5,6 +5,7 @@ escapes, CRLF, an excerpt without the banner), and judged."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,15 @@ def test_oom_reports_the_phase_and_the_rank() -> None:
     facts, _ = parse_text(text)
     got = (facts.failure_kind, facts.failure_phase, facts.failure_proc)
     assert got == ("oom", "capture", "VllmWorker rank=3")
+
+
+def test_docs_show_the_catalogue_as_built() -> None:
+    """docs/logs.md carries the table build_catalogue.py renders from the JSON (rebuild both together)."""
+    root = Path(__file__).resolve().parents[2]
+    builder = root / "scripts" / "logfacts" / "build_catalogue.py"
+    spec = importlib.util.spec_from_file_location("build_catalogue", builder)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    docs = (root / "docs" / "logs.md").read_text(encoding="utf-8")
+    assert f"{module.BEGIN}\n{module.render_table(CATALOGUE)}\n{module.END}" in docs
