@@ -47,7 +47,9 @@ class Cause:
 _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     # Every phrasing below has catalogue rows (launcher/logfacts/catalogue.json: releases, file:line).
     # v1/worker/gpu_worker.py (0.9.1+), `cuda:N` form v1/worker/utils.py (0.33)
-    (re.compile(r"Free memory on device.*? on startup is less than"),
+    # `Error in memory profiling` (V0 worker.py, V1 gpu_worker.py, 0.6+): memory changed under vLLM
+    # while it profiled, i.e. another process on the GPU
+    (re.compile(r"Free memory on device.*? on startup is less than|Error in memory profiling\. "),
      Cause(FailureKind.FREE_MEMORY, SPECIFIC)),
     # V0 worker.py / V1 kv_cache_utils.py `No available memory for the cache blocks` (0.6+); V1 `To serve
     # at least one request with the model's max seq len` (0.8.x spelled `models's`) with its `... GiB KV
@@ -87,13 +89,15 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
                 r"|Repository Not Found for url|RepositoryNotFoundError|Cannot access gated repo"
                 r"|GatedRepoError|OfflineModeIsEnabled|LocalEntryNotFoundError"
                 r"|is not a local folder and is not a valid model"
-                r"|We couldn't connect to 'https://huggingface\.co'"),
+                r"|We couldn't connect to 'https://huggingface\.co'|HTTPSConnectionPool\(host='huggingface\.co'"
+                r"|access a gated repo|HFValidationError"),
      Cause(FailureKind.MODEL_NOT_FOUND, SPECIFIC)),
     # worker.py / platforms/cuda.py (bf16 on a V100), config/vllm.py quantization minimum capability;
     # CUDA's own `no kernel image` for a kernel not built for this GPU
     (re.compile(r"Bfloat16 is only supported on GPUs with compute capability"
                 r"|is not supported for the current GPU\. Minimum capability"
-                r"|no kernel image is available for execution on the device"),
+                r"|no kernel image is available for execution on the device"
+                r"|FlashAttention only supports Ampere GPUs or newer"),
      Cause(FailureKind.GPU_CAPABILITY, SPECIFIC)),
     # entrypoints/chat_utils.py; tokenizers/hf.py (transformers_utils/tokenizer.py before 0.11)
     (re.compile(r"looks like a file path, but it failed to be opened|Failed to load the tokenizer"
@@ -102,11 +106,15 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     # v1/engine/utils.py, core.py, multiproc_executor.py (FACTS §5 "How startup failures surface")
     (re.compile(r"^(?:RuntimeError: )?Engine core initialization failed|^EngineCore(?:_\w+)? failed to start"
                 r"|^WorkerProc failed to start|WorkerProc initialization failed|^WorkerProc hit an exception"
-                r"|Frontend process failed during engine core initialization"),
+                r"|Frontend process failed during engine core initialization"
+                r"|Engine process failed to start"),  # V0 MQLLMEngine, 0.6.2-0.10.2
      Cause(FailureKind.ENGINE_INIT, ENGINE)),
     # vLLM's config validation (pydantic): `ValidationError: 1 validation error for ModelConfig`, then
     # the reason on `  Value error, ...`, e.g. the max_model_len check of config/model.py (FACTS §5)
-    (re.compile(r"^\s{0,2}Value error, |User-specified max_model_len \(\d+\) is greater than"),
+    # (older releases raise these as plain ValueErrors: model.py / config.py checks)
+    (re.compile(r"^\s{0,2}Value error, |User-specified max_model_len \(\d+\) is greater than"
+                r"|must be divisible by tensor parallel size"
+                r"|max_num_batched_tokens \(\d+\) is\s+smaller than"),
      Cause(FailureKind.CONFIG, SPECIFIC)),
     # core_client.py ready timeout; argparse (`vllm: error:`, `api_server.py: error:`)
     (re.compile(r"Timed out waiting for engine core processes to start|^[\w.-]+: error: "),

@@ -108,7 +108,9 @@ def _outcome(f: LogFacts) -> str:
             text += f"; engine DIED later (line {f.died_after_ready.line_no}): {f.died_after_ready.line}"
         return text
     if f.outcome == "failed":
-        return f"FAILED: {f.failure_kind} (line {f.failure_line_no}): {f.failure_line}"
+        where = ", ".join(x for x in (f.failure_proc, f.failure_phase and f"during {f.failure_phase}") if x)
+        where = f" ({where})" if where else ""
+        return f"FAILED: {f.failure_kind}{where} (line {f.failure_line_no}): {f.failure_line}"
     return "no outcome in log (still starting, or the log was cut)"
 
 

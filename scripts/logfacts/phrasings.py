@@ -29,6 +29,11 @@ FAILURES: list[dict[str, Any]] = [
      "phrase": "is less than the engine's budget after excluding",
      "example": "Free memory on device cuda:0 (3.22/79.19 GiB) on startup is less than the engine's budget "
                 "after excluding external process's weights (60.00 GiB)."},
+    {"kind": "free_memory", "origin": V, "exception": "AssertionError",
+     "phrase": "\"Error in memory profiling. \"",
+     "example": "Error in memory profiling. Initial free memory 70.10 GiB, current free memory 71.30 GiB. "
+                "This happens when other processes sharing the same container release GPU memory while vLLM "
+                "is profiling during initialization."},
     # ---- kv_cache_too_small ----------------------------------------------------------------------
     {"kind": "kv_cache_too_small", "origin": V, "exception": "ValueError",
      "phrase": "No available memory for the cache blocks",
@@ -138,6 +143,14 @@ FAILURES: list[dict[str, Any]] = [
      "example": "Cannot find an appropriate cached snapshot folder for the specified revision on the local "
                 "disk and outgoing traffic has been disabled. To enable repo look-ups and downloads online, "
                 "pass 'local_files_only=False' as input."},
+    {"kind": "model_not_found", "origin": "transformers", "exception": "OSError",
+     "phrase": "You are trying to access a gated repo.",
+     "example": "You are trying to access a gated repo.\nMake sure to have access to it at "
+                "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct."},
+    {"kind": "model_not_found", "origin": HF, "exception": "huggingface_hub.errors.HFValidationError",
+     "phrase": "HFValidationError",
+     "example": "Repo id must use alphanumeric chars or '-', '_', '.', '--' and '..' are forbidden, '-' and "
+                "'.' cannot start or end the name, max length is 96: '/models//qwen'."},
     # ---- dtype / quantization unsupported on this GPU -------------------------------------------------
     {"kind": "gpu_capability", "origin": V, "exception": "ValueError",
      "phrase": "Bfloat16 is only supported on GPUs with compute capability ",
@@ -151,12 +164,23 @@ FAILURES: list[dict[str, Any]] = [
     {"kind": "gpu_capability", "origin": CUDA, "exception": "RuntimeError",
      "phrase": "no kernel image is available for execution on the device",
      "example": "CUDA error: no kernel image is available for execution on the device"},
+    {"kind": "gpu_capability", "origin": "flash_attn", "exception": "RuntimeError",
+     "phrase": "FlashAttention only supports Ampere GPUs or newer",
+     "example": "FlashAttention only supports Ampere GPUs or newer."},
     # ---- config validation (pydantic) ---------------------------------------------------------------
     {"kind": "config", "origin": V, "exception": None, "pydantic": True,
      "phrase": "than the derived max_model_len (",
      "example": "User-specified max_model_len (65536) is greater than the derived max_model_len "
                 "(max_position_embeddings=40960 in model's config.json). To allow overriding this maximum, "
                 "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."},
+    {"kind": "config", "origin": V, "exception": "ValueError",
+     "phrase": "\" must be divisible by tensor parallel size \"",
+     "example": "Total number of attention heads (28) must be divisible by tensor parallel size (8)."},
+    {"kind": "config", "origin": V, "exception": "ValueError",
+     "phrase": "f\"max_num_batched_tokens ({self.max_num_batched_tokens}) is \"",
+     "example": "max_num_batched_tokens (2048) is smaller than max_model_len (32768). This effectively "
+                "limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer "
+                "sequences. Please increase max_num_batched_tokens or decrease max_model_len."},
     # ---- chat template / tokenizer -------------------------------------------------------------------
     {"kind": "chat_template", "origin": V, "exception": "ValueError",
      "phrase": "looks like a file path, but it failed to be opened",
@@ -173,6 +197,9 @@ FAILURES: list[dict[str, Any]] = [
     {"kind": "engine_init", "origin": V, "exception": "RuntimeError",
      "phrase": "Engine core initialization failed. ",
      "example": "Engine core initialization failed. See root cause above. Failed core proc(s): {}"},
+    {"kind": "engine_init", "origin": V, "exception": "RuntimeError",
+     "phrase": "\"Engine process failed to start. See stack \"",
+     "example": "Engine process failed to start. See stack trace for the root cause."},
     {"kind": "engine_init", "origin": V, "exception": None, "logged": True,
      "phrase": "EngineCore failed to start.",
      "example": "EngineCore failed to start."},
