@@ -171,6 +171,7 @@ def graphs_done(c: Collector, rec: Record, line_no: int) -> None:
     if m is None:
         return
     gib = float(m.group("gib")) if m.group("gib") else None
+    c.startup.set("enforce_eager", False, ASKED)  # graphs were captured
     if c.startup.capture.on_done(float(m.group("secs")), gib, rec.text):
         c.emit(EventKind.GRAPHS_CAPTURED, rec, line_no, secs=float(m.group("secs")), gib=gib)
 

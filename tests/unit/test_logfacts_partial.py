@@ -54,3 +54,15 @@ def test_v0_capture_start_says_not_eager() -> None:
             "unexpected consequences if the model is not static.\n")
     facts, _ = parse_text(text)
     assert facts.enforce_eager is False
+
+
+def test_capture_bars_alone_say_not_eager() -> None:
+    """An excerpt with no config line: the capture bars (V0 `Capturing CUDA graph shapes`) prove graphs."""
+    text = "Capturing CUDA graph shapes:  20%|██        | 7/35 [00:01<00:05,  5.71it/s]\n"
+    facts, _ = parse_text(text)
+    assert facts.enforce_eager is False and facts.cudagraph_mode is None
+
+
+def test_graph_capturing_finished_alone_says_not_eager() -> None:
+    facts, _ = parse_text("INFO 12-20 20:26:15 model_runner.py:1527] Graph capturing finished in 5 secs.\n")
+    assert facts.enforce_eager is False
