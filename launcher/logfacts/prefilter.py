@@ -83,6 +83,21 @@ class Prefilter:
         return Hits(sorted(starts), sorted(headers))
 
 
+def open_windows(text: str, begin: int, end: int, tracebacks: list[int], carried: int,
+                 candidates: set[int]) -> int:
+    """Add the lines of traceback windows to `candidates`; return how many lines run past `end`."""
+    left = 0
+    for start, count in ((begin, carried), *((t, TRACEBACK_WINDOW) for t in tracebacks)):
+        pos = start
+        while count > 0 and pos < end:
+            candidates.add(pos)
+            count -= 1
+            nl = text.find("\n", pos, end)
+            pos = nl + 1 if nl >= 0 else end
+        left = max(left, count) if pos >= end else left
+    return left
+
+
 # ---- skimming a startup that a later banner supersedes (restart loops) ---------------------------
 # Only its outcome is kept, so only the lines that can decide an outcome are read: readiness, the
 # failure rules, a process exit, an engine death, a traceback header. Banners are found by literal.

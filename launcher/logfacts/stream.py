@@ -31,7 +31,7 @@ from launcher.logfacts.lines import (
     unescape_html,
 )
 from launcher.logfacts.markers import MarkerSet
-from launcher.logfacts.prefilter import TRACEBACK_WINDOW, Prefilter, banner_candidates, outcome_lines
+from launcher.logfacts.prefilter import Prefilter, banner_candidates, open_windows, outcome_lines
 
 _BAR_HINTS = ("Capturing", "checkpoint shards")
 MAX_LINE_CHARS = 1024 * 1024  # a longer line is cut there; `lines_cut`/`chars_cut` count what was lost
@@ -163,7 +163,7 @@ class LogStream:
         every line while a wrapped record waits for its continuation."""
         hits = self._prefilter.scan(text, start, end, self._offset)
         candidates = set(hits.starts)
-        self._window = _open_windows(text, start, end, hits.tracebacks, self._window, candidates)
+        self._window = open_windows(text, start, end, hits.tracebacks, self._window, candidates)
         starts = sorted(candidates)
         first_skip, self._tail_segments = self._tail_segments, 0
         base, counted, counted_at = self._lines, 0, start
@@ -239,21 +239,6 @@ class LogStream:
             for m in p.BAR.finditer(segment):
                 self._collector.on_bar(m.group("desc").strip(), int(m.group("n")), int(m.group("total")),
                                        bar_rec, line_no)
-
-
-def _open_windows(text: str, begin: int, end: int, tracebacks: list[int], carried: int,
-                  candidates: set[int]) -> int:
-    """Add the lines of traceback windows to `candidates`; return how many lines run past `end`."""
-    left = 0
-    for start, count in ((begin, carried), *((t, TRACEBACK_WINDOW) for t in tracebacks)):
-        pos = start
-        while count > 0 and pos < end:
-            candidates.add(pos)
-            count -= 1
-            nl = text.find("\n", pos, end)
-            pos = nl + 1 if nl >= 0 else end
-        left = max(left, count) if pos >= end else left
-    return left
 
 
 def parse_text(text: str | bytes, markers: Iterable[str] = ()) -> tuple[LogFacts, list[LogEvent]]:
