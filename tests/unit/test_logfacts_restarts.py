@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -99,3 +101,10 @@ def test_parse_log_reports_the_restart_loop(tmp_path: Path) -> None:
     result = CliRunner().invoke(launch, ["parse-log", str(log)])
     assert result.exit_code == 0
     assert f"{2 * len(REAL)} in this log (failed:free_memory 2, ready {2 * (len(REAL) - 1)})" in result.stdout
+
+
+def test_parse_log_refuses_dev_zero_on_stdin() -> None:
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([sys.executable, "-m", "launcher.cli", "parse-log", "-"], stdin=zero,
+                              capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "device" in proc.stderr and "Traceback" not in proc.stderr
