@@ -1,6 +1,15 @@
-"""Benchmark the log parser on a large synthetic vLLM log and compare with `grep -E`.
+"""Benchmark the log parser on a large vLLM log and compare with `grep -E`.
 
-    .venv/bin/python bench/bench_logparse.py [--size-mb 200] [--runs 3] [--file PATH] [--keep]
+    .venv/bin/python bench/bench_logparse.py [--shape steady|restart-loop] [--size-mb 200] [--runs 3]
+                                             [--file PATH] [--keep] [--parser-root DIR]
+
+Shapes: `steady` (below) and `restart-loop`: the recorded real logs of tests/data/real-vllm-0.26
+concatenated until the size is reached, as a `Restart=always` unit's journal holds them (many
+startups, tracebacks, ANSI-free real 0.26 text with the logo's non-ASCII glyphs).
+
+Each parse runs in a child process, as `launch parse-log FILE` does it (facts only), so its peak
+resident memory (ru_maxrss) is measured too; wall and CPU seconds are both reported because the
+machine may be shared. `--parser-root` points the child at another checkout (a before/after figure).
 
 The log is generated (not committed): a TP4 0.33-style startup (tqdm bars with `\\r` redraws,
 per-rank lines, the V2 profiling capture) followed by a server's steady state, which is what makes
@@ -12,6 +21,7 @@ per-rank or warning line. The parser reads the file exactly as `launch parse-log
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -134,6 +144,42 @@ def generate(path: Path, size_mb: int, seed: int = 7) -> int:
     return lines
 
 
+REAL_LOGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real-vllm-0.26"
+
+_CHILD = """
+import resource, sys, time, json
+sys.path.insert(0, sys.argv[1])
+from launcher.logfacts import parse_file
+t, c = time.perf_counter(), time.process_time()
+try:
+    facts, _ = parse_file(sys.argv[2], events=False)
+except TypeError:  # a checkout from before `events=`
+    facts, _ = parse_file(sys.argv[2])
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"wall": wall, "cpu": cpu, "rss_mb": rss_mb,
+                  "startups": facts.startups_seen, "outcome": facts.outcome,
+                  "outcomes": getattr(facts, "startup_outcomes", None)}))
+"""
+
+
+def generate_restart_loop(path: Path, size_mb: int) -> int:
+    one_pass = b"".join(p.read_bytes() for p in sorted(REAL_LOGS.glob("*.log")))
+    target = size_mb * 1024 * 1024
+    with open(path, "wb") as out:
+        written = 0
+        while written < target:
+            out.write(one_pass)
+            written += len(one_pass)
+    return written
+
+
+def _child_parse(root: Path, path: Path) -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(root), str(path)], capture_output=True,
+                         text=True, check=True, timeout=3600)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def _time(fn: object, runs: int) -> float:
     samples = []
     for _ in range(runs):
@@ -145,25 +191,31 @@ def _time(fn: object, runs: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=("steady", "restart-loop"), default="steady")
     ap.add_argument("--size-mb", type=int, default=200)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--file", type=Path, help="use (or create) this synthetic log instead of a temp file")
+    ap.add_argument("--file", type=Path, help="use (or create) this log instead of a temp file")
     ap.add_argument("--keep", action="store_true", help="keep the generated temp file")
+    ap.add_argument("--parser-root", type=Path, default=Path(__file__).resolve().parents[1],
+                    help="checkout whose launcher/logfacts is measured (default: this one)")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-logparse-"))
-    path = args.file or workdir / "synthetic-vllm.log"
+    path = args.file or workdir / f"{args.shape}-vllm.log"
     if not path.exists() or path.stat().st_size < args.size_mb * 1024 * 1024:
         start = time.perf_counter()
-        generate(path, args.size_mb)
+        (generate if args.shape == "steady" else generate_restart_loop)(path, args.size_mb)
         print(f"generated {path} in {time.perf_counter() - start:.1f} s")
     size = path.stat().st_size
     with open(path, "rb") as handle:
         n_lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 24), b""))
-    facts, _ = parse_file(path)
-    assert facts.kv_cache_tokens == 412160 and facts.graphs_captured == 22 and facts.outcome == "ready", facts
-
-    parser_s = _time(lambda: parse_file(path), args.runs)
-    rows = [("logfacts parse_file", parser_s)]
+    if args.shape == "steady":
+        facts, _ = parse_file(path)
+        assert (facts.kv_cache_tokens, facts.graphs_captured, facts.outcome) == (412160, 22, "ready"), facts
+    samples = [_child_parse(args.parser_root, path) for _ in range(args.runs)]
+    wall = statistics.median(float(s["wall"]) for s in samples)  # type: ignore[arg-type]
+    cpu = statistics.median(float(s["cpu"]) for s in samples)  # type: ignore[arg-type]
+    rss = max(float(s["rss_mb"]) for s in samples)  # type: ignore[arg-type]
+    rows = [("logfacts parse_file", wall)]
     grep = shutil.which("grep")
     if grep:
         env = {**os.environ, "LC_ALL": "C"}
@@ -172,11 +224,14 @@ def main() -> int:
             lambda: subprocess.run([grep, "-E", "-c", GREP_PATTERN, str(path)], env=env, check=False,
                                    capture_output=True), args.runs)))
     mb = size / 1e6
-    print(f"\nfile: {mb:.0f} MB, {n_lines:,} lines; median of {args.runs} runs on {os.cpu_count()} CPUs\n")
+    print(f"\nshape {args.shape}, parser {args.parser_root}; file: {mb:.0f} MB, {n_lines:,} lines; "
+          f"median of {args.runs} runs on {os.cpu_count()} CPUs; load avg {os.getloadavg()[0]:.1f}\n")
     print(f"{'tool':30s} {'seconds':>8s} {'MB/s':>8s} {'lines/s':>12s} {'x grep':>7s}")
     for name, secs in rows:
         ratio = secs / rows[-1][1] if grep else float("nan")
         print(f"{name:30s} {secs:8.2f} {mb / secs:8.1f} {n_lines / secs:12,.0f} {ratio:7.2f}")
+    print(f"\nparser CPU time {cpu:.2f} s ({mb / cpu:.1f} MB/s of CPU); peak RSS {rss:.0f} MB; "
+          f"startups {samples[-1]['startups']}; outcomes {samples[-1]['outcomes']}")
     if not args.keep and not args.file:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -19,7 +19,7 @@ from launcher.logfacts.report import render_events, render_report
 def parse_log(log_file: str, as_json: bool, markers: tuple[str, ...], with_events: bool) -> None:
     """Read a vLLM log (FILE, or - for stdin) into facts: version, model, TP, KV pool,
     CUDA-graph capture, and how startup ended. Exit 0 whatever the log says; 2 if unreadable."""
-    facts, events = parse_file(log_file, markers)
+    facts, events = parse_file(log_file, markers, events=with_events)
     if as_json:
         payload = facts.to_json()
         if with_events:

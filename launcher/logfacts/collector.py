@@ -11,9 +11,10 @@ from typing import Any
 
 from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind, LogEvent
-from launcher.logfacts.failure import ENGINE, EXIT, Cause, FailureKind, classify, process_exit
+from launcher.logfacts.failure import ENGINE, EXIT, EXPLICIT, Cause, FailureKind, classify, process_exit
 from launcher.logfacts.handlers import ASKED, DISPATCH, Handler
-from launcher.logfacts.lines import Record
+from launcher.logfacts.history import History
+from launcher.logfacts.lines import EXCEPTION_LINE, Record
 from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.startup import Startup
 
@@ -25,6 +26,8 @@ class Collector:
         self.markers = markers
         self.startup = Startup(markers.patterns)
         self.startups_seen = 0
+        self.history = History()
+        self.command: dict[str, Any] = {}  # facts of the last echoed command line, for later startups
         self.events: list[LogEvent] = []
 
     # ---- entry points --------------------------------------------------------------------------
@@ -35,7 +38,8 @@ class Collector:
             if needle in msg and handler not in called:  # one call per handler, however many needles hit
                 called.append(handler)
                 handler(self, rec, line_no)
-        if rec.level in (None, "ERROR", "CRITICAL"):
+        if rec.level in (None, "ERROR", "CRITICAL") or (rec.level == "WARNING" and p.ENGINE_DIED.search(msg)):
+            # 0.26 says the engine died at WARNING: `[shutdown] MPClient: engine core exited unexpectedly`
             self._check_failure(rec, line_no)
         if self.markers.patterns:
             for i in self.markers.matching(rec):
@@ -51,6 +55,7 @@ class Collector:
             return
         if "decode, " in desc or "mixed prefill-decode" in desc:
             s.set("model_runner", "v1", ASKED)  # only the V1 runner labels its bars (FACTS §3 item 3)
+        s.set("enforce_eager", False, ASKED)  # graphs are being captured (a config line outranks this)
         phase = s.capture.on_bar(desc, n, total, rec.proc)
         if phase == "final":
             self.emit(EventKind.CAPTURING_GRAPHS, rec, line_no, desc=desc, n=n, total=total)
@@ -60,6 +65,7 @@ class Collector:
     # ---- helpers -------------------------------------------------------------------------------
     def emit(self, kind: EventKind, rec: Record, line_no: int, **detail: Any) -> None:
         self.startup.activity = True
+        self.startup.seen.add(kind)
         self.events.append(LogEvent(kind, rec.text, line_no, detail))
 
     def once(self, kind: EventKind, rec: Record, line_no: int, **detail: Any) -> None:
@@ -80,6 +86,8 @@ class Collector:
             return
         if s.failure is None or cause.rank > s.failure[0].rank:
             s.failure = (cause, rec.text, line_no, rec.msg)
+            s.failure_proc = rec.label
+            s.failure_phase = s.phase()
             s.outcome = "failed"
             self.emit(EventKind.FAILED, rec, line_no, cause=str(cause.kind))
 
@@ -95,6 +103,9 @@ class Collector:
                 self._fail(Cause(FailureKind.OTHER, EXIT), rec, line_no)
             return
         cause = classify(rec, s.traceback_seen)
+        if cause is not None and cause.rank == EXPLICIT and s.first_exception is None \
+                and EXCEPTION_LINE.match(rec.msg):
+            s.first_exception = (rec.text, line_no, rec.msg)  # the root cause `engine_init` points back to
         if cause is None and p.ENGINE_DIED.search(rec.msg):
             cause = Cause(FailureKind.ENGINE_INIT, ENGINE)
         if cause is not None:

@@ -94,6 +94,14 @@ def from_args(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_SECRET_KEYS = ("api_key", "token", "secret", "password")
+
+
+def redact(args: dict[str, Any]) -> dict[str, Any]:
+    """vLLM prints `'api_key': ['sk-…']` in clear (0.26.0, recorded): the facts never carry it."""
+    return {k: ("***" if any(s in k for s in _SECRET_KEYS) and v else v) for k, v in args.items()}
+
+
 def _is_type(value: Any, kind: type) -> bool:
     """`True` is an int to Python, not to us."""
     return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
@@ -121,6 +129,8 @@ def from_command(args_text: str) -> dict[str, Any]:
         if fact is None:
             if word == "--enforce-eager":
                 out["enforce_eager"] = True
+            elif flag == "--model" and (inline or i + 1 < len(words)):
+                out["model"] = inline or words[i + 1]  # `-m vllm.entrypoints.openai.api_server --model M`
             elif i == 0 and not word.startswith("-"):
                 out["model"] = word
             continue

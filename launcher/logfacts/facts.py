@@ -39,6 +39,17 @@ class MarkerHit:
 
 
 @dataclass(frozen=True, slots=True)
+class StartupSummary:
+    """One startup of the log: where its banner was (null: the log began mid-startup) and how it ended."""
+
+    line_no: int | None
+    vllm_version: str | None
+    outcome: str | None
+    failure_kind: str | None = None
+    failure_line_no: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class LogFacts:
     # identity and serving
     vllm_version: str | None = None
@@ -93,11 +104,17 @@ class LogFacts:
     failure_line: str | None = None
     failure_line_no: int | None = None
     failure_message: str | None = None  # failure_line without its process, level, time and source
+    failure_proc: str | None = None  # the process that printed it: `VllmWorker rank=3`, `Worker_TP1`
+    failure_phase: str | None = None  # loading / profiling / capture (how far startup had got)
     died_after_ready: LineRef | None = None
     shutdown_seen: bool = False
     markers: list[MarkerHit] = field(default_factory=list)
     startups_seen: int = 0
+    startups: list[StartupSummary] = field(default_factory=list)  # the last 1000, this one included
+    startup_outcomes: dict[str, int] = field(default_factory=dict)  # all: {"failed:free_memory": 7, ...}
     lines_read: int = 0
+    lines_cut: int = 0  # lines longer than the parser reads (MAX_LINE_CHARS), cut there
+    chars_cut: int = 0  # characters dropped from those lines
 
     def to_json(self) -> dict[str, Any]:
         """A plain dict (json.dumps-able): nested values become dicts and lists."""

@@ -6,6 +6,7 @@ so a record runs only the regexes that can match it. Patterns live in `patterns.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,17 +24,29 @@ STATED, ASKED, COMMAND = 3, 2, 1
 Handler = Callable[["Collector", Record, int], None]
 
 
-def version(c: Collector, rec: Record, line_no: int) -> None:
+def banner(rec: Record) -> re.Match[str] | None:
+    """The version banner a startup begins with: 0.33's, the older API server's, or the logo's."""
     m = p.VERSION_SERVER.match(rec.msg) or p.VERSION_API.match(rec.msg)
     if m is None and any(g in rec.msg for g in p.LOGO_GLYPHS):
         m = p.VERSION_LOGO.search(rec.msg)
+    return m
+
+
+def version(c: Collector, rec: Record, line_no: int) -> None:
+    m = banner(rec)
     if m is None:
         return
     if c.startup.activity:
+        summary = c.startup.summary()
+        if summary is not None:
+            c.history.add(summary)
         c.startup = Startup(c.markers.patterns)
+        c.set_all(c.command, COMMAND)  # the echoed command line came before this banner
     c.startups_seen += 1
     c.startup.set("vllm_version", m.group("version"), STATED)
     c.startup.banner_ts = c.startup.banner_ts or rec.ts
+    if c.startup.banner_line_no is None:
+        c.startup.banner_line_no = line_no
     if "model" in m.groupdict():
         c.startup.set("model", m.group("model"), STATED)
     c.emit(EventKind.BANNER, rec, line_no, version=m.group("version"), startup=c.startups_seen)
@@ -52,7 +65,7 @@ def args(c: Collector, rec: Record, line_no: int) -> None:
     if m is not None:
         parsed = parse_dict(m.group("args"))
         if parsed is not None:
-            c.startup.non_default_args = parsed
+            c.startup.non_default_args = configline.redact(parsed)
     else:
         m = p.NAMESPACE_ARGS.match(rec.msg)
         parsed = parse_namespace(m.group("args")) if m else None
@@ -90,6 +103,8 @@ def simple(c: Collector, rec: Record, line_no: int) -> None:
         s.set("model_runner", "v1", STATED)
     elif p.ENFORCE_EAGER.match(msg):
         s.set("enforce_eager", True, STATED)
+    elif p.CAPTURE_START_V0.match(msg):
+        s.set("enforce_eager", False, STATED)
     elif p.CAPTURE_SKIPPED.match(msg):
         s.capture.skipped = True
         s.activity = True
@@ -156,6 +171,7 @@ def graphs_done(c: Collector, rec: Record, line_no: int) -> None:
     if m is None:
         return
     gib = float(m.group("gib")) if m.group("gib") else None
+    c.startup.set("enforce_eager", False, ASKED)  # graphs were captured
     if c.startup.capture.on_done(float(m.group("secs")), gib, rec.text):
         c.emit(EventKind.GRAPHS_CAPTURED, rec, line_no, secs=float(m.group("secs")), gib=gib)
 
@@ -196,7 +212,8 @@ def command(c: Collector, rec: Record, line_no: int) -> None:
         return
     m = p.COMMAND_LINE.search(rec.msg)
     if m is not None:
-        c.set_all(configline.from_command(m.group("args")), COMMAND)
+        c.command = configline.from_command(m.group("args"))
+        c.set_all(c.command, COMMAND)
 
 
 DISPATCH: tuple[tuple[str, Handler], ...] = (
@@ -209,6 +226,7 @@ DISPATCH: tuple[tuple[str, Handler], ...] = (
     ("Model Runner", simple),
     ("eager", simple),
     ("Skipping ", simple),
+    ("Capturing ", simple),
     ("torch.compile", simple),
     ("oad", loading),  # Loading…, Starting to load…, Model loading took
     ("Profiling CUDA graph", profiling),

@@ -21,6 +21,11 @@ from launcher.logfacts.patterns import BAR, RAY_REPEATED
 _ANSI_REAL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _ANSI_LITERAL = re.compile(r"\^\[\[[0-9;?]*[A-Za-z]")
 
+# Logs pasted through a web page arrive HTML-escaped (`&#39;`, `&quot;`, `&lt;CUDAGraphMode…&gt;`).
+# Only these five are undone: `html.unescape` would also turn `&#10;` into a newline and move lines.
+HTML_ENTITY = re.compile(r"&(?:#39|#x27|quot|lt|gt|amp);")
+_ENTITIES = {"&#39;": "'", "&#x27;": "'", "&quot;": '"', "&lt;": "<", "&gt;": ">", "&amp;": "&"}
+
 _OUTER_PREFIXES = (
     # journald short: `Nov 29 06:25:47 gpu01 vllm[4101]: `
     re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?: "),
@@ -72,6 +77,10 @@ def strip_ansi(text: str) -> str:
     if "^" in text and "^[[" in text:  # `^` alone is a fast scan; `^[[` only where carets exist
         text = _ANSI_LITERAL.sub("", text)
     return text
+
+
+def unescape_html(text: str) -> str:
+    return HTML_ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
 def strip_outer(line: str) -> str:

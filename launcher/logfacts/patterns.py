@@ -71,7 +71,9 @@ GRAPH_DONE = re.compile(  # 0.33 model_runner.py:1163 / gpu_model_runner.py:6516
     r"^Graph capturing finished in (?P<secs>\d+) secs?(?:, took (?P<gib>-?[\d.]+) GiB)?"
 )
 CAPTURE_SKIPPED = re.compile(r"^Skipping (?:encoder and decoder )?CUDA graph capture")  # cudagraph_mode NONE
-CAPTURE_START_V0 = re.compile(r"^Capturing cudagraphs for decoding")  # V0 model_runner.py
+# V0 worker/model_runner.py: `Capturing the model for CUDA graphs.` (0.6.0-0.6.3), `Capturing cudagraphs
+# for decoding.` (0.6.4-0.10.2): graphs are being captured, so the engine is not eager.
+CAPTURE_START_V0 = re.compile(r"^Capturing (?:the model for CUDA graphs|cudagraphs for decoding)\.")
 INIT_ENGINE = re.compile(  # v1/engine/core.py:405; older `... took 25.99 seconds`.
     r"^init engine \(profile, create kv cache, warmup model\) took (?P<secs>[\d.]+) s(?:econds)?"
     r"(?:.*?\(compilation: (?P<comp>[\d.]+) s\))?"

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from launcher.logfacts import failure
 from launcher.logfacts.markers import MarkerSet
+from launcher.logfacts.patterns import ENGINE_DIED
 
 HEAD_CHARS = 4 * 1024 * 1024
 TRACEBACK_WINDOW = 400  # physical lines after a traceback header that are parsed
@@ -55,30 +57,146 @@ class Hits:
 class Prefilter:
     def __init__(self, markers: MarkerSet) -> None:
         self._regexes = (_RECORD, *markers.scan)
-        self._every_line = markers.every_line
+        self.every_line = markers.every_line
 
-    def scan(self, text: str, end: int, stream_offset: int) -> Hits:
-        """Candidates among the physical lines of `text[:end]`; `stream_offset` is where `text`
-        starts in the whole stream (for the head-of-stream literals)."""
-        headers = {text.rfind("\n", 0, h) + 1 for h in _positions(text, TRACEBACK, 0, end)}
-        if self._every_line:
-            every = [0]
-            i = text.find("\n", 0, end)
+    def scan(self, text: str, start: int, end: int, stream_offset: int) -> Hits:
+        """Candidates among the physical lines of `text[start:end]` (`start` begins a line);
+        `stream_offset` is where `text` starts in the whole stream (for the head-of-stream literals)."""
+        headers = {_line_start(text, start, h) for h in _positions(text, TRACEBACK, start, end)}
+        if self.every_line:
+            every = [start]
+            i = text.find("\n", start, end)
             while 0 <= i < end - 1:
                 every.append(i + 1)
                 i = text.find("\n", i + 1, end)
             return Hits(every, sorted(headers))
         hits: list[int] = []
         for rx in self._regexes:
-            hits.extend(m.start() for m in rx.finditer(text, 0, end))
+            hits.extend(m.start() for m in rx.finditer(text, start, end))
         for literal in _LITERALS:
-            hits.extend(_positions(text, literal, 0, end))
+            hits.extend(_positions(text, literal, start, end))
         head_end = min(end, HEAD_CHARS - stream_offset)
-        if head_end > 0:
+        if head_end > start:
             for literal in _HEAD_LITERALS:
-                hits.extend(_positions(text, literal, 0, head_end))
-        starts = {text.rfind("\n", 0, h) + 1 for h in hits} | headers
+                hits.extend(_positions(text, literal, start, head_end))
+        starts = {_line_start(text, start, h) for h in hits} | headers | failure_lines(text, start, end)
         return Hits(sorted(starts), sorted(headers))
+
+
+def open_windows(text: str, begin: int, end: int, tracebacks: list[int], carried: int,
+                 candidates: set[int]) -> int:
+    """Add the lines of traceback windows to `candidates`; return how many lines run past `end`."""
+    left = 0
+    for start, count in ((begin, carried), *((t, TRACEBACK_WINDOW) for t in tracebacks)):
+        pos = start
+        while count > 0 and pos < end:
+            candidates.add(pos)
+            count -= 1
+            nl = text.find("\n", pos, end)
+            pos = nl + 1 if nl >= 0 else end
+        left = max(left, count) if pos >= end else left
+    return left
+
+
+# ---- skimming a startup that a later banner supersedes (restart loops) ---------------------------
+# Only its outcome is kept, so only the lines that can decide an outcome are read: readiness, the
+# failure rules, a process exit, an engine death, a traceback header. Banners are found by literal.
+# Each literal pass costs ~1 ms/MB (more on text holding the logo's non-ASCII glyphs), so few of them.
+_BANNER_LITERAL = "version "
+_OUTCOME_LITERALS = ("Application startup complete", "exited")  # uvicorn; systemd's and docker's exits
+# Every failure line holds one of these: the exception's name (`ValueError`, `GatedRepoError`,
+# `huggingface_hub.errors.…`), argparse's `error:`, pydantic's `Value error`, or `… failed`
+# (FAILURES in scripts/logfacts/phrasings.py, checked by the catalogue tests). One regex of ~40
+# alternatives over a whole chunk costs 0.5 s/MB; these finds and the rules on the lines they hit cost
+# ~3 ms/MB. Engine deaths (`Worker proc X died unexpectedly`) are also `_RECORD` heads.
+_FAILURE_HINTS = ("rror", "failed")
+
+
+_SOURCE_LINE = re.compile(r"^(?:[^\]\n]*\] )?(?:  File \"|    )")
+
+
+def failure_lines(text: str, start: int, end: int) -> set[int]:
+    """Line starts in `text[start:end]` that a failure rule or an engine-death line matches."""
+    checked: set[int] = set()
+    found: set[int] = set()
+    for literal in _FAILURE_HINTS:
+        for hit in _positions(text, literal, start, end):
+            line_start = _line_start(text, start, hit)
+            if line_start in checked:
+                continue
+            checked.add(line_start)
+            line_end = text.find("\n", hit, end)
+            line = text[line_start : line_end if line_end >= 0 else end]
+            if _SOURCE_LINE.search(line):
+                continue  # a traceback's source line, `  File "..."` or indented code: never a cause
+            if any(t in line for t in _TRIGGERS) and (failure.SCAN.search(line) or ENGINE_DIED.search(line)):
+                found.add(line_start)
+    return found
+
+
+def top_alternatives(pattern: str) -> list[str]:
+    """`a|b(?:c|d)|e` -> ['a', 'b(?:c|d)', 'e']."""
+    out, depth, current, i = [], 0, "", 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            current += pattern[i : i + 2]
+            i += 2
+            continue
+        depth += (ch == "(") - (ch == ")")
+        if ch == "|" and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+        i += 1
+    return [*out, current]
+
+
+def longest_literal(alternative: str) -> str:
+    """The longest run of text every match of this regex alternative contains (a quantified last
+    character is not part of it: `models?` -> `model`)."""
+    best, current, i = "", "", 0
+    while i < len(alternative):
+        ch = alternative[i]
+        if ch == "\\":
+            escaped = alternative[i + 1]
+            if escaped.isalnum():  # \d, \w, \s: a class, not a literal
+                best, current = max(best, current, key=len), ""
+            else:
+                current += escaped
+            i += 2
+            continue
+        if ch in "?*{":
+            current = current[:-1]
+            i = alternative.index("}", i) if ch == "{" else i
+        if ch in "?*{+()[]|.^$":
+            best, current = max(best, current, key=len), ""
+            i = alternative.index("]", i) if ch == "[" else i + 2 if alternative[i : i + 3] == "(?:" else i
+        else:
+            current += ch
+        i += 1
+    return max(best, current, key=len)
+
+
+# A cheap `in` test per hint line before the rules' regexes run on it (~85 µs a line otherwise).
+_TRIGGERS = tuple(sorted({longest_literal(a) for rx in (failure.SCAN, ENGINE_DIED)
+                          for a in top_alternatives(rx.pattern)}))
+
+
+def banner_candidates(text: str, start: int, end: int) -> list[int]:
+    """Line starts in `text[start:end]` that may hold a version banner (the caller confirms)."""
+    return sorted({_line_start(text, start, h) for h in _positions(text, _BANNER_LITERAL, start, end)})
+
+
+def outcome_lines(text: str, start: int, end: int) -> list[int]:
+    """Line starts in `text[start:end]` that can decide a startup's outcome."""
+    hits = [h for literal in _OUTCOME_LITERALS for h in _positions(text, literal, start, end)]
+    return sorted({_line_start(text, start, h) for h in hits} | failure_lines(text, start, end))
+
+
+def _line_start(text: str, floor: int, pos: int) -> int:
+    return max(floor, text.rfind("\n", floor, pos) + 1)
 
 
 def _positions(text: str, literal: str, start: int, end: int) -> list[int]:

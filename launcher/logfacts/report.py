@@ -18,8 +18,11 @@ def render_report(facts: LogFacts) -> str:
         ("startup", _outcome(facts)),
     ]
     rows += [("marker", _marker(m.pattern, m.found, m.line_no)) for m in facts.markers]
-    if facts.startups_seen > 1:
-        rows.append(("note", f"{facts.startups_seen} startups in this log; facts describe the last one"))
+    if len(facts.startups) > 1 or facts.startups_seen > 1:
+        rows.append(("startups", _startups(facts)))
+    if facts.lines_cut:
+        rows.append(("note", f"{facts.lines_cut} line(s) longer than the parser reads were cut "
+                             f"({facts.chars_cut:,} characters not read)"))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {text}" for label, text in rows)
 
@@ -105,8 +108,21 @@ def _outcome(f: LogFacts) -> str:
             text += f"; engine DIED later (line {f.died_after_ready.line_no}): {f.died_after_ready.line}"
         return text
     if f.outcome == "failed":
-        return f"FAILED: {f.failure_kind} (line {f.failure_line_no}): {f.failure_line}"
+        where = ", ".join(x for x in (f.failure_proc, f.failure_phase and f"during {f.failure_phase}") if x)
+        where = f" ({where})" if where else ""
+        return f"FAILED: {f.failure_kind}{where} (line {f.failure_line_no}): {f.failure_line}"
     return "no outcome in log (still starting, or the log was cut)"
+
+
+def _startups(f: LogFacts) -> str:
+    """`12 in this log (ready 1, failed:free_memory 11): facts describe the last one` and the last few."""
+    total = sum(f.startup_outcomes.values())
+    counts = ", ".join(f"{label} {n}" for label, n in f.startup_outcomes.items())
+    recent = "; ".join(f"line {s.line_no if s.line_no is not None else '?'} "
+                       f"{s.outcome or 'no outcome'}{':' + s.failure_kind if s.failure_kind else ''}"
+                       for s in f.startups[-5:])
+    shown = min(5, len(f.startups))
+    return f"{total} in this log ({counts}); facts describe the last one. Last {shown}: {recent}"
 
 
 def _marker(pattern: str, found: bool, line_no: int | None) -> str:

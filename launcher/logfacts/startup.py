@@ -9,8 +9,9 @@ from typing import Any
 
 from launcher.logfacts.capture import CaptureTracker
 from launcher.logfacts.events import EventKind
-from launcher.logfacts.facts import CaptureBar, Concurrency, LineRef, LogFacts, MarkerHit
-from launcher.logfacts.failure import Cause
+from launcher.logfacts.facts import CaptureBar, Concurrency, LineRef, LogFacts, MarkerHit, StartupSummary
+from launcher.logfacts.failure import Cause, FailureKind
+from launcher.logfacts.history import History
 from launcher.logfacts.lines import Record
 
 
@@ -30,14 +31,19 @@ class Startup:
     v1_engine: bool = False
     outcome: str | None = None
     failure: tuple[Cause, str, int, str] | None = None  # cause, line, line number, message
+    failure_proc: str | None = None  # which process wrote the failure line (`VllmWorker rank=3`)
+    failure_phase: str | None = None  # loading / profiling / capture, when the log shows it
+    first_exception: tuple[str, int, str] | None = None  # first uncaught exception line after a traceback
     died_after_ready: tuple[str, int] | None = None
     shutdown_seen: bool = False
     traceback_seen: bool = False
+    banner_line_no: int | None = None
     banner_ts: str | None = None  # timestamps of the lines that bound `startup_seconds`
     init_ts: str | None = None
     serving_ts: str | None = None
     markers: dict[int, tuple[str, int]] = field(default_factory=dict)
-    emitted: set[EventKind] = field(default_factory=set)
+    emitted: set[EventKind] = field(default_factory=set)  # kinds `once()` has emitted
+    seen: set[EventKind] = field(default_factory=set)  # every kind emitted
     activity: bool = False
 
     def set(self, key: str, value: Any, rank: int) -> None:
@@ -47,13 +53,43 @@ class Startup:
             self.ranks[key] = rank
             self.activity = True
 
+    def phase(self) -> str | None:
+        """How far startup got, from the events seen: a failure then happened in that phase."""
+        seen = self.seen
+        if self.capture.kv_sized or EventKind.CAPTURING_GRAPHS in seen:
+            return "capture"
+        if EventKind.WEIGHTS_LOADED in seen or EventKind.PROFILING in seen:
+            return "profiling"
+        if EventKind.LOADING_WEIGHTS in seen:
+            return "loading"
+        return None
+
+    def cause_line(self) -> tuple[str, int, str] | None:
+        """The failure's line; for `engine_init` the startup's first uncaught exception (`logger.exception`
+        prints it after the generic line), the root cause `See root cause above.` points back to."""
+        if self.failure is None:
+            return None
+        cause, line, line_no, msg = self.failure
+        first = self.first_exception
+        if cause.kind == FailureKind.ENGINE_INIT and first is not None:
+            return first
+        return line, line_no, msg
+
     def mark(self, index: int, line: str, line_no: int, emit: Callable[..., None]) -> None:
         if index not in self.markers:
             self.markers[index] = (line, line_no)
             record = Record(line, line)
             emit(EventKind.MARKER_SEEN, record, line_no, pattern=self.marker_patterns[index])
 
-    def freeze(self, startups_seen: int, lines_read: int) -> LogFacts:
+    def summary(self) -> StartupSummary | None:
+        """This startup in short; None when nothing of it was read."""
+        if not self.activity:
+            return None
+        f = self.failure
+        return StartupSummary(self.banner_line_no, self.values.get("vllm_version"), self.outcome,
+                              str(f[0].kind) if f else None, f[2] if f else None)
+
+    def freeze(self, startups_seen: int, lines_read: int, history: History, cut: tuple[int, int]) -> LogFacts:
         v = self.values
         cap = self.capture
         eager = v.get("enforce_eager")
@@ -70,6 +106,8 @@ class Startup:
             graphs, expected = graphs or 0, expected or 0
         conc = min(self.concurrency, default=None)
         failure = self.failure
+        cause = self.cause_line()
+        startups, outcomes = history.with_current(self.summary())
         return LogFacts(
             **{k: v.get(k) for k in _PLAIN},
             non_default_args=self.non_default_args,
@@ -94,14 +132,20 @@ class Startup:
             if self.outcome == "ready" else None,
             outcome=self.outcome,
             failure_kind=str(failure[0].kind) if failure else None,
-            failure_line=failure[1] if failure else None,
-            failure_line_no=failure[2] if failure else None,
-            failure_message=failure[3].strip() if failure else None,
+            failure_line=cause[0] if cause else None,
+            failure_line_no=cause[1] if cause else None,
+            failure_message=cause[2].strip() if cause else None,
+            failure_proc=self.failure_proc if failure else None,
+            failure_phase=self.failure_phase if failure else None,
             died_after_ready=LineRef(*self.died_after_ready) if self.died_after_ready else None,
             shutdown_seen=self.shutdown_seen,
             markers=[_marker(pattern, self.markers.get(i)) for i, pattern in enumerate(self.marker_patterns)],
             startups_seen=startups_seen,
+            startups=startups,
+            startup_outcomes=outcomes,
             lines_read=lines_read,
+            lines_cut=cut[0],
+            chars_cut=cut[1],
         )
 
 

@@ -19,18 +19,30 @@ from launcher.logfacts import patterns as p
 from launcher.logfacts.collector import Collector
 from launcher.logfacts.events import LogEvent
 from launcher.logfacts.facts import LogFacts
+from launcher.logfacts.handlers import banner as is_banner
 from launcher.logfacts.joiner import Pending, needs_continuation
-from launcher.logfacts.lines import Record, leading_proc, parse_segment, strip_ansi, strip_outer
+from launcher.logfacts.lines import (
+    HTML_ENTITY,
+    Record,
+    leading_proc,
+    parse_segment,
+    strip_ansi,
+    strip_outer,
+    unescape_html,
+)
 from launcher.logfacts.markers import MarkerSet
-from launcher.logfacts.prefilter import TRACEBACK_WINDOW, Prefilter
+from launcher.logfacts.prefilter import Prefilter, banner_candidates, open_windows, outcome_lines
 
 _BAR_HINTS = ("Capturing", "checkpoint shards")
+MAX_LINE_CHARS = 1024 * 1024  # a longer line is cut there; `lines_cut`/`chars_cut` count what was lost
 
 
 class LogStream:
     """Incremental vLLM log parser. `feed()` returns the events the new text completed."""
 
-    def __init__(self, markers: Iterable[str] = ()) -> None:
+    def __init__(self, markers: Iterable[str] = (), skim: bool = False) -> None:
+        """`skim`: startups superseded by a later banner in the same chunk are read for their outcome
+        only (see `facts.startups`), and their other events are not emitted: fast on restart loops."""
         marker_set = MarkerSet.build(tuple(markers))
         self._collector = Collector(marker_set)
         self._prefilter = Prefilter(marker_set)
@@ -42,17 +54,24 @@ class LogStream:
         self._tail_pos = 0  # offset in _buf of the first `\r` segment not yet scanned for bars
         self._tail_segments = 0  # `\r` segments of the unfinished line already scanned for bars
         self._pending: Pending | None = None
+        self._skim = skim
+        self._dropping = False  # inside a line already cut at MAX_LINE_CHARS: drop until its newline
+        self._lines_cut = 0
+        self._chars_cut = 0
         self._closed = False
 
     @property
     def facts(self) -> LogFacts:
         """A snapshot of what the text so far proves (a pending wrapped record is not in it yet)."""
-        return self._collector.startup.freeze(self._collector.startups_seen, self._lines)
+        c = self._collector
+        return c.startup.freeze(c.startups_seen, self._lines, c.history, (self._lines_cut, self._chars_cut))
 
     def feed(self, chunk: str | bytes) -> list[LogEvent]:
         if self._closed:
             raise ValueError("feed() after close()")
         text = self._decoder.decode(chunk) if isinstance(chunk, bytes) else chunk
+        if self._dropping:
+            text = self._drop_rest_of_line(text)
         if text:
             work = self._buf + text if self._buf else text
             cut = work.rfind("\n")
@@ -62,8 +81,25 @@ class LogStream:
                 self._region(work, cut + 1)
             else:
                 self._buf = work
+            if len(self._buf) > MAX_LINE_CHARS:  # a line without end (1 GB without a newline) stays bounded
+                self._cut(len(self._buf) - MAX_LINE_CHARS)
+                self._buf = self._buf[:MAX_LINE_CHARS]
+                self._dropping = True
             self._tail()
         return self._take()
+
+    def _drop_rest_of_line(self, text: str) -> str:
+        nl = text.find("\n")
+        dropped = len(text) if nl < 0 else nl
+        self._chars_cut += dropped
+        self._dropping = nl < 0
+        return text[dropped:]
+
+    def _cut(self, chars: int) -> None:
+        """Count one line cut at MAX_LINE_CHARS (once, however it arrives)."""
+        if not self._dropping:
+            self._lines_cut += 1
+        self._chars_cut += chars
 
     def close(self) -> list[LogEvent]:
         """Flush: the last line without a newline, and a wrapped record still waiting."""
@@ -82,18 +118,56 @@ class LogStream:
         return events
 
     def _region(self, text: str, end: int) -> None:
-        """Parse the complete physical lines `text[:end]`: prefilter candidates, traceback windows,
-        and every line while a wrapped record waits for its continuation."""
-        if text.find("\x1b", 0, end) >= 0 or text.find("^", 0, end) >= 0:
+        """Parse the complete physical lines `text[:end]`. When skimming, every startup that a later
+        banner in the same region supersedes is only skimmed for its outcome (restart loops)."""
+        if text.find("\x1b", 0, end) >= 0 or text.find("^[[", 0, end) >= 0:
             text = strip_ansi(text[:end])
             end = len(text)
-        hits = self._prefilter.scan(text, end, self._offset)
+        if HTML_ENTITY.search(text, 0, end):
+            text = unescape_html(text[:end])
+            end = len(text)
+        banners = self._banners(text, end) if self._skim and not self._prefilter.every_line else []
+        if len(banners) < 2:
+            self._read(text, 0, end)
+            return
+        self._read(text, 0, banners[0])
+        self._window = 0  # a traceback window does not run into a later startup
+        decisive = outcome_lines(text, banners[0], banners[-1])
+        for begin, stop in zip(banners, banners[1:], strict=False):
+            lines = decisive[bisect_left(decisive, begin) : bisect_left(decisive, stop)]
+            self._skim_span(text, begin, stop, lines)
+        self._read(text, banners[-1], end)
+
+    def _banners(self, text: str, end: int) -> list[int]:
+        """Line starts of version banners in `text[:end]`, confirmed as the `version` handler would."""
+        out = []
+        for pos in banner_candidates(text, 0, end):
+            line_end = text.find("\n", pos, end)
+            if "] " in text[pos:line_end] and is_banner(parse_segment(strip_outer(text[pos:line_end]))):
+                out.append(pos)
+        return out
+
+    def _skim_span(self, text: str, start: int, end: int, decisive: list[int]) -> None:
+        """One superseded startup: its banner and the lines that decide its outcome, nothing else."""
+        base, counted_at, counted = self._lines, start, 0
+        for pos in [start, *(at for at in decisive if at != start)]:
+            counted += text.count("\n", counted_at, pos)
+            counted_at = pos
+            self._line(text[pos:text.find("\n", pos, end)], base + counted + 1, 0)
+            self._finish_pending()
+        self._lines = base + counted + text.count("\n", counted_at, end)
+        self._offset += end - start
+
+    def _read(self, text: str, start: int, end: int) -> None:
+        """Parse the lines of `text[start:end]` fully: prefilter candidates, traceback windows, and
+        every line while a wrapped record waits for its continuation."""
+        hits = self._prefilter.scan(text, start, end, self._offset)
         candidates = set(hits.starts)
-        self._window = _open_windows(text, end, hits.tracebacks, self._window, candidates)
+        self._window = open_windows(text, start, end, hits.tracebacks, self._window, candidates)
         starts = sorted(candidates)
         first_skip, self._tail_segments = self._tail_segments, 0
-        base, counted, counted_at = self._lines, 0, 0
-        pos, idx = 0, 0
+        base, counted, counted_at = self._lines, 0, start
+        pos, idx = start, 0
         while pos < end:
             if self._pending is None:
                 idx = bisect_left(starts, pos, idx)
@@ -114,10 +188,16 @@ class LogStream:
             if pos in candidates:
                 self._line(line, base + counted + 1, first_skip if pos == 0 else 0)
             pos = line_end + 1
-        self._lines = base + text.count("\n", 0, end)
-        self._offset += end
+        self._advance(text, start, end)
+
+    def _advance(self, text: str, start: int, end: int) -> None:
+        self._lines += text.count("\n", start, end)
+        self._offset += end - start
 
     def _line(self, line: str, line_no: int, skip_bar_segments: int) -> None:
+        if len(line) > MAX_LINE_CHARS:
+            self._cut(len(line) - MAX_LINE_CHARS)
+            line = line[:MAX_LINE_CHARS]
         segments = strip_outer(line).split("\r")
         last = len(segments) - 1
         for i, segment in enumerate(segments):
@@ -159,20 +239,6 @@ class LogStream:
             for m in p.BAR.finditer(segment):
                 self._collector.on_bar(m.group("desc").strip(), int(m.group("n")), int(m.group("total")),
                                        bar_rec, line_no)
-
-
-def _open_windows(text: str, end: int, tracebacks: list[int], carried: int, candidates: set[int]) -> int:
-    """Add the lines of traceback windows to `candidates`; return how many lines run past `end`."""
-    left = 0
-    for start, count in ((0, carried), *((t, TRACEBACK_WINDOW) for t in tracebacks)):
-        pos = start
-        while count > 0 and pos < end:
-            candidates.add(pos)
-            count -= 1
-            nl = text.find("\n", pos, end)
-            pos = nl + 1 if nl >= 0 else end
-        left = max(left, count) if pos >= end else left
-    return left
 
 
 def parse_text(text: str | bytes, markers: Iterable[str] = ()) -> tuple[LogFacts, list[LogEvent]]:

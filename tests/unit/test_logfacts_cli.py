@@ -49,7 +49,8 @@ def test_unreadable_file_exits_2_with_one_line(tmp_path: Path) -> None:
 def test_a_failed_startup_still_exits_0() -> None:
     code, out, _ = _run(str(LOGS / "fail_oom_capture.log"))
     assert code == 0
-    assert "FAILED: oom (line 30)" in out and "NOT captured (74/102 before it stopped)" in out
+    assert "FAILED: oom (EngineCore, during capture) (line 30)" in out
+    assert "NOT captured (74/102 before it stopped)" in out
 
 
 def test_markers_found_and_missing() -> None:
