@@ -69,7 +69,7 @@ class SimConfig:
     faults: Faults
     shown_args: dict[str, Any] = field(default_factory=dict)
     runner: str = "V2"  # the model runner vLLM picks (0.26: V1 for ngram drafting)
-    rounded: cudagraph.GraphPlan | None = None  # sizes the runner rounds after the config line
+    rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
 
     @property
     def captured(self) -> cudagraph.GraphPlan:
@@ -190,9 +190,7 @@ def from_namespace(
     if faults.eager_fallback and graphs.mode != cudagraph.GraphMode.NONE:
         graphs = cudagraph.eager_plan(graphs)
     runner = dialect.runner_for(spec_method)
-    rounded = None
-    if dialect.spec_round_in_runner and runner == "V1" and spec_tokens:
-        rounded = cudagraph.rounded_for_spec(graphs, 1 + spec_tokens)
+    rounded = cudagraph.for_runner(graphs, runner, 1 + spec_tokens)
     if ns.sim_speed <= 0:
         raise StartupRefused(["vllm: error: --sim-speed must be > 0"])
     timing = timing_from(ns)

@@ -58,10 +58,15 @@ def scheduling(log: LogWriter, cfg: SimConfig, d: Dialect, api: bool) -> None:
 
 def runner_fallback(log: LogWriter, cfg: SimConfig, d: Dialect) -> None:
     if cfg.runner != d.runner:
+        # 0.26.0 config/vllm.py:2156-2165 names ngram by its pair, any other method by itself
+        what = (
+            "ngram/ngram_gpu speculative decoding"
+            if cfg.spec_method in ("ngram", "ngram_gpu")
+            else f"speculative method '{cfg.spec_method}'"
+        )
         log.warning(
             d.src("runner_fallback"),
-            "Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding; using the V1 "
-            "model runner instead.",
+            f"Model Runner V2 does not yet support {what}; using the V1 model runner instead.",
         )
 
 

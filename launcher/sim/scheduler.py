@@ -124,7 +124,7 @@ class Scheduler:
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, decode_tokens: int) -> float:
         t = self.cfg.timing
-        eager = 1.0 if self.cfg.graphs.covers(decode_tokens) or decode_seqs == 0 else t.eager_factor
+        eager = 1.0 if self.cfg.captured.covers(decode_tokens) or decode_seqs == 0 else t.eager_factor
         decode_ms = (t.decode_ms + t.decode_ms_per_seq * decode_seqs) * eager * self.cfg.faults.slow_decode
         return (decode_ms + t.prefill_us_per_token * prefill_tokens / 1000) / 1000 / t.speed
 
