@@ -10,7 +10,7 @@ from launcher.sim.config import SimConfig
 from launcher.sim.config_text_026 import shown_args_026
 from launcher.sim.cudagraph import GraphMode
 from launcher.sim.logline import LogWriter
-from launcher.sim.tracebacks import API_FRAMES, traceback_text
+from launcher.sim.tracebacks import API_FRAMES, API_SETUP_026, API_STARTUP_026, traceback_text
 from launcher.sim.versions import Dialect
 
 ARCHITECTURES = (
@@ -42,8 +42,9 @@ def logo(version: str, model: str) -> str:
     return "\n".join(("", *LOGO[:2], f"{LOGO[2]}model   {model}", LOGO[3], "")).replace("{v}", version)
 
 
-def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> None:
-    """Everything the API process logs before it starts the engine."""
+def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> bool:
+    """Everything the API process logs before it starts the engine; False when it refused the config
+    there (0.26.0's setup_server: unknown parsers, after the banner and `non-default args:`)."""
     if os.environ.get("VLLM_DISABLE_LOG_LOGO") == "1":
         log.info(d.src("version"), d.version_line(cfg.model))
     elif d.logo_block:
@@ -52,6 +53,11 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
         log.info(d.src("version"), LOGO[1].replace("{v}", d.version))
     shown = shown_args_026(cfg.shown_args) if d.notes else cfg.shown_args
     log.info(d.src("args"), f"non-default args: {shown}")
+    if cfg.refusal is not None:
+        kind, last = cfg.refusal
+        for line in traceback_text(API_SETUP_026[kind], last).split("\n"):
+            log.raw(line)
+        return False
     if d.notes:
         notes.ulimit_warning(log, d)
     if schema.env_vars:
@@ -86,6 +92,7 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
             "Cudagraph mode FULL_AND_PIECEWISE is not compatible with compilation mode 0. Overriding to "
             "NONE.",
         )
+    return True
 
 
 def ready_lines(
@@ -136,7 +143,8 @@ def startup_failed(log: LogWriter, d: Dialect) -> None:
         f"RuntimeError: Engine core initialization failed. See root cause above. "
         f"Failed core proc(s): {d.failed_procs()}"
     )
-    for line in traceback_text(API_FRAMES, last).split("\n"):
+    frames = API_STARTUP_026 if d.real_frames else API_FRAMES
+    for line in traceback_text(frames, last).split("\n"):
         log.raw(line)
 
 

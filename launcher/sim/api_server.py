@@ -54,7 +54,8 @@ class ApiServer:
         self.engine_stopped = asyncio.Event()  # the engine logged its `[shutdown]` lines (0.26)
 
     def run(self) -> int:
-        announce.config_lines(self.log, self.cfg, self.dialect, self.schema)
+        if not announce.config_lines(self.log, self.cfg, self.dialect, self.schema):
+            return 1
         try:
             sock = self._bind()
         except OSError as err:

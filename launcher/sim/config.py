@@ -15,7 +15,7 @@ from launcher.profile.schema import VllmSchema
 from launcher.sim import cudagraph
 from launcher.sim.faults import Faults, faults_from
 from launcher.sim.memory import MemoryPlan, plan_memory
-from launcher.sim.parsers import REASONING_PARSERS, TOOL_PARSERS, unknown_parser_error
+from launcher.sim.parsers import parsers_for, unknown_parser_error
 from launcher.sim.serve_args import given_args, human_int
 from launcher.sim.timing import Timing, timing_from
 from launcher.sim.versions import dialect_for
@@ -69,6 +69,8 @@ class SimConfig:
     faults: Faults
     shown_args: dict[str, Any] = field(default_factory=dict)
     runner: str = "V2"  # the model runner vLLM picks (0.26: V1 for ngram drafting)
+    # (parser kind, exception line) that 0.26's setup_server raises after the banner and args
+    refusal: tuple[str, str] | None = None
     rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
 
     @property
@@ -162,11 +164,15 @@ def from_namespace(
     auto_tools = bool(_get(ns, "enable_auto_tool_choice", False))
     if auto_tools and not tool_parser:
         raise StartupRefused(["TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"])
-    if auto_tools and tool_parser not in TOOL_PARSERS:
-        raise StartupRefused([unknown_parser_error("tool call", tool_parser, TOOL_PARSERS)])
+    tools_known, reasoning_known = parsers_for(ns.sim_vllm_version)
     reasoning_parser = _get(ns, "reasoning_parser")
-    if reasoning_parser and reasoning_parser not in REASONING_PARSERS:
-        raise StartupRefused([unknown_parser_error("reasoning", reasoning_parser, REASONING_PARSERS)])
+    refusal = None
+    if auto_tools and tool_parser not in tools_known:
+        refusal = ("tool call", unknown_parser_error("tool call", tool_parser, tools_known))
+    elif reasoning_parser and reasoning_parser not in reasoning_known:
+        refusal = ("reasoning", unknown_parser_error("reasoning", reasoning_parser, reasoning_known))
+    if refusal and not dialect.real_frames:  # 0.33 refuses before its banner; 0.26 in setup_server
+        raise StartupRefused([refusal[1]])
     enforce_eager = bool(_get(ns, "enforce_eager", False))
     try:
         graphs = cudagraph.plan_graphs(
@@ -237,4 +243,5 @@ def from_namespace(
         shown_args=given_args(ns, schema),
         runner=runner,
         rounded=rounded,
+        refusal=refusal,
     )

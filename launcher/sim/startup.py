@@ -30,12 +30,14 @@ class Phase(StrEnum):
 
 
 class StartupFailed(Exception):
-    """The engine fails to start; `last_line` ends its traceback, `rank` says which worker raised."""
+    """The engine fails to start; `last_line` ends its traceback, `rank` says which worker raised,
+    `where` names the raise site (`free_memory`, `kv_cache`) for the dialect's traceback frames."""
 
-    def __init__(self, last_line: str, rank: int | None = None) -> None:
+    def __init__(self, last_line: str, rank: int | None = None, where: str = "") -> None:
         super().__init__(last_line)
         self.last_line = last_line
         self.rank = rank
+        self.where = where
 
 
 class Startup:
@@ -112,7 +114,7 @@ class Startup:
         for rank in range(self.ranks.count):
             error = self.mem.free_memory_error(rank, self.d.gib)
             if error:
-                raise StartupFailed(error, rank if self.ranks.count > 1 else None)
+                raise StartupFailed(error, rank if self.ranks.count > 1 else None, "free_memory")
         self.ranks.rename()
         if self.cfg.faults.gpu_allocate:
             self.ranks.hold_gpu(self.cfg.util)
@@ -220,7 +222,7 @@ class Startup:
     def _kv_cache(self) -> None:
         error = self.mem.kv_error()
         if error:
-            raise StartupFailed(error)
+            raise StartupFailed(error, where="kv_cache")
         self._log("INFO", "kv_avail", f"Available KV cache memory: {self.mem.kv_gib:.2f} GiB")
         if self.plan.mode != GraphMode.NONE and self.estimated:
             delta = self.mem.graph_gib / self.mem.total_gib

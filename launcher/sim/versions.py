@@ -47,6 +47,9 @@ class Dialect:
     engine_follows_api_server: bool = True  # the engine exits when the API server dies (SIGKILL)
     gib_rounded: bool = False  # GiB in messages by `format_gib` = round(x, 2) (139.8), not "%.2f" (139.80)
     no_failed_procs: bool = False  # `Failed core proc(s): {}` when the engine's start failed
+    # 0.26.0's traceback frames (launcher/sim/tracebacks.py `_026`), the engine's second traceback
+    # under `Process EngineCore:`, and the parsers checked after the banner and args (setup_server)
+    real_frames: bool = False
 
     def src(self, event: str, runner: str | None = None) -> str:
         if runner is not None and f"{event}@{runner}" in self.sources:
@@ -132,6 +135,7 @@ V026 = Dialect(
     engine_follows_api_server=False,
     gib_rounded=True,
     no_failed_procs=True,  # observed in free-memory.log
+    real_frames=True,
 )
 
 DIALECTS: dict[str, Dialect] = {"0.33": V033, "0.26": V026}

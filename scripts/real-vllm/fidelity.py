@@ -32,7 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
-from logdiff import READY, Row, compare, table  # noqa: E402
+from logdiff import READY, Row, table  # noqa: E402
+from logdiff import compare as compare_lines  # noqa: E402
+from tbdiff import traceback_rows  # noqa: E402
 
 from launcher.procgroup import group_members  # noqa: E402
 from launcher.supervisor.livelog import LINE_END  # noqa: E402  (how the launcher splits a log)
@@ -43,6 +45,11 @@ SIM = str(Path(sys.executable).with_name("vllm-sim"))
 RECORDED = {"tiny.log": "tiny", "tiny-ngram.log": "tiny-ngram"}
 FAILED = {"free-memory.log": "tiny"}  # starts that failed: the simulator must fail the same way
 __all__ = ["FAILED", "RECORDED", "Row", "compare", "profile_args", "run_sim", "table"]
+
+
+def compare(real: Path, sim: Path) -> list[Row]:
+    """Every check of two logs: events, facts, named lines, sources, content, then tracebacks."""
+    return compare_lines(real, sim) + traceback_rows(real, sim)
 
 
 def split_lines(raw: bytes) -> list[str]:
