@@ -17,6 +17,7 @@ from launcher.sim.answers import Answer, compose, is_chinese
 from launcher.sim.delivery import deliver, engine_dead
 from launcher.sim.generation import build_plan
 from launcher.sim.openai_api import dumps
+from launcher.sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
 from launcher.sim.state import STATE, ServerState
 from launcher.sim.toolcalls import (
     RequestInvalid,
@@ -92,6 +93,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except RequestInvalid as err:
         return _error(err.message, 400, "BadRequestError", err.param)
     except LookupError as err:
+        log_unknown_model(state.log, state.dialect, str(err.args[0]))
         return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
     seed = api.seed_for(prompt, body)
     rng = random.Random(seed)
@@ -106,6 +108,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     calls = apply_fault(calls, state.cfg.faults.tool_fault)
     if calls and state.cfg.faults.tool_fault == "text":
         answer, calls = Answer("tool_text", as_text(calls), answer.reasoning), []
+    elif calls and state.cfg.faults.tool_fault == "malformed" and choice in (None, "auto"):
+        # the parser cannot load the call: vLLM returns the raw text as content and logs why
+        answer, calls = Answer("tool_text", raw_tool_text(calls), answer.reasoning), []
+        if not body.get("stream"):
+            log_parse_failure(state.log, state.dialect, answer.content)
     if body.get("include_reasoning") is False:
         answer = Answer(answer.kind, answer.content)
     lang = "zh" if is_chinese(prompt.question) else "en"

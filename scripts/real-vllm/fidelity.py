@@ -92,7 +92,11 @@ def sim_command(real_log: Path, vllm_args: list[str], speed: float, sim: str) ->
         args += ["--port", str(port)]
     # vLLM's summary (`Free memory on device (F/T GiB) on startup.`) or its refusal (`... device cuda:0
     # (F/T GiB) on startup is less than desired ...`): the GPU's size, and for a refusal its free memory.
-    gpu = re.search(r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\)(?P<refused> on startup is less)?", text)
+    gpu = re.search(
+        r"Free memory on device (?:\S+ )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\)"
+        r"(?P<refused> on startup is less)?",
+        text,
+    )
     host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
     extra = ["--sim-vllm-version", "0.26", "--sim-speed", str(speed)]
     if gpu:
