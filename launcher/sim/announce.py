@@ -10,7 +10,14 @@ from launcher.sim.config import SimConfig
 from launcher.sim.config_text_026 import shown_args_026
 from launcher.sim.cudagraph import GraphMode
 from launcher.sim.logline import LogWriter
-from launcher.sim.tracebacks import API_FRAMES, API_SETUP_026, API_STARTUP_026, traceback_text
+from launcher.sim.tracebacks import (
+    API_CONFIG_026,
+    API_FRAMES,
+    API_SETUP_026,
+    API_STARTUP_026,
+    Frame,
+    traceback_text,
+)
 from launcher.sim.versions import Dialect
 
 ARCHITECTURES = (
@@ -42,9 +49,9 @@ def logo(version: str, model: str) -> str:
     return "\n".join(("", *LOGO[:2], f"{LOGO[2]}model   {model}", LOGO[3], "")).replace("{v}", version)
 
 
-def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> bool:
-    """Everything the API process logs before it starts the engine; False when it refused the config
-    there (0.26.0's setup_server: unknown parsers, after the banner and `non-default args:`)."""
+def banner_lines(log: LogWriter, cfg: SimConfig, d: Dialect) -> bool:
+    """The banner and `non-default args:`; False when 0.26.0's setup_server then refuses an unknown
+    tool-call parser (entrypoints/openai/api_server.py:616-628)."""
     if os.environ.get("VLLM_DISABLE_LOG_LOGO") == "1":
         log.info(d.src("version"), d.version_line(cfg.model))
     elif d.logo_block:
@@ -53,11 +60,15 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
         log.info(d.src("version"), LOGO[1].replace("{v}", d.version))
     shown = shown_args_026(cfg.shown_args) if d.notes else cfg.shown_args
     log.info(d.src("args"), f"non-default args: {shown}")
-    if cfg.refusal is not None:
-        kind, last = cfg.refusal
-        for line in traceback_text(API_SETUP_026[kind], last).split("\n"):
-            log.raw(line)
+    if cfg.refusal is not None and cfg.refusal[0] == "tool call":
+        refused(log, [cfg.refusal[1]], API_SETUP_026)
         return False
+    return True
+
+
+def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> bool:
+    """What the API process logs while it resolves the config, before it starts the engine; False
+    when 0.26.0 refuses there (an unknown reasoning parser, record/reasoning)."""
     if d.notes:
         notes.ulimit_warning(log, d)
     if schema.env_vars:
@@ -73,15 +84,15 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
     if d.notes:
         notes.scheduling(log, cfg, d, api=True)
         notes.runner_fallback(log, cfg, d)
+    if cfg.refusal is not None:  # 0.26.0: the reasoning parser is looked up while the config is built
+        refused(log, [cfg.refusal[1]], API_CONFIG_026)
+        return False
     for warning in cfg.graphs.warnings:
         log.warning(d.src("sizes_overridden"), warning)
-    if cfg.enforce_eager:
+    if cfg.enforce_eager and not d.notes:  # 0.26's eager lines: notes.scheduling
         log.info(
             d.src("eager_note"),
-            # 0.26 has no JIT warm-up to disable; only the start of its text is known (README)
-            "Enforce eager set, disabling torch.compile and CUDAGraphs."
-            if d.notes
-            else "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
+            "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
             "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none and "
             "--kernel_config.enable_jit_warmup=False",
         )
@@ -148,8 +159,8 @@ def startup_failed(log: LogWriter, d: Dialect) -> None:
         log.raw(line)
 
 
-def refused(log: LogWriter, lines: list[str]) -> None:
+def refused(log: LogWriter, lines: list[str], frames: tuple[Frame, ...] = API_FRAMES[:3]) -> None:
     """A configuration vLLM rejects before the engine starts: a traceback on stderr."""
-    text = traceback_text(API_FRAMES[:3], lines[0])
+    text = traceback_text(frames, lines[0])
     for line in text.split("\n") + lines[1:]:
         log.raw(line)

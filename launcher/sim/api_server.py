@@ -26,6 +26,7 @@ from launcher.sim.groundtruth import GroundTruth
 from launcher.sim.logline import LogWriter
 from launcher.sim.metrics import SimMetrics
 from launcher.sim.scheduler import Job, Scheduler
+from launcher.sim.tracebacks import API_BIND_026, API_FRAMES
 from launcher.sim.versions import dialect_for
 
 if TYPE_CHECKING:
@@ -54,12 +55,23 @@ class ApiServer:
         self.engine_stopped = asyncio.Event()  # the engine logged its `[shutdown]` lines (0.26)
 
     def run(self) -> int:
-        if not announce.config_lines(self.log, self.cfg, self.dialect, self.schema):
+        if not announce.banner_lines(self.log, self.cfg, self.dialect):
+            return 1
+        # 0.26.0 binds in setup_server, before it resolves the config (api_server.py:637); 0.33 after
+        if not self.dialect.real_frames and not announce.config_lines(
+            self.log, self.cfg, self.dialect, self.schema
+        ):
             return 1
         try:
             sock = self._bind()
         except OSError as err:
-            announce.refused(self.log, [f"OSError: {err}"])
+            frames = API_BIND_026 if self.dialect.real_frames else API_FRAMES[:3]
+            announce.refused(self.log, [f"OSError: {err}"], frames)
+            return 1
+        if self.dialect.real_frames and not announce.config_lines(
+            self.log, self.cfg, self.dialect, self.schema
+        ):
+            sock.close()
             return 1
         try:
             return asyncio.run(self._main(sock))

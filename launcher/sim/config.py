@@ -15,7 +15,7 @@ from launcher.profile.schema import VllmSchema
 from launcher.sim import cudagraph
 from launcher.sim.faults import Faults, faults_from
 from launcher.sim.memory import MemoryPlan, plan_memory
-from launcher.sim.parsers import parsers_for, unknown_parser_error
+from launcher.sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
 from launcher.sim.serve_args import given_args, human_int
 from launcher.sim.timing import Timing, timing_from
 from launcher.sim.versions import dialect_for
@@ -71,6 +71,7 @@ class SimConfig:
     runner: str = "V2"  # the model runner vLLM picks (0.26: V1 for ngram drafting)
     # (parser kind, exception line) that 0.26's setup_server raises after the banner and args
     refusal: tuple[str, str] | None = None
+    kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: no profiling, this KV size
     rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
 
     @property
@@ -104,6 +105,7 @@ class SimConfig:
             graphs=graphs,
             block_size=self.block_size,
             max_model_len=self.max_model_len,
+            kv_bytes=self.kv_cache_memory_bytes,
         )
 
 
@@ -170,8 +172,12 @@ def from_namespace(
     if auto_tools and tool_parser not in tools_known:
         refusal = ("tool call", unknown_parser_error("tool call", tool_parser, tools_known))
     elif reasoning_parser and reasoning_parser not in reasoning_known:
-        refusal = ("reasoning", unknown_parser_error("reasoning", reasoning_parser, reasoning_known))
-    if refusal and not dialect.real_frames:  # 0.33 refuses before its banner; 0.26 in setup_server
+        refusal = (
+            ("reasoning", unknown_reasoning_026(reasoning_parser))
+            if dialect.real_frames
+            else ("reasoning", unknown_parser_error("reasoning", reasoning_parser, reasoning_known))
+        )
+    if refusal and not dialect.real_frames:  # 0.33 refuses before its banner; 0.26 later (announce)
         raise StartupRefused([refusal[1]])
     enforce_eager = bool(_get(ns, "enforce_eager", False))
     try:
@@ -244,4 +250,5 @@ def from_namespace(
         runner=runner,
         rounded=rounded,
         refusal=refusal,
+        kv_cache_memory_bytes=_int(kv_bytes) if (kv_bytes := _get(ns, "kv_cache_memory_bytes")) else None,
     )

@@ -200,6 +200,13 @@ def parsers_for(version: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return TOOL_PARSERS, REASONING_PARSERS
 
 
+def unknown_reasoning_026(name: str) -> str:
+    """0.26.0 looks the reasoning parser up while it builds the engine config (the real run):
+    `abs_reasoning_parsers.py:245`, a KeyError whose message holds quotes, so Python shows it in \"."""
+    names = ", ".join(sorted(REASONING_PARSERS_026))
+    return f'KeyError: "Reasoning parser \'{name}\' not found. Available parsers: {names}"'
+
+
 def unknown_parser_error(kind: str, name: str, known: tuple[str, ...]) -> str:
     """`KeyError: 'invalid tool call parser: X (chose from { a,b,... })'` as vLLM raises it."""
     return f"KeyError: 'invalid {kind} parser: {name} (chose from {{ {','.join(sorted(known))} }})'"

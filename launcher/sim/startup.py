@@ -98,7 +98,7 @@ class Startup:
         took = time.monotonic() - init_start + self.compile_s
         suffix = f" (compilation: {self.compile_s:.2f} s)" if self.compile_s else ""
         self.log.info(
-            self.d.src("init_done"),
+            self.d.src("init_done" if self.compile_s else "init_done_plain"),
             f"init engine (profile, create kv cache, warmup model) took {took:.2f} s{suffix}",
         )
         if self.d.notes:
@@ -220,6 +220,8 @@ class Startup:
         )
 
     def _kv_cache(self) -> None:
+        if self.cfg.kv_cache_memory_bytes is not None:
+            self._log("INFO", "kv_given", vllm_text.kv_given(self.mem, self.d.gib))
         error = self.mem.kv_error()
         if error:
             raise StartupFailed(error, where="kv_cache")

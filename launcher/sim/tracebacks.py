@@ -43,25 +43,41 @@ _API_RUN_026: tuple[Frame, ...] = (
     ("uvloop/loop.pyx", 1515, "uvloop.loop.Loop.run_until_complete"),
     (f"{SITE}/uvloop/__init__.py", 48, "wrapper"),
 )
-# `setup_server` validates the parsers after logging the banner and `non-default args:`
-# (entrypoints/openai/api_server.py:616-628); the KeyErrors are raised at :600 and :609.
-API_SETUP_026: dict[str, tuple[Frame, ...]] = {
-    kind: (
-        *_API_RUN_026,
-        (f"{_V}/entrypoints/openai/api_server.py", 758, "run_server"),
-        (f"{_V}/entrypoints/openai/api_server.py", 628, "setup_server"),
-        (f"{_V}/entrypoints/openai/api_server.py", line, "validate_api_server_args"),
-    )
-    for kind, line in (("tool call", 600), ("reasoning", 609))
-}
-# `Engine core initialization failed` as the real free-memory failure logged it (24 frames).
-API_STARTUP_026: tuple[Frame, ...] = (
+# `setup_server` validates the tool-call parser after logging the banner and `non-default args:`
+# (entrypoints/openai/api_server.py:616-628, the KeyError at :600), then binds the port (:637, the
+# OSError as the real port-in-use run logged it, record/port).
+_SETUP_026 = (*_API_RUN_026, (f"{_V}/entrypoints/openai/api_server.py", 758, "run_server"))
+API_SETUP_026: tuple[Frame, ...] = (
+    *_SETUP_026,
+    (f"{_V}/entrypoints/openai/api_server.py", 628, "setup_server"),
+    (f"{_V}/entrypoints/openai/api_server.py", 600, "validate_api_server_args"),
+)
+API_BIND_026: tuple[Frame, ...] = (
+    *_SETUP_026,
+    (f"{_V}/entrypoints/openai/api_server.py", 637, "setup_server"),
+    (f"{_V}/entrypoints/openai/api_server.py", 586, "create_server_socket"),
+)
+_CLIENT_026 = (
     *_API_RUN_026,
     (f"{_V}/entrypoints/openai/api_server.py", 759, "run_server"),
     (f"{_V}/entrypoints/openai/api_server.py", 773, "run_server_worker"),
     (f"{STDLIB}/contextlib.py", 210, "__aenter__"),
     (f"{_V}/entrypoints/openai/api_server.py", 139, "build_async_engine_client"),
     (f"{STDLIB}/contextlib.py", 210, "__aenter__"),
+)
+# An unknown reasoning parser fails while the engine config is built (real run record/reasoning).
+API_CONFIG_026: tuple[Frame, ...] = (
+    *_CLIENT_026,
+    (f"{_V}/entrypoints/openai/api_server.py", 163, "build_async_engine_client_from_engine_args"),
+    (f"{_V}/engine/arg_utils.py", 2372, "create_engine_config"),
+    (f"{SITE}/pydantic/_internal/_dataclasses.py", 121, "__init__"),
+    (f"{_V}/config/vllm.py", 1554, "__post_init__"),
+    (f"{_V}/config/reasoning.py", 77, "initialize_token_ids"),
+    (f"{_V}/reasoning/abs_reasoning_parsers.py", 245, "get_reasoning_parser"),
+)
+# `Engine core initialization failed` as the real free-memory failure logged it (24 frames).
+API_STARTUP_026: tuple[Frame, ...] = (
+    *_CLIENT_026,
     (f"{_V}/entrypoints/openai/api_server.py", 175, "build_async_engine_client_from_engine_args"),
     (f"{_V}/v1/engine/async_llm.py", 217, "from_vllm_config"),
     (f"{_V}/v1/engine/async_llm.py", 146, "__init__"),

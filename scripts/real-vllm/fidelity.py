@@ -18,6 +18,7 @@ depend on the host (the fd-limit warning) are reported, not counted. Exit 0 when
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -34,6 +36,7 @@ sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
 from logdiff import READY, Row, table  # noqa: E402
 from logdiff import compare as compare_lines  # noqa: E402
+from score import markdown, score  # noqa: E402
 from tbdiff import traceback_rows  # noqa: E402
 
 from launcher.procgroup import group_members  # noqa: E402
@@ -42,8 +45,19 @@ from launcher.supervisor.livelog import LINE_END  # noqa: E402  (how the launche
 DATA = REPO / "tests" / "data" / "real-vllm-0.26"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"
 SIM = str(Path(sys.executable).with_name("vllm-sim"))
-RECORDED = {"tiny.log": "tiny", "tiny-ngram.log": "tiny-ngram"}
-FAILED = {"free-memory.log": "tiny"}  # starts that failed: the simulator must fail the same way
+# Each recorded real run: its profile and the flags the recording added to it (README there).
+EAGER = ["--enforce-eager"]
+RECORDED: dict[str, tuple[str, list[str]]] = {
+    "tiny.log": ("tiny", []),
+    "tiny-ngram.log": ("tiny-ngram", []),
+    "eager/vllm.log": ("tiny", [*EAGER, "--api-key", "sk-record-not-a-secret"]),
+}
+FAILED: dict[str, tuple[str, list[str]]] = {  # starts that failed: the simulator must fail the same way
+    "free-memory.log": ("tiny", []),
+    "kv-small/vllm.log": ("tiny", [*EAGER, "--kv-cache-memory-bytes", "262144"]),
+    "reasoning/vllm.log": ("tiny", ["--reasoning-parser", "nope-parser"]),
+    "port/vllm.log": ("tiny", []),  # another program held the port
+}
 __all__ = ["FAILED", "RECORDED", "Row", "compare", "profile_args", "run_sim", "table"]
 
 
@@ -73,13 +87,13 @@ def group_gone(pgid: int, timeout_s: float) -> bool:
     return True
 
 
-def profile_args(name: str) -> tuple[list[str], dict[str, str]]:
-    """The vLLM argv (after `serve`) and env the launcher rendered for a profile."""
+def profile_args(name: str, extra: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The vLLM argv (after `serve`) and env the launcher rendered for a profile, plus `extra` flags."""
     from launcher.profile.plan import build_plan
 
     rendered = build_plan(PROFILES, name).rendered
     argv = list(rendered.argv)
-    return argv[argv.index("serve") + 1 :], dict(rendered.env)
+    return [*argv[argv.index("serve") + 1 :], *(extra or [])], dict(rendered.env)
 
 
 def sim_command(real_log: Path, vllm_args: list[str], speed: float, sim: str) -> tuple[list[str], int, str]:
@@ -99,6 +113,8 @@ def sim_command(real_log: Path, vllm_args: list[str], speed: float, sim: str) ->
     )
     host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
     extra = ["--sim-vllm-version", "0.26", "--sim-speed", str(speed)]
+    if "/root/tiny" in args:  # its KV bytes per token: tiny.log, 27.61 GiB for 28,947,616 tokens
+        extra += ["--sim-kv-bytes-per-token", "1024"]
     if gpu:
         extra += ["--sim-gpu-memory-gib", gpu["total"]]
         if gpu["refused"]:
@@ -116,43 +132,70 @@ def run_sim(
     sim: str = SIM,
 ) -> Path:
     """Run the simulator as the real run ran, stop it like the launcher; `out` gets its log, split
-    into lines as the launcher records them."""
+    into lines as the launcher records them. A real run that found its port taken gets it taken."""
     text = real_log.read_text(encoding="utf-8", errors="replace")
     argv, port, host = sim_command(real_log, vllm_args, speed, sim)
     unknown = re.findall(r"Unknown vLLM environment variable detected: (\w+)", text)
     run_env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     run_env.update({name: "fidelity" for name in unknown}, **env, PYTHONUNBUFFERED="1")
     raw = out.with_suffix(".raw")
-    with raw.open("wb") as sink:
-        proc = subprocess.Popen(
-            argv, stdout=sink, stderr=subprocess.STDOUT, env=run_env, start_new_session=True
-        )
-    try:
-        end = time.monotonic() + deadline_s
-        if READY not in text:  # a failed start: the simulator must fail the same way, by itself
-            if proc.wait(timeout=deadline_s) == 0:
-                raise RuntimeError("the real start failed; vllm-sim exited 0")
-            return _keep(raw, out)
-        while READY not in raw.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError(
-                    f"vllm-sim did not become ready:\n{raw.read_text(errors='replace')[-3000:]}"
-                )
-            time.sleep(0.02)
-        served = text.split(READY, 1)[-1].split("[shutdown]", 1)[0]
-        for path in re.findall(r'"GET (\S+) HTTP/1\.1"', served):
-            with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=10) as reply:
-                reply.read()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=max(1.0, end - time.monotonic()))
-        if not group_gone(proc.pid, 5.0):
-            raise RuntimeError(f"vllm-sim left processes in group {proc.pid} after SIGTERM")
-    finally:
-        if not group_gone(proc.pid, 0.0):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.wait(5)
+    with contextlib.ExitStack() as stack:
+        if "Address already in use" in text:
+            holder = stack.enter_context(socket.socket())
+            holder.bind((host, port))
+            holder.listen()
+        with raw.open("wb") as sink:
+            proc = subprocess.Popen(
+                argv, stdout=sink, stderr=subprocess.STDOUT, env=run_env, start_new_session=True
+            )
+        try:
+            if READY not in text:  # a failed start: the simulator must fail the same way, by itself
+                end = time.monotonic() + deadline_s  # or it starts, and its log shows how it differs
+                while proc.poll() is None and time.monotonic() < end:
+                    if READY in raw.read_text(errors="replace"):
+                        break
+                    time.sleep(0.05)
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(timeout=10)
+                return _keep(raw, out)
+            _serve_like(text, raw, proc, f"http://{host}:{port}", _key(vllm_args), deadline_s)
+        finally:
+            if not group_gone(proc.pid, 0.0):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(5)
     return _keep(raw, out)
+
+
+def _key(vllm_args: list[str]) -> str | None:
+    return vllm_args[vllm_args.index("--api-key") + 1] if "--api-key" in vllm_args else None
+
+
+def _serve_like(
+    text: str, raw: Path, proc: subprocess.Popen[bytes], base: str, key: str | None, deadline_s: float
+) -> None:
+    """Wait for ready, replay the real run's GETs (with its API key; a 401 or 404 is an answer, not
+    an error), then SIGTERM the group and check nothing is left."""
+    end = time.monotonic() + deadline_s
+    while READY not in raw.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > end:
+            raise RuntimeError(f"vllm-sim did not become ready:\n{raw.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.02)
+    served = text.split(READY, 1)[-1].split("[shutdown]", 1)[0]
+    for path in re.findall(r'"GET (\S+) HTTP/1\.1"', served):
+        request = urllib.request.Request(base + path)
+        if key:
+            request.add_header("Authorization", f"Bearer {key}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                reply.read()
+        except urllib.error.HTTPError as err:
+            err.read()
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=max(1.0, end - time.monotonic()))
+    if not group_gone(proc.pid, 5.0):
+        raise RuntimeError(f"vllm-sim left processes in group {proc.pid} after SIGTERM")
 
 
 def _keep(raw: Path, out: Path) -> Path:
@@ -168,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", help="render the real run's flags from scripts/real-vllm/profiles/NAME.toml"
     )
-    parser.add_argument("--recorded", action="store_true", help="check both recorded 0.26.0 runs")
+    parser.add_argument("--recorded", action="store_true", help="check every recorded 0.26.0 run")
     parser.add_argument("--env", action="append", default=[], metavar="K=V")
     parser.add_argument("--speed", type=float, default=50.0)
     parser.add_argument("--keep", type=Path, help="directory for the simulator's logs")
@@ -178,26 +221,28 @@ def main(argv: list[str] | None = None) -> int:
     cut = given.index("--") if "--" in given else len(given)
     args, vllm_flags = parser.parse_args(given[:cut]), given[cut + 1 :]
     runs = (
-        [(DATA / log, name) for log, name in {**RECORDED, **FAILED}.items()]
+        [(DATA / log, name, extra) for log, (name, extra) in {**RECORDED, **FAILED}.items()]
         if args.recorded
-        else [(args.real_log, args.profile)]
+        else [(args.real_log, args.profile, [])]
     )
     if runs[0][0] is None:
         parser.error("give a real log (with --profile or flags after --), or --recorded")
     work = args.keep or Path(tempfile.mkdtemp(prefix="fidelity-"))
     work.mkdir(parents=True, exist_ok=True)
-    failed = 0
-    for real_log, profile in runs:
-        vllm_args, env = profile_args(profile) if profile else (vllm_flags, {})
+    failed, scores = 0, {}
+    for real_log, profile, extra in runs:
+        vllm_args, env = profile_args(profile, extra) if profile else (vllm_flags, {})
         env.update(dict(item.split("=", 1) for item in args.env))
+        name = str(real_log.relative_to(DATA)) if real_log.is_relative_to(DATA) else real_log.name
         sim_log = run_sim(
-            real_log, vllm_args, env, work / f"sim-{real_log.stem}.log", args.speed, sim=args.sim
+            real_log, vllm_args, env, work / f"sim-{name.replace('/', '-')}", args.speed, sim=args.sim
         )
         rows = compare(real_log, sim_log)
         print(f"== {real_log} vs {sim_log}\n{table(rows, args.all)}\n")
         failed += any(r.verdict == "DIFF" for r in rows)
+        scores[name] = score(rows)
+    print(markdown(scores))
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,7 +14,8 @@ from pathlib import Path
 from logdiff import Row, classify, windows
 
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-TAIL = re.compile(r"^(?:.*/(?:site-packages|dist-packages|python3\.\d+)/)|^.*?/(?=vllm/)")
+# where Python and the packages live: site-packages, dist-packages, a `site` folder, the stdlib
+TAIL = re.compile(r"^.*/(?:site|site-packages|dist-packages|python3\.\d+)/")
 
 
 def short(path: str) -> str:

@@ -185,18 +185,16 @@ def test_busy_port_fails_before_the_engine_starts() -> None:
     assert "Initializing a V1 LLM engine" not in busy.stdout  # it fails before the engine starts
 
 
-@pytest.mark.parametrize(
-    ("flags", "kind", "known", "line"),
-    [
-        (["--enable-auto-tool-choice", "--tool-call-parser", "hermez"], "tool call", 44, 600),
-        (["--reasoning-parser", "qwen4"], "reasoning", 28, 609),
-    ],
-)
-def test_026_refuses_an_unknown_parser_after_its_banner_and_args(
-    flags: list[str], kind: str, known: int, line: int
-) -> None:
-    """vLLM 0.26.0 validates parsers in setup_server (entrypoints/openai/api_server.py:616-628), after
-    the banner and `non-default args:`, against its own registry (44 tool-call, 28 reasoning parsers)."""
+def test_026_refuses_an_unknown_tool_parser_after_its_banner_and_args() -> None:
+    """vLLM 0.26.0 validates the tool-call parser in setup_server (entrypoints/openai/api_server.py:
+    616-628), after the banner and `non-default args:`, against its own 44 names. (An unknown
+    reasoning parser fails later, as the real record/reasoning run shows: test_sim_fidelity.)"""
+    flags, kind, known, line = (
+        ["--enable-auto-tool-choice", "--tool-call-parser", "hermez"],
+        "tool call",
+        44,
+        600,
+    )
     result = subprocess.run(
         [str(SIM), "serve", "m", "--sim-vllm-version", "0.26", "--port", "1", *flags],
         env=sim_env(),
