@@ -15,6 +15,7 @@ from launcher.sim.tracebacks import (
     API_FRAMES,
     API_SETUP_026,
     API_STARTUP_026,
+    OUTPUT_HANDLER_026,
     Frame,
     traceback_text,
 )
@@ -129,23 +130,37 @@ def uvicorn_started(log: LogWriter) -> None:
     log.raw("INFO:     Waiting for application startup.")
 
 
-def uvicorn_stopped(log: LogWriter, d: Dialect) -> None:
+def uvicorn_stopped(log: LogWriter, d: Dialect, engine_died: bool = False) -> None:
     log.raw("INFO:     Shutting down")
     log.raw("INFO:     Waiting for application shutdown.")
     log.raw("INFO:     Application shutdown complete.")
-    if d.uvicorn_finished:  # 0.26.0's real log ends without it
+    # 0.26.0 ends a SIGTERM without it (tiny.log), a dead engine's shutdown with it (record/eager)
+    if d.uvicorn_finished or engine_died:
         log.raw(f"INFO:     Finished server process [{os.getpid()}]")
 
 
 def engine_died(log: LogWriter, d: Dialect) -> None:
+    """The API server noticing its engine is gone (0.26.0: the MPClient's cleanup, then the output
+    handler's EngineDeadError with its traceback, as record/eager logged a SIGKILLed engine)."""
     log.warning(
         d.src("core_exited"), "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
     )
-    log.error(d.src("output_handler"), "AsyncLLM output_handler failed.")
+    dead = (
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+        "See stack trace (above) for the root cause."
+    )
+    if not d.real_frames:
+        log.error(d.src("output_handler"), "AsyncLLM output_handler failed.")
+        log.error(d.src("output_handler"), dead)
+        return
+    log.info(d.src("sd_mp_start"), "[shutdown] MPClient: start timeout=default")
+    log.info(d.src("sd_mp_stopping"), "[shutdown] MPClient: stopping engine manager")
+    log.info(d.src("sd_mp_stopped"), "[shutdown] MPClient: engine manager stopped")
+    log.info(d.src("sd_mp_cleanup"), "[shutdown] MPClient: cleaning up background resources")
+    log.info(d.src("sd_mp_done"), "[shutdown] MPClient: complete")
     log.error(
         d.src("output_handler"),
-        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
-        "See stack trace (above) for the root cause.",
+        "AsyncLLM output_handler failed.\n" + traceback_text(OUTPUT_HANDLER_026, dead),
     )
 
 

@@ -199,7 +199,7 @@ class ApiServer:
             task.cancel()
         await self.runner.cleanup()
         truth.close()
-        announce.uvicorn_stopped(self.log, self.dialect)
+        announce.uvicorn_stopped(self.log, self.dialect, engine_died=self.state.engine_dead)
 
     def _cache_info(self, blocks: int) -> dict[str, str]:
         cfg = self.cfg

@@ -111,6 +111,11 @@ ENGINE_026: dict[str, tuple[Frame, ...]] = {
         (f"{_V}/v1/core/kv_cache_utils.py", 2132, "get_kv_cache_configs"),
     ),
 }
+# The API server's output handler when the engine is gone (record/eager, engine SIGKILLed).
+OUTPUT_HANDLER_026: tuple[Frame, ...] = (
+    (f"{_V}/v1/engine/async_llm.py", 660, "output_handler"),
+    (f"{_V}/v1/engine/core_client.py", 1061, "get_output_async"),
+)
 # multiprocessing prints the engine's exception again, under `Process EngineCore:` (core.py:1334
 # re-raises it after logging `EngineCore failed to start.`).
 PROCESS_026: tuple[Frame, ...] = (

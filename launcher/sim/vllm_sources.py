@@ -83,6 +83,8 @@ SOURCES_026: dict[str, str] = {
     "thinking_budget": "vllm.py:2228",
     "init_done_plain": "core.py:347",
     "kv_given": "gpu_worker.py:479",
+    "core_exited": "core_client.py:702",  # the engine SIGKILLed (record/eager)
+    "output_handler": "async_llm.py:704",
     # API server, before the engine
     "version": "api_utils.py:345",
     "args": "api_utils.py:273",

@@ -192,10 +192,15 @@ def _serve_like(
                 reply.read()
         except urllib.error.HTTPError as err:
             err.read()
-    os.killpg(proc.pid, signal.SIGTERM)
+    if "engine core exited unexpectedly" in text:  # the recording SIGKILLed the engine only
+        engine = [p for p in group_members(proc.pid) if p != proc.pid]
+        for pid in engine:
+            os.kill(pid, signal.SIGKILL)
+    else:
+        os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=max(1.0, end - time.monotonic()))
     if not group_gone(proc.pid, 5.0):
-        raise RuntimeError(f"vllm-sim left processes in group {proc.pid} after SIGTERM")
+        raise RuntimeError(f"vllm-sim left processes in group {proc.pid} after it stopped")
 
 
 def _keep(raw: Path, out: Path) -> Path:
