@@ -141,8 +141,9 @@ def _check_graph_ceiling(config: CaptureConfig, findings: Findings, here: Any, n
         f"max_num_seqs = {seqs}" if config.max_num_seqs else f"vLLM's default max_num_seqs, ≥ {seqs} on a GPU"
     )
     key = next((k for k in ("speculative_config", "spec_tokens", "max_num_seqs") if k in norm), None)
+    where_ = here(key) if key else "args"
     findings.warn(
-        f"{here(key) if key else 'args'}: with {config.num_speculative_tokens} speculative token(s) the {config.model_runner} "
+        f"{where_}: with {config.num_speculative_tokens} speculative token(s) the {config.model_runner} "
         f"model runner captures graphs for decode batches of at most {ceiling} sequence(s) "
         f"({ceiling * config.decode_query_len} tokens): above {ceiling} sequences decode runs without "
         f"CUDA graphs ({named})"

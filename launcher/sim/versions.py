@@ -50,6 +50,7 @@ class Dialect:
     # 0.26.0's traceback frames (launcher/sim/tracebacks.py `_026`), the engine's second traceback
     # under `Process EngineCore:`, and the parsers checked after the banner and args (setup_server)
     real_frames: bool = False
+    created_families: bool = False  # /metrics: `x_total` counter and `x_created` gauge families
 
     def src(self, event: str, runner: str | None = None) -> str:
         if runner is not None and f"{event}@{runner}" in self.sources:
@@ -136,6 +137,7 @@ V026 = Dialect(
     gib_rounded=True,
     no_failed_procs=True,  # observed in free-memory.log
     real_frames=True,
+    created_families=True,  # record/eager/metrics-after.txt
 )
 
 DIALECTS: dict[str, Dialect] = {"0.33": V033, "0.26": V026}

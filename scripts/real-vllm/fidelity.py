@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
+from httpdiff import http_rows, replay  # noqa: E402
 from logdiff import READY, Row, table  # noqa: E402
 from logdiff import compare as compare_lines  # noqa: E402
 from score import markdown, score  # noqa: E402
@@ -130,9 +131,12 @@ def run_sim(
     speed: float = 50,
     deadline_s: float = 60,
     sim: str = SIM,
+    http: list[Row] | None = None,
 ) -> Path:
     """Run the simulator as the real run ran, stop it like the launcher; `out` gets its log, split
-    into lines as the launcher records them. A real run that found its port taken gets it taken."""
+    into lines as the launcher records them. A real run that found its port taken gets it taken.
+    Where the run recorded its HTTP replies (`http.txt` beside the log), the same requests are made
+    and their comparison goes to `http`."""
     text = real_log.read_text(encoding="utf-8", errors="replace")
     argv, port, host = sim_command(real_log, vllm_args, speed, sim)
     unknown = re.findall(r"Unknown vLLM environment variable detected: (\w+)", text)
@@ -159,7 +163,12 @@ def run_sim(
                     os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait(timeout=10)
                 return _keep(raw, out)
-            _serve_like(text, raw, proc, f"http://{host}:{port}", _key(vllm_args), deadline_s)
+            recording = real_log.parent if (real_log.parent / "http.txt").exists() else None
+            rows = _serve_like(
+                text, raw, proc, f"http://{host}:{port}", _key(vllm_args), deadline_s, recording
+            )
+            if http is not None:
+                http.extend(rows)
         finally:
             if not group_gone(proc.pid, 0.0):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -173,10 +182,17 @@ def _key(vllm_args: list[str]) -> str | None:
 
 
 def _serve_like(
-    text: str, raw: Path, proc: subprocess.Popen[bytes], base: str, key: str | None, deadline_s: float
-) -> None:
+    text: str,
+    raw: Path,
+    proc: subprocess.Popen[bytes],
+    base: str,
+    key: str | None,
+    deadline_s: float,
+    recording: Path | None,
+) -> list[Row]:
     """Wait for ready, replay the real run's GETs (with its API key; a 401 or 404 is an answer, not
-    an error), then SIGTERM the group and check nothing is left."""
+    an error) and its recorded requests, then end it as the real run ended (SIGTERM to the group, or
+    SIGKILL of the engine) and check nothing is left."""
     end = time.monotonic() + deadline_s
     while READY not in raw.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > end:
@@ -192,6 +208,7 @@ def _serve_like(
                 reply.read()
         except urllib.error.HTTPError as err:
             err.read()
+    rows = http_rows(recording, replay(recording, base, key)) if recording else []
     if "engine core exited unexpectedly" in text:  # the recording SIGKILLed the engine only
         engine = [p for p in group_members(proc.pid) if p != proc.pid]
         for pid in engine:
@@ -201,6 +218,7 @@ def _serve_like(
     proc.wait(timeout=max(1.0, end - time.monotonic()))
     if not group_gone(proc.pid, 5.0):
         raise RuntimeError(f"vllm-sim left processes in group {proc.pid} after it stopped")
+    return rows
 
 
 def _keep(raw: Path, out: Path) -> Path:
@@ -239,15 +257,16 @@ def main(argv: list[str] | None = None) -> int:
         vllm_args, env = profile_args(profile, extra) if profile else (vllm_flags, {})
         env.update(dict(item.split("=", 1) for item in args.env))
         name = str(real_log.relative_to(DATA)) if real_log.is_relative_to(DATA) else real_log.name
-        sim_log = run_sim(
-            real_log, vllm_args, env, work / f"sim-{name.replace('/', '-')}", args.speed, sim=args.sim
-        )
-        rows = compare(real_log, sim_log)
+        http: list[Row] = []
+        out = work / f"sim-{name.replace('/', '-')}"
+        sim_log = run_sim(real_log, vllm_args, env, out, args.speed, sim=args.sim, http=http)
+        rows = compare(real_log, sim_log) + http
         print(f"== {real_log} vs {sim_log}\n{table(rows, args.all)}\n")
         failed += any(r.verdict == "DIFF" for r in rows)
         scores[name] = score(rows)
     print(markdown(scores))
     return 1 if failed else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

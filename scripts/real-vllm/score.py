@@ -1,7 +1,8 @@
 """A fidelity score per recorded run: the share of checks where the simulator agrees with the real
 vLLM, by kind — events (the parser's event sequence and facts), line formats (named lines, their
 order, shape and `[file.py:N]`, content, tracebacks), HTTP shapes and metric families (where the run
-recorded its HTTP bodies). Checks that depend on the host are left out of the count."""
+recorded its HTTP bodies). Checks marked `host` are left out of the count: those that depend on the
+machine (the fd-limit warning) or on what the model wrote (a random-weight model's `required` call)."""
 
 from __future__ import annotations
 
