@@ -57,6 +57,7 @@ class ApiServer:
     def run(self) -> int:
         if not announce.banner_lines(self.log, self.cfg, self.dialect):
             return 1
+        time.sleep(self.cfg.timing.startup("api"))  # imports and config resolution (SIGTERM ends it)
         # 0.26.0 binds in setup_server, before it resolves the config (api_server.py:637); 0.33 after
         if not self.dialect.real_frames and not announce.config_lines(
             self.log, self.cfg, self.dialect, self.schema
@@ -188,6 +189,7 @@ class ApiServer:
         if self.cfg.log_stats:
             tasks.append(asyncio.create_task(StatsLog(self.state).run()))
         host = self.cfg.host or "0.0.0.0"
+        await asyncio.sleep(self.cfg.timing.startup("serve"))
         announce.ready_lines(self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", ROUTES)
         announce.uvicorn_started(self.log)
         self.runner = web.AppRunner(build_app(self.state), access_log=None, shutdown_timeout=0.5)

@@ -203,8 +203,8 @@ def from_namespace(
         graphs = cudagraph.eager_plan(graphs)
     runner = dialect.runner_for(spec_method)
     rounded = cudagraph.for_runner(graphs, runner, 1 + spec_tokens)
-    if ns.sim_speed <= 0:
-        raise StartupRefused(["vllm: error: --sim-speed must be > 0"])
+    if ns.sim_speed <= 0 or (ns.sim_startup_speed is not None and ns.sim_startup_speed <= 0):
+        raise StartupRefused(["vllm: error: --sim-speed and --sim-startup-speed must be > 0"])
     timing = timing_from(ns)
     keys = _get(ns, "api_key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
     skip = _get(ns, "disable_access_log_for_endpoints", "")

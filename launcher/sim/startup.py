@@ -20,8 +20,6 @@ from launcher.sim.memory import MemoryPlan
 from launcher.sim.ranks import Ranks
 from launcher.sim.versions import Dialect
 
-DURATIONS = {"loading": 1.2, "compile": 0.8, "profiling": 0.4, "kv": 0.1, "warmup": 0.2, "capture": 0.8}
-
 
 class Phase(StrEnum):
     LOADING = "loading"
@@ -64,7 +62,7 @@ class Startup:
         self.estimated = self.runner == "V1" or dialect.v2_profile_capture
 
     def _t(self, name: str) -> float:
-        return self.cfg.timing.scaled(DURATIONS[name])
+        return self.cfg.timing.startup(name)
 
     def _enter(self, phase: Phase) -> None:
         faults = self.cfg.faults
@@ -84,6 +82,7 @@ class Startup:
     def run(self) -> float:
         """Run every phase; returns the seconds `init engine ... took`."""
         start = time.monotonic()
+        self.wait(self._t("spawn"))  # the engine process's imports before it logs its config
         self.log.info(self.d.src("engine_config"), engine_config_line(self.cfg, self.d))
         if self.d.notes:
             notes.runner_fallback(self.log, self.cfg, self.d)
@@ -95,6 +94,7 @@ class Startup:
         self._kv_cache()
         self._warmup()
         self._capture()
+        self.wait(self._t("settle"))
         took = time.monotonic() - init_start + self.compile_s
         suffix = f" (compilation: {self.compile_s:.2f} s)" if self.compile_s else ""
         self.log.info(

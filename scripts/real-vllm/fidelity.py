@@ -113,7 +113,7 @@ def sim_command(real_log: Path, vllm_args: list[str], speed: float, sim: str) ->
         text,
     )
     host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
-    extra = ["--sim-vllm-version", "0.26", "--sim-speed", str(speed)]
+    extra = ["--sim-vllm-version", "0.26", "--sim-speed", str(speed), "--sim-startup-speed", str(20 * speed)]
     if "/root/tiny" in args:  # its KV bytes per token: tiny.log, 27.61 GiB for 28,947,616 tokens
         extra += ["--sim-kv-bytes-per-token", "1024"]
     if gpu:
