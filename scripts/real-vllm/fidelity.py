@@ -59,7 +59,7 @@ FAILED: dict[str, tuple[str, list[str]]] = {  # starts that failed: the simulato
     "reasoning/vllm.log": ("tiny", ["--reasoning-parser", "nope-parser"]),
     "port/vllm.log": ("tiny", []),  # another program held the port
 }
-__all__ = ["FAILED", "RECORDED", "Row", "compare", "profile_args", "run_sim", "table"]
+__all__ = ["FAILED", "RECORDED", "Row", "compare", "profile_args", "run_sim", "score", "table"]
 
 
 def compare(real: Path, sim: Path) -> list[Row]:

@@ -59,12 +59,12 @@ def event_kinds(path: Path) -> list[str]:
 
 
 def _run_like(
-    log: str, profile: tuple[str, list[str]], tmp_path: Path
+    log: str, profile: tuple[str, list[str]], tmp_path: Path, http: list[Any] | None = None
 ) -> tuple[Path, Path, dict[str, Any], dict[str, Any]]:
     """The simulator run as the recorded run ran; both logs with their facts, events already equal."""
     real = DATA / log
     args, env = fidelity.profile_args(*profile)
-    sim = fidelity.run_sim(real, args, env, tmp_path / "sim.log")
+    sim = fidelity.run_sim(real, args, env, tmp_path / "sim.log", http=http)
     assert event_kinds(sim) == event_kinds(real)
     return real, sim, parse_file(real)[0].to_json(), parse_file(sim)[0].to_json()
 
@@ -73,8 +73,13 @@ def _run_like(
 def test_the_026_dialect_logs_what_the_real_026_logged(
     log: str, profile: tuple[str, list[str]], tmp_path: Path
 ) -> None:
-    real, sim, real_facts, sim_facts = _run_like(log, profile, tmp_path)
+    http: list[Any] = []
+    real, sim, real_facts, sim_facts = _run_like(log, profile, tmp_path, http)
     assert {k: sim_facts[k] for k in FACTS_EQUAL} == {k: real_facts[k] for k in FACTS_EQUAL}
+    if (real.parent / "http.txt").exists():  # the recorded replies and /metrics page (record/eager)
+        scores = fidelity.score(http)
+        assert scores["HTTP shapes"][0] == scores["HTTP shapes"][1] > 200, fidelity.table(http, False)
+        assert scores["metric families"] == (88, 88), fidelity.table(http, False)
     for key in ("kv_cache_tokens", "max_concurrency"):  # the numbers depend on the simulated model
         assert real_facts[key] is not None and sim_facts[key] is not None
     rows = fidelity.compare(real, sim)
