@@ -204,7 +204,7 @@ def unknown_reasoning_026(name: str) -> str:
     """0.26.0 looks the reasoning parser up while it builds the engine config (the real run):
     `abs_reasoning_parsers.py:245`, a KeyError whose message holds quotes, so Python shows it in \"."""
     names = ", ".join(sorted(REASONING_PARSERS_026))
-    return f'KeyError: "Reasoning parser \'{name}\' not found. Available parsers: {names}"'
+    return f"KeyError: \"Reasoning parser '{name}' not found. Available parsers: {names}\""
 
 
 def unknown_parser_error(kind: str, name: str, known: tuple[str, ...]) -> str:
