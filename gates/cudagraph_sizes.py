@@ -63,7 +63,10 @@ class CaptureConfig:
 
 
 def spec_runner(method: str | None) -> str:
-    """V2 unless the drafting method is one V2 does not support (0.26.0 `config/vllm.py:2154`)."""
+    """V2 unless the drafting method is one V2 does not support (0.26.0 `config/vllm.py:2154`); a
+    model's own MTP name (`qwen3_next_mtp`, `deepseek_mtp`, …) is `mtp` (`config/speculative.py:686`)."""
+    if method is not None and method.endswith("_mtp"):
+        method = "mtp"
     return "V2" if method is None or method in V2_SPEC_METHODS else "V1"
 
 

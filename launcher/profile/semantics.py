@@ -31,6 +31,8 @@ def capture_config(args: dict[str, Any], env: dict[str, Any] | None = None) -> C
     spec = _as_dict(norm.get("speculative_config"))
     spec_tokens = spec.get("num_speculative_tokens", norm.get("spec_tokens", 0))
     method = spec.get("method", norm.get("spec_method"))
+    if method is None and spec.get("model") is not None:  # vLLM infers it (config/speculative.py:680)
+        method = "ngram" if spec["model"] in ("ngram", "[ngram]") else "draft_model"
     mode = compilation.get("cudagraph_mode")
     forced = (env or {}).get("VLLM_USE_V2_MODEL_RUNNER")
     return CaptureConfig(

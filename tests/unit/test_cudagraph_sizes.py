@@ -49,7 +49,7 @@ def test_mtp_runs_on_v2_which_rounds_only_its_full_decode_graphs() -> None:
     }
 
 
-@pytest.mark.parametrize("method", ["eagle", "eagle3", "mtp"])
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "mtp", "qwen3_next_mtp", "deepseek_mtp"])
 def test_v2_methods_keep_small_sizes_for_mixed_batches(method: str) -> None:
     config = CaptureConfig(sizes=(1, 2, 4, 8), max_num_seqs=32, num_speculative_tokens=2, spec_method=method)
     assert expected_graphs(config) == {"PIECEWISE": [1, 2, 4, 8], "FULL": [3, 6]}
@@ -100,3 +100,15 @@ def test_graph_ceiling_in_sequences() -> None:
 
 def test_eager_captures_nothing() -> None:
     assert expected_capture_sizes(CaptureConfig(sizes=(1, 2), enforce_eager=True)) == []
+
+
+def test_a_drafter_without_a_method_is_inferred_as_vllm_does() -> None:
+    from launcher.profile.semantics import capture_config
+
+    draft = capture_config({"speculative_config": {"model": "/models/draft", "num_speculative_tokens": 1}})
+    assert (draft.spec_method, draft.model_runner) == ("draft_model", "V1")
+    ngram = capture_config({"speculative_config": {"model": "[ngram]", "num_speculative_tokens": 2}})
+    assert (ngram.spec_method, ngram.model_runner) == ("ngram", "V1")
+    forced = capture_config({"speculative_config": {"method": "mtp", "num_speculative_tokens": 1}},
+                            {"VLLM_USE_V2_MODEL_RUNNER": "0"})  # fmt: skip
+    assert forced.model_runner == "V1"
