@@ -90,6 +90,8 @@ class Expectations:
     max_num_seqs: int | None = None
     decode_query_len: int = 1
     max_model_len: int | None = None
+    # the model runner vLLM picks for the drafting method (V1 rounds capture sizes; the log's wins)
+    model_runner: str = "V2"
 
 
 @dataclass(frozen=True, slots=True)

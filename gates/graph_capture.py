@@ -13,27 +13,63 @@ from typing import Any, ClassVar
 
 from gates.base import GateBase
 from gates.context import Expectations, GateContext
+from gates.cudagraph_sizes import (
+    DEFAULT_MAX_NUM_SEQS_FLOOR,
+    DEFAULT_MODE,
+    graph_ceiling_seqs,
+    graphs_by_mode,
+    runner_sizes,
+)
 from gates.outcome import Outcome
 from gates.setting import Setting
 
-# vLLM's default mode at the default optimization level (-O2): FACTS.md §3.
-DEFAULT_MODE = "FULL_AND_PIECEWISE"
 FALLBACK_SIZES = [1, 2]
 
 
-def expected_graph_counts(sizes: list[int], mode: str, expect: Expectations) -> dict[str, int]:
-    """Graphs per runtime mode: PIECEWISE covers every size; FULL decode graphs only sizes a
-    uniform decode batch can reach (≤ max_num_seqs × decode query length)."""
-    limit = expect.max_num_seqs * expect.decode_query_len if expect.max_num_seqs else None
-    decode_sizes = [s for s in sizes if limit is None or s <= limit]
-    counts: dict[str, int] = {}
-    if mode in ("PIECEWISE", "FULL_AND_PIECEWISE"):
-        counts["PIECEWISE"] = len(sizes)
-    if mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
-        counts["FULL"] = len(decode_sizes)
-    if mode == "FULL":
-        counts["FULL"] = len(sizes)
-    return counts
+def expected_graph_counts(
+    sizes: list[int], mode: str, expect: Expectations, runner: str | None = None, max_size: int | None = None
+) -> dict[str, int]:
+    """Graphs per runtime mode from the config line's sizes, by vLLM's rule for the runner that
+    captures them (`gates/cudagraph_sizes.py`): V1 rounds every size for spec decode, V2 only the
+    FULL decode graphs; FULL decode graphs stop at max_num_seqs × decode query length."""
+    graphs = graphs_by_mode(
+        sizes,
+        mode=mode,
+        runner=runner or expect.model_runner,
+        query_len=expect.decode_query_len,
+        max_num_seqs=expect.max_num_seqs,
+        max_size=max_size,
+    )
+    return {runtime_mode: len(captured) for runtime_mode, captured in graphs.items()}
+
+
+def graphs_stop_note(
+    sizes: list[int], mode: str, expect: Expectations, runner: str | None = None, max_size: int | None = None
+) -> str:
+    """A summary suffix (`; warning: … above N sequences they run without CUDA graphs`) when speculative
+    decoding leaves the largest graph short of max_num_seqs (vLLM 0.26.0, ngram k=2: [3, 6]), else ''."""
+    if expect.decode_query_len <= 1:
+        return ""
+    graphs = graphs_by_mode(
+        sizes,
+        mode=mode,
+        runner=runner or expect.model_runner,
+        query_len=expect.decode_query_len,
+        max_num_seqs=expect.max_num_seqs,
+        max_size=max_size,
+    )
+    ceiling = graph_ceiling_seqs(graphs, expect.decode_query_len)
+    seqs = expect.max_num_seqs or DEFAULT_MAX_NUM_SEQS_FLOOR
+    if ceiling >= seqs:
+        return ""
+    named = f"max_num_seqs {seqs}"
+    if not expect.max_num_seqs:
+        named = f"vLLM's default max_num_seqs, ≥ {seqs} on a GPU"
+    return (
+        f"; warning: speculative decoding ({expect.decode_query_len} tokens per sequence) leaves graphs "
+        f"for decode batches of at most {ceiling} sequence(s): above {ceiling} they run without CUDA "
+        f"graphs ({named})"
+    )
 
 
 class GraphCaptureGate(GateBase):
@@ -100,8 +136,8 @@ class GraphCaptureGate(GateBase):
             return Outcome.failed(
                 f"vLLM's config has capture sizes {list(printed)}, expected {list(configured)}", **evidence
             )
-        captured = list(expect.capture_sizes) if expect.capture_sizes is not None else list(printed)
-        return self._count(facts, captured, str(mode or asked).upper(), expect, evidence)
+        runner = str(facts.get("model_runner") or expect.model_runner).upper()
+        return self._count(facts, list(printed), str(mode or asked).upper(), expect, evidence, runner)
 
     def _count(
         self,
@@ -110,8 +146,13 @@ class GraphCaptureGate(GateBase):
         mode: str,
         expect: Expectations,
         evidence: dict[str, Any],
+        runner: str,
     ) -> Outcome:
-        expected = expected_graph_counts(sizes, mode, expect)
+        """Graph counts against vLLM's rule for the printed (configured) sizes and this runner."""
+        top = facts.get("max_capture_size")  # the config's max may exceed its largest default size
+        expected = expected_graph_counts(sizes, mode, expect, runner, top)
+        note = graphs_stop_note(sizes, mode, expect, runner, top)
+        sizes = runner_sizes(sizes, runner, mode, expect.decode_query_len, top)  # what the runner captures
         per_mode = facts.get("graphs_captured_by_mode") or {}
         captured_total = facts.get("graphs_captured")
         if per_mode:
@@ -123,7 +164,9 @@ class GraphCaptureGate(GateBase):
                     return Outcome.failed(
                         f"graphs captured: {', '.join(parts)}", expected=expected, **evidence
                     )
-            return Outcome.passed(f"graphs {', '.join(parts)}; sizes {sizes}", expected=expected, **evidence)
+            return Outcome.passed(
+                f"graphs {', '.join(parts)}; sizes {sizes}{note}", expected=expected, **evidence
+            )
         if captured_total is None:
             return Outcome.failed(
                 "the log does not show how many graphs were captured", expected=expected, **evidence
@@ -134,5 +177,7 @@ class GraphCaptureGate(GateBase):
                 f"graphs captured {captured_total}/{want_total}", expected=expected, **evidence
             )
         return Outcome.passed(
-            f"graphs {captured_total}/{want_total}; sizes {sizes}; mode {mode}", expected=expected, **evidence
+            f"graphs {captured_total}/{want_total}; sizes {sizes}; mode {mode}{note}",
+            expected=expected,
+            **evidence,
         )

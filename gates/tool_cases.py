@@ -150,6 +150,16 @@ def _judge(case: ToolCase, reply: Reply, body: str) -> CaseResult:
     if not reply.calls:
         if budget_spent and reply.reasoning:
             return CaseResult(case.name, False, "reasoning used the whole budget before any call", body)
+        if "</tool_call>" in reply.content and reply.finish_reason != "length":
+            # vLLM's hermes parser could not load the call (it logs `Error in extracting tool call
+            # from response.`) and returned the model's text as content (0.26.0 hermes_tool_parser.py:117)
+            return CaseResult(
+                case.name,
+                False,
+                "the tool parser could not read the call: it came back as text, not valid JSON: "
+                f"{reply.content.strip()[:80]!r}",
+                body,
+            )
         if _begins_a_call(reply.content):
             # Seen on vLLM 0.26 with a random-weight model: `<tool_call>\n{"name": "get_weather",
             # "arguments": {"city"` then whitespace until max_tokens — a call begun, never finished.

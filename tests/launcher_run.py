@@ -31,6 +31,7 @@ GOOD_ARGS: dict[str, Any] = {
     "tool_call_parser": "hermes",
     "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4]},
     "sim_speed": 50,
+    "sim_startup_speed": 1000,  # the real tiny model's ~58 s startup in 0.06 s
 }
 
 

@@ -5,19 +5,36 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gates.cudagraph_sizes import CaptureConfig, decode_reachable, expected_capture_sizes
+from gates.cudagraph_sizes import (
+    DEFAULT_MAX_NUM_SEQS_FLOOR,
+    CaptureConfig,
+    decode_reachable,
+    expected_capture_sizes,
+    expected_graphs,
+    graph_ceiling_seqs,
+    runner_from_env,
+)
 from launcher.profile.findings import Findings, where
 from launcher.profile.loader import ResolvedProfile
 
+# vLLM 0.26.0: the V1 runner rounds every size (config/compilation.py:1465), V2 only its FULL decode
+# graphs (v1/worker/gpu/cudagraph_utils.py:224).
+_ROUNDS = {"V1": "every size", "V2": "its FULL decode graphs only"}
 
-def capture_config(args: dict[str, Any]) -> CaptureConfig:
-    """What the profile's `[args]` say about CUDA graphs, in vLLM's terms."""
+
+def capture_config(args: dict[str, Any], env: dict[str, Any] | None = None) -> CaptureConfig:
+    """What the profile's `[args]` (and `[env]`: VLLM_USE_V2_MODEL_RUNNER) say about CUDA graphs."""
     norm = {k.replace("-", "_"): v for k, v in args.items()}
     compilation = _as_dict(norm.get("compilation_config"))
     sizes = compilation.get("cudagraph_capture_sizes", norm.get("cudagraph_capture_sizes"))
     max_size = compilation.get("max_cudagraph_capture_size", norm.get("max_cudagraph_capture_size"))
     spec = _as_dict(norm.get("speculative_config"))
     spec_tokens = spec.get("num_speculative_tokens", norm.get("spec_tokens", 0))
+    method = spec.get("method", norm.get("spec_method"))
+    if method is None and spec.get("model") is not None:  # vLLM infers it (config/speculative.py:680)
+        method = "ngram" if spec["model"] in ("ngram", "[ngram]") else "draft_model"
+    mode = compilation.get("cudagraph_mode")
+    forced = (env or {}).get("VLLM_USE_V2_MODEL_RUNNER")
     return CaptureConfig(
         sizes=tuple(int(s) for s in sizes) if isinstance(sizes, list) else None,
         max_capture_size=human_int(max_size),
@@ -25,6 +42,9 @@ def capture_config(args: dict[str, Any]) -> CaptureConfig:
         max_num_batched_tokens=human_int(norm.get("max_num_batched_tokens")),
         num_speculative_tokens=int(spec_tokens) if isinstance(spec_tokens, int) else 0,
         enforce_eager=norm.get("enforce_eager") is True,
+        spec_method=str(method) if method else None,
+        cudagraph_mode=str(mode) if isinstance(mode, str) else None,
+        runner=runner_from_env(str(forced)) if forced is not None else None,
     )
 
 
@@ -52,14 +72,20 @@ def check_semantics(profile: ResolvedProfile, findings: Findings) -> None:
         findings.error(
             f"{here('api_key')}: a literal API key in a profile; set engine.api_key_env to a variable NAME"
         )
-    _check_capture(profile, args, norm, findings, here)
+    env = profile.data.get("env", {})
+    _check_capture(profile, args, norm, findings, here, env if isinstance(env, dict) else {})
 
 
 def _check_capture(
-    profile: ResolvedProfile, args: dict[str, Any], norm: dict[str, Any], findings: Findings, here: Any
+    profile: ResolvedProfile,
+    args: dict[str, Any],
+    norm: dict[str, Any],
+    findings: Findings,
+    here: Any,
+    env: dict[str, Any],
 ) -> None:
     try:
-        config = capture_config(args)
+        config = capture_config(args, env)
     except (TypeError, ValueError):
         return  # malformed values were already reported by the renderer
     if config.enforce_eager and (config.sizes is not None or config.max_capture_size is not None):
@@ -69,6 +95,7 @@ def _check_capture(
             "contradictory; drop one"
         )
         return
+    _check_graph_ceiling(config, findings, here, norm)
     if config.sizes is None:
         return
     kept = expected_capture_sizes(config) or []
@@ -80,11 +107,15 @@ def _check_capture(
         findings.warn(
             f"{here(key)}: capture sizes {above} exceed max_num_batched_tokens={cap}; vLLM drops them"
         )
-    if config.decode_query_len > 1 and kept != [s for s in asked if s not in above]:
+    graphs = expected_graphs(config) or {}
+    rewritten = any(v != kept for v in graphs.values()) or kept != [s for s in asked if s not in above]
+    if config.decode_query_len > 1 and rewritten:
+        per_mode = ", ".join(f"{mode} {sizes} ({len(sizes)} graphs)" for mode, sizes in graphs.items())
         findings.warn(
-            f"{here(key)}: with {config.num_speculative_tokens} speculative token(s) vLLM rounds "
-            f"capture sizes up to multiples of {config.decode_query_len}: "
-            f"it will capture {kept} ({len(kept)} sizes), not {asked}"
+            f"{here(key)}: with {config.num_speculative_tokens} speculative token(s) the "
+            f"{config.model_runner} model runner rounds capture sizes up to multiples of "
+            f"{config.decode_query_len} ({_ROUNDS[config.model_runner]}): it will capture {per_mode} "
+            f"from the sizes {asked}"
         )
     _, unused = decode_reachable(kept, config)
     if unused:
@@ -95,6 +126,30 @@ def _check_capture(
             if config.max_num_seqs is not None
             else f"{here(key)}: capture sizes {unused} are never used"
         )
+
+
+def _check_graph_ceiling(config: CaptureConfig, findings: Findings, here: Any, norm: dict[str, Any]) -> None:
+    """Speculative decoding can leave the largest graph below max_num_seqs decode sequences: vLLM
+    0.26.0 with ngram k=2 and sizes [1, 2, 4, 8] captured [3, 6], so beyond 2 sequences decode ran
+    without graphs."""
+    graphs = expected_graphs(config)
+    if config.decode_query_len <= 1 or not graphs:
+        return
+    ceiling = graph_ceiling_seqs(graphs, config.decode_query_len)
+    seqs = config.max_num_seqs or DEFAULT_MAX_NUM_SEQS_FLOOR
+    if ceiling >= seqs:
+        return
+    named = (
+        f"max_num_seqs = {seqs}" if config.max_num_seqs else f"vLLM's default max_num_seqs, ≥ {seqs} on a GPU"
+    )
+    key = next((k for k in ("speculative_config", "spec_tokens", "max_num_seqs") if k in norm), None)
+    where_ = here(key) if key else "args"
+    findings.warn(
+        f"{where_}: with {config.num_speculative_tokens} speculative token(s) the {config.model_runner} "
+        f"model runner captures graphs for decode batches of at most {ceiling} sequence(s) "
+        f"({ceiling * config.decode_query_len} tokens): above {ceiling} sequences decode runs without "
+        f"CUDA graphs ({named})"
+    )
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

@@ -10,7 +10,15 @@ from launcher.sim.config import SimConfig
 from launcher.sim.config_text_026 import shown_args_026
 from launcher.sim.cudagraph import GraphMode
 from launcher.sim.logline import LogWriter
-from launcher.sim.tracebacks import API_FRAMES, traceback_text
+from launcher.sim.tracebacks import (
+    API_CONFIG_026,
+    API_FRAMES,
+    API_SETUP_026,
+    API_STARTUP_026,
+    OUTPUT_HANDLER_026,
+    Frame,
+    traceback_text,
+)
 from launcher.sim.versions import Dialect
 
 ARCHITECTURES = (
@@ -42,8 +50,9 @@ def logo(version: str, model: str) -> str:
     return "\n".join(("", *LOGO[:2], f"{LOGO[2]}model   {model}", LOGO[3], "")).replace("{v}", version)
 
 
-def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> None:
-    """Everything the API process logs before it starts the engine."""
+def banner_lines(log: LogWriter, cfg: SimConfig, d: Dialect) -> bool:
+    """The banner and `non-default args:`; False when 0.26.0's setup_server then refuses an unknown
+    tool-call parser (entrypoints/openai/api_server.py:616-628)."""
     if os.environ.get("VLLM_DISABLE_LOG_LOGO") == "1":
         log.info(d.src("version"), d.version_line(cfg.model))
     elif d.logo_block:
@@ -52,6 +61,15 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
         log.info(d.src("version"), LOGO[1].replace("{v}", d.version))
     shown = shown_args_026(cfg.shown_args) if d.notes else cfg.shown_args
     log.info(d.src("args"), f"non-default args: {shown}")
+    if cfg.refusal is not None and cfg.refusal[0] == "tool call":
+        refused(log, [cfg.refusal[1]], API_SETUP_026)
+        return False
+    return True
+
+
+def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema) -> bool:
+    """What the API process logs while it resolves the config, before it starts the engine; False
+    when 0.26.0 refuses there (an unknown reasoning parser, record/reasoning)."""
     if d.notes:
         notes.ulimit_warning(log, d)
     if schema.env_vars:
@@ -67,15 +85,15 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
     if d.notes:
         notes.scheduling(log, cfg, d, api=True)
         notes.runner_fallback(log, cfg, d)
+    if cfg.refusal is not None:  # 0.26.0: the reasoning parser is looked up while the config is built
+        refused(log, [cfg.refusal[1]], API_CONFIG_026)
+        return False
     for warning in cfg.graphs.warnings:
         log.warning(d.src("sizes_overridden"), warning)
-    if cfg.enforce_eager:
+    if cfg.enforce_eager and not d.notes:  # 0.26's eager lines: notes.scheduling
         log.info(
             d.src("eager_note"),
-            # 0.26 has no JIT warm-up to disable; only the start of its text is known (README)
-            "Enforce eager set, disabling torch.compile and CUDAGraphs."
-            if d.notes
-            else "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
+            "Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup. "
             "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none and "
             "--kernel_config.enable_jit_warmup=False",
         )
@@ -86,6 +104,7 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
             "Cudagraph mode FULL_AND_PIECEWISE is not compatible with compilation mode 0. Overriding to "
             "NONE.",
         )
+    return True
 
 
 def ready_lines(
@@ -111,23 +130,37 @@ def uvicorn_started(log: LogWriter) -> None:
     log.raw("INFO:     Waiting for application startup.")
 
 
-def uvicorn_stopped(log: LogWriter, d: Dialect) -> None:
+def uvicorn_stopped(log: LogWriter, d: Dialect, engine_died: bool = False) -> None:
     log.raw("INFO:     Shutting down")
     log.raw("INFO:     Waiting for application shutdown.")
     log.raw("INFO:     Application shutdown complete.")
-    if d.uvicorn_finished:  # 0.26.0's real log ends without it
+    # 0.26.0 ends a SIGTERM without it (tiny.log), a dead engine's shutdown with it (record/eager)
+    if d.uvicorn_finished or engine_died:
         log.raw(f"INFO:     Finished server process [{os.getpid()}]")
 
 
 def engine_died(log: LogWriter, d: Dialect) -> None:
+    """The API server noticing its engine is gone (0.26.0: the MPClient's cleanup, then the output
+    handler's EngineDeadError with its traceback, as record/eager logged a SIGKILLed engine)."""
     log.warning(
         d.src("core_exited"), "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
     )
-    log.error(d.src("output_handler"), "AsyncLLM output_handler failed.")
+    dead = (
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+        "See stack trace (above) for the root cause."
+    )
+    if not d.real_frames:
+        log.error(d.src("output_handler"), "AsyncLLM output_handler failed.")
+        log.error(d.src("output_handler"), dead)
+        return
+    log.info(d.src("sd_mp_start"), "[shutdown] MPClient: start timeout=default")
+    log.info(d.src("sd_mp_stopping"), "[shutdown] MPClient: stopping engine manager")
+    log.info(d.src("sd_mp_stopped"), "[shutdown] MPClient: engine manager stopped")
+    log.info(d.src("sd_mp_cleanup"), "[shutdown] MPClient: cleaning up background resources")
+    log.info(d.src("sd_mp_done"), "[shutdown] MPClient: complete")
     log.error(
         d.src("output_handler"),
-        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
-        "See stack trace (above) for the root cause.",
+        "AsyncLLM output_handler failed.\n" + traceback_text(OUTPUT_HANDLER_026, dead),
     )
 
 
@@ -136,12 +169,13 @@ def startup_failed(log: LogWriter, d: Dialect) -> None:
         f"RuntimeError: Engine core initialization failed. See root cause above. "
         f"Failed core proc(s): {d.failed_procs()}"
     )
-    for line in traceback_text(API_FRAMES, last).split("\n"):
+    frames = API_STARTUP_026 if d.real_frames else API_FRAMES
+    for line in traceback_text(frames, last).split("\n"):
         log.raw(line)
 
 
-def refused(log: LogWriter, lines: list[str]) -> None:
+def refused(log: LogWriter, lines: list[str], frames: tuple[Frame, ...] = API_FRAMES[:3]) -> None:
     """A configuration vLLM rejects before the engine starts: a traceback on stderr."""
-    text = traceback_text(API_FRAMES[:3], lines[0])
+    text = traceback_text(frames, lines[0])
     for line in text.split("\n") + lines[1:]:
         log.raw(line)

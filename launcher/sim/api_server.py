@@ -26,6 +26,7 @@ from launcher.sim.groundtruth import GroundTruth
 from launcher.sim.logline import LogWriter
 from launcher.sim.metrics import SimMetrics
 from launcher.sim.scheduler import Job, Scheduler
+from launcher.sim.tracebacks import API_BIND_026, API_FRAMES
 from launcher.sim.versions import dialect_for
 
 if TYPE_CHECKING:
@@ -54,11 +55,24 @@ class ApiServer:
         self.engine_stopped = asyncio.Event()  # the engine logged its `[shutdown]` lines (0.26)
 
     def run(self) -> int:
-        announce.config_lines(self.log, self.cfg, self.dialect, self.schema)
+        if not announce.banner_lines(self.log, self.cfg, self.dialect):
+            return 1
+        time.sleep(self.cfg.timing.startup("api"))  # imports and config resolution (SIGTERM ends it)
+        # 0.26.0 binds in setup_server, before it resolves the config (api_server.py:637); 0.33 after
+        if not self.dialect.real_frames and not announce.config_lines(
+            self.log, self.cfg, self.dialect, self.schema
+        ):
+            return 1
         try:
             sock = self._bind()
         except OSError as err:
-            announce.refused(self.log, [f"OSError: {err}"])
+            frames = API_BIND_026 if self.dialect.real_frames else API_FRAMES[:3]
+            announce.refused(self.log, [f"OSError: {err}"], frames)
+            return 1
+        if self.dialect.real_frames and not announce.config_lines(
+            self.log, self.cfg, self.dialect, self.schema
+        ):
+            sock.close()
             return 1
         try:
             return asyncio.run(self._main(sock))
@@ -175,6 +189,7 @@ class ApiServer:
         if self.cfg.log_stats:
             tasks.append(asyncio.create_task(StatsLog(self.state).run()))
         host = self.cfg.host or "0.0.0.0"
+        await asyncio.sleep(self.cfg.timing.startup("serve"))
         announce.ready_lines(self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", ROUTES)
         announce.uvicorn_started(self.log)
         self.runner = web.AppRunner(build_app(self.state), access_log=None, shutdown_timeout=0.5)
@@ -186,7 +201,7 @@ class ApiServer:
             task.cancel()
         await self.runner.cleanup()
         truth.close()
-        announce.uvicorn_stopped(self.log, self.dialect)
+        announce.uvicorn_stopped(self.log, self.dialect, engine_died=self.state.engine_dead)
 
     def _cache_info(self, blocks: int) -> dict[str, str]:
         cfg = self.cfg

@@ -15,7 +15,7 @@ from launcher.profile.schema import VllmSchema
 from launcher.sim import cudagraph
 from launcher.sim.faults import Faults, faults_from
 from launcher.sim.memory import MemoryPlan, plan_memory
-from launcher.sim.parsers import REASONING_PARSERS, TOOL_PARSERS, unknown_parser_error
+from launcher.sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
 from launcher.sim.serve_args import given_args, human_int
 from launcher.sim.timing import Timing, timing_from
 from launcher.sim.versions import dialect_for
@@ -69,7 +69,10 @@ class SimConfig:
     faults: Faults
     shown_args: dict[str, Any] = field(default_factory=dict)
     runner: str = "V2"  # the model runner vLLM picks (0.26: V1 for ngram drafting)
-    rounded: cudagraph.GraphPlan | None = None  # sizes the runner rounds after the config line
+    # (parser kind, exception line) that 0.26's setup_server raises after the banner and args
+    refusal: tuple[str, str] | None = None
+    kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: no profiling, this KV size
+    rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
 
     @property
     def captured(self) -> cudagraph.GraphPlan:
@@ -102,6 +105,7 @@ class SimConfig:
             graphs=graphs,
             block_size=self.block_size,
             max_model_len=self.max_model_len,
+            kv_bytes=self.kv_cache_memory_bytes,
         )
 
 
@@ -162,11 +166,19 @@ def from_namespace(
     auto_tools = bool(_get(ns, "enable_auto_tool_choice", False))
     if auto_tools and not tool_parser:
         raise StartupRefused(["TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"])
-    if auto_tools and tool_parser not in TOOL_PARSERS:
-        raise StartupRefused([unknown_parser_error("tool call", tool_parser, TOOL_PARSERS)])
+    tools_known, reasoning_known = parsers_for(ns.sim_vllm_version)
     reasoning_parser = _get(ns, "reasoning_parser")
-    if reasoning_parser and reasoning_parser not in REASONING_PARSERS:
-        raise StartupRefused([unknown_parser_error("reasoning", reasoning_parser, REASONING_PARSERS)])
+    refusal = None
+    if auto_tools and tool_parser not in tools_known:
+        refusal = ("tool call", unknown_parser_error("tool call", tool_parser, tools_known))
+    elif reasoning_parser and reasoning_parser not in reasoning_known:
+        refusal = (
+            ("reasoning", unknown_reasoning_026(reasoning_parser))
+            if dialect.real_frames
+            else ("reasoning", unknown_parser_error("reasoning", reasoning_parser, reasoning_known))
+        )
+    if refusal and not dialect.real_frames:  # 0.33 refuses before its banner; 0.26 later (announce)
+        raise StartupRefused([refusal[1]])
     enforce_eager = bool(_get(ns, "enforce_eager", False))
     try:
         graphs = cudagraph.plan_graphs(
@@ -190,11 +202,9 @@ def from_namespace(
     if faults.eager_fallback and graphs.mode != cudagraph.GraphMode.NONE:
         graphs = cudagraph.eager_plan(graphs)
     runner = dialect.runner_for(spec_method)
-    rounded = None
-    if dialect.spec_round_in_runner and runner == "V1" and spec_tokens:
-        rounded = cudagraph.rounded_for_spec(graphs, 1 + spec_tokens)
-    if ns.sim_speed <= 0:
-        raise StartupRefused(["vllm: error: --sim-speed must be > 0"])
+    rounded = cudagraph.for_runner(graphs, runner, 1 + spec_tokens)
+    if ns.sim_speed <= 0 or (ns.sim_startup_speed is not None and ns.sim_startup_speed <= 0):
+        raise StartupRefused(["vllm: error: --sim-speed and --sim-startup-speed must be > 0"])
     timing = timing_from(ns)
     keys = _get(ns, "api_key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
     skip = _get(ns, "disable_access_log_for_endpoints", "")
@@ -239,4 +249,6 @@ def from_namespace(
         shown_args=given_args(ns, schema),
         runner=runner,
         rounded=rounded,
+        refusal=refusal,
+        kv_cache_memory_bytes=_int(kv_bytes) if (kv_bytes := _get(ns, "kv_cache_memory_bytes")) else None,
     )

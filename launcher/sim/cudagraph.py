@@ -1,12 +1,15 @@
-"""Which CUDA graphs vLLM 0.33 would capture: the mode and the size rules of FACTS §3."""
+"""Which CUDA graphs vLLM would capture: the mode (FACTS §3) and, for the sizes, the one rule module
+the gate and the dry run use too (`gates/cudagraph_sizes.py`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-DEFAULT_CEILING = 512
+from gates import cudagraph_sizes as rule
+
+DEFAULT_CEILING = rule.DEFAULT_MAX_CAPTURE_CEILING
 
 
 class GraphMode(StrEnum):
@@ -42,20 +45,27 @@ class GraphPlan:
     decode_limit: int  # FULL graphs of uniform decode batches only go up to this many tokens
     compile_mode: int  # CompilationMode: 0 NONE, 3 VLLM_COMPILE
     warnings: tuple[str, ...] = ()
+    runner: str = "V2"  # the model runner that captures: V1 rounds every size for spec decode
+    query_len: int = 1  # decode query length, 1 + speculative tokens
+
+    def _graphs(self) -> dict[str, list[int]]:
+        seqs = self.decode_limit // self.query_len
+        return rule.graphs_by_mode(
+            list(self.sizes),
+            mode=self.mode.value,
+            runner=self.runner,
+            query_len=self.query_len,
+            max_num_seqs=seqs,
+            max_size=self.max_size,
+        )
 
     @property
     def piecewise_sizes(self) -> tuple[int, ...]:
-        if self.mode in (GraphMode.PIECEWISE, GraphMode.FULL_AND_PIECEWISE):
-            return self.sizes
-        return ()
+        return tuple(self._graphs().get("PIECEWISE", ()))
 
     @property
     def full_sizes(self) -> tuple[int, ...]:
-        if self.mode == GraphMode.FULL:
-            return self.sizes
-        if self.mode in (GraphMode.FULL_DECODE_ONLY, GraphMode.FULL_AND_PIECEWISE):
-            return tuple(s for s in self.sizes if s <= self.decode_limit)
-        return ()
+        return tuple(self._graphs().get("FULL", ()))
 
     def covers(self, tokens: int) -> bool:
         """Whether a decode batch of this many tokens replays a graph (else it runs eager)."""
@@ -64,10 +74,7 @@ class GraphPlan:
 
 
 def default_sizes(max_size: int, max_num_seqs: int, mnbt: int, interactivity: bool) -> list[int]:
-    head = list(range(1, min(max_size, 32) + 1)) if interactivity else [1, 2, 4]
-    sizes = head + list(range(8, min(max_size + 1, 256), 8)) + list(range(256, max_size + 1, 16))
-    sizes += [v for v in (mnbt, max_num_seqs) if v <= max_size]
-    return sorted({s for s in sizes if s <= max_size})
+    return rule.default_sizes(max_size, [mnbt, max_num_seqs], interactivity)
 
 
 def plan_graphs(
@@ -85,7 +92,7 @@ def plan_graphs(
     decode_query_len = 1 + spec_tokens
     decode_limit = max_num_seqs * decode_query_len
     if enforce_eager:
-        return GraphPlan(GraphMode.NONE, (), 0, decode_limit, 0)
+        return GraphPlan(GraphMode.NONE, (), 0, decode_limit, 0, query_len=decode_query_len)
     mode = _mode(optimization_level, compilation_config)
     compile_mode = 0 if optimization_level == 0 else 3
     sizes_given = user_sizes if user_sizes is not None else compilation_config.get("cudagraph_capture_sizes")
@@ -106,7 +113,9 @@ def plan_graphs(
                 "value "
                 f"of cudagraph_capture_sizes(={top})"
             )
-        return GraphPlan(mode, tuple(sizes), top, decode_limit, compile_mode, tuple(warnings))
+        return GraphPlan(
+            mode, tuple(sizes), top, decode_limit, compile_mode, tuple(warnings), query_len=decode_query_len
+        )
     top = (
         int(max_given) if max_given is not None else min(max_num_seqs * decode_query_len * 2, DEFAULT_CEILING)
     )
@@ -115,8 +124,16 @@ def plan_graphs(
         top = max_num_batched_tokens
     sizes = default_sizes(top, max_num_seqs, max_num_batched_tokens, performance_mode == "interactivity")
     if mode == GraphMode.NONE:
-        return GraphPlan(mode, (), 0, decode_limit, compile_mode, tuple(warnings))
-    return GraphPlan(mode, tuple(sizes), top, decode_limit, compile_mode, tuple(warnings))
+        sizes = []
+    return GraphPlan(
+        mode,
+        tuple(sizes),
+        top if sizes else 0,
+        decode_limit,
+        compile_mode,
+        tuple(warnings),
+        query_len=decode_query_len,
+    )
 
 
 def _mode(optimization_level: int, compilation_config: dict[str, Any]) -> GraphMode:
@@ -135,21 +152,18 @@ def _mode(optimization_level: int, compilation_config: dict[str, Any]) -> GraphM
 
 def fallback_plan(plan: GraphPlan) -> GraphPlan:
     """The `--sim-capture-fallback` fault: sizes silently become [1, 2] (a fork's default, field notes)."""
-    return GraphPlan(plan.mode, (1, 2), 2, plan.decode_limit, plan.compile_mode, plan.warnings)
+    return replace(plan, sizes=(1, 2), max_size=2)
 
 
 def eager_plan(plan: GraphPlan) -> GraphPlan:
     """The `--sim-eager-fallback` fault: compile mode 0 forces cudagraph_mode NONE, unasked."""
-    return GraphPlan(GraphMode.NONE, (), 0, plan.decode_limit, 0, plan.warnings)
+    return replace(plan, mode=GraphMode.NONE, sizes=(), max_size=0, compile_mode=0)
 
 
-def rounded_for_spec(plan: GraphPlan, query_len: int) -> GraphPlan:
-    """vLLM's `adjust_cudagraph_sizes_for_spec_decode` (0.26's V1 runner, after the config line):
-    each size rounded up to a multiple of 1 + k, kept if it stays ≤ the max, de-duplicated; the
-    max becomes the largest kept. [1, 2, 4, 8] with k = 2 → [3, 6] (the real 0.26.0 run)."""
-    if not plan.sizes or query_len <= 1:
-        return plan
-    rounded = {-(-s // query_len) * query_len for s in plan.sizes}
-    kept = tuple(sorted(s for s in rounded if s <= plan.max_size))
-    top = max(kept) if kept else 0
-    return GraphPlan(plan.mode, kept, top, plan.decode_limit, plan.compile_mode, plan.warnings)
+def for_runner(plan: GraphPlan, runner: str, query_len: int) -> GraphPlan:
+    """What `runner` captures from the config's plan (the config line shows `plan`): the V1 runner
+    rounds every size to a multiple of 1 + k (0.26.0, ngram k = 2: [1, 2, 4, 8] → [3, 6]); V2 keeps
+    them and rounds only its FULL decode graphs (`gates/cudagraph_sizes.py`)."""
+    sizes = rule.runner_sizes(list(plan.sizes), runner, plan.mode.value, query_len, plan.max_size)
+    top = max(sizes) if runner == "V1" and sizes else plan.max_size
+    return replace(plan, sizes=tuple(sizes), max_size=top, runner=runner, query_len=query_len)

@@ -18,6 +18,7 @@ from launcher.sim.generation import Channel, Plan
 from launcher.sim.groundtruth import TruthRow
 from launcher.sim.openai_api import dumps
 from launcher.sim.scheduler import Job
+from launcher.sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
 from launcher.sim.state import ServerState
 
 
@@ -38,7 +39,8 @@ async def deliver(
     chat: bool,
 ) -> web.StreamResponse:
     words = frozenset(p.strip() for p in tokenizer.pieces(prompt.text))
-    job = Job(rid, prompt.ids, plan, words)
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    job = Job(rid, prompt.ids, plan, words, max_tokens=limit if isinstance(limit, int) else 0)
     row = TruthRow(rid, "chat" if chat else "completions", bool(body.get("stream")))
     state.first_request()
     state.in_flight += 1
@@ -92,6 +94,8 @@ async def _whole(
         )
     else:
         payload = api.completion_response(job.rid, model, job.plan, _usage(state, job))
+    if state.dialect.chunk_extras:
+        payload = body_026(payload, api.fingerprint(state.dialect.version, state.cfg.model), chat)
     return web.json_response(dumps=dumps, data=payload, headers=_headers(state, job.rid))
 
 
@@ -106,7 +110,12 @@ async def _stream(
     obj = "chat.completion.chunk" if chat else "text_completion"
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
-    extras = chat and state.dialect.chunk_extras  # 0.26.0's chat chunks (tests/data/bench/*.sse)
+    extras = state.dialect.chunk_extras  # 0.26.0's chunks (tests/data/real-vllm-0.26/eager/*.sse)
+    with_usage = bool(options.get("include_usage") or state.cfg.force_include_usage)
+    parsed = chat and bool(state.cfg.tool_parser and body.get("tools"))
+    stamp = (
+        {"system_fingerprint": api.fingerprint(state.dialect.version, state.cfg.model)} if extras else None
+    )
     if chat:
         first = {
             "index": 0,
@@ -129,6 +138,9 @@ async def _stream(
         pending += step.count
         if chat:
             delta = api.chat_delta(tokens, job.plan, field)
+            if parsed:  # vLLM 0.26.0 counts each delta its streaming parser looked at
+                key = ("streaming", "tool_call" if delta and "tool_calls" in delta else "no_tool_call")
+                state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
             choice: dict[str, Any] = {
                 "index": 0,
                 "delta": delta or {"content": ""},
@@ -150,22 +162,21 @@ async def _stream(
         elif delta is None:
             continue
         if extras:
-            choice["token_ids"] = None
+            if chat:
+                choice = dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
+            else:
+                choice = text_chunk_choice(choice)
         use = _usage(state, job) if continuous else None
-        data = api.chunk(job.rid, created, model, [choice], obj, use)
+        last = stamp if step.done and not with_usage else None  # the fingerprint rides the last chunk
+        data = api.chunk(job.rid, created, model, [choice], obj, use, last)
         row.stamp(pending)  # write() hands the bytes to the socket before it may yield to drain
         pending = 0
         await response.write(data)
         if step.done:
             break
     _truth(state, job, row)
-    if options.get("include_usage") or state.cfg.force_include_usage:
-        tail = (
-            {"system_fingerprint": api.fingerprint(state.dialect.version, state.cfg.model)}
-            if extras
-            else None
-        )
-        await response.write(api.chunk(job.rid, created, model, [], obj, _usage(state, job), tail))
+    if with_usage:
+        await response.write(api.chunk(job.rid, created, model, [], obj, _usage(state, job), stamp))
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response

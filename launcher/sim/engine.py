@@ -19,7 +19,7 @@ from launcher.sim.lifecycle import TermPolicy, set_title
 from launcher.sim.logline import LogWriter
 from launcher.sim.ranks import LocalRanks, Ranks, RemoteRanks
 from launcher.sim.startup import Startup, StartupFailed
-from launcher.sim.tracebacks import ENGINE_FRAMES, traceback_text
+from launcher.sim.tracebacks import ENGINE_FRAMES, PROCESS_026, engine_frames_026, traceback_text
 from launcher.sim.versions import dialect_for
 from launcher.sim.worker import worker_main
 
@@ -168,10 +168,14 @@ class EngineProcess:
         if failure.rank is not None:
             self._fail_worker(failure.rank, last)
             last = WORKER_FAILED
+        frames = engine_frames_026(failure.where, last) if self.dialect.real_frames else ENGINE_FRAMES
         self.log.error(
-            self.dialect.src("failed_start"),
-            "EngineCore failed to start.\n" + traceback_text(ENGINE_FRAMES, last),
+            self.dialect.src("failed_start"), "EngineCore failed to start.\n" + traceback_text(frames, last)
         )
+        if self.dialect.real_frames:  # core.py:1334 re-raises; multiprocessing prints it again
+            self.log.raw("Process EngineCore:")
+            for line in traceback_text((*PROCESS_026, *frames), last).split("\n"):
+                self.log.raw(line)
         self._send(("failed",))
         self._stop_workers()
 

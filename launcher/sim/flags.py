@@ -41,6 +41,7 @@ class SimFlag:
 SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("--sim-vllm-version", "str", "0.33", "vLLM version whose log/API dialect to speak", VERSIONS),
     SimFlag("--sim-speed", "float", 1.0, "time multiplier: 10 runs every phase and token 10x faster"),
+    SimFlag("--sim-startup-speed", "float", None, "time multiplier of startup only (default: --sim-speed)"),
     SimFlag("--sim-gpu-memory-gib", "float", 80.0, "simulated total memory of each GPU (GiB)"),
     SimFlag("--sim-free-memory-gib", "float", None, "simulated free GPU memory at start (default: all)"),
     SimFlag("--sim-weights-gib", "float", None, "weights size (default: from the model name, 2 B/param)"),

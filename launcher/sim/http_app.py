@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from launcher.sim import serving
-from launcher.sim.metrics import MetricsText
-from launcher.sim.openai_api import dumps
+from launcher.sim.host_metrics import gc_lines, http_lines, process_lines
+from launcher.sim.metrics_text import MetricsText
+from launcher.sim.openai_api import dumps, error_body, render_chat, render_completion
 from launcher.sim.state import STATE, ServerState
+from launcher.sim.toolcalls import RequestInvalid
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 ROUTES: tuple[tuple[str, str], ...] = (
@@ -19,6 +22,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/version", "GET"),
     ("/load", "GET"),
     ("/metrics", "GET"),
+    ("/tokenize", "POST"),
     ("/v1/models", "GET"),
     ("/v1/chat/completions", "POST"),
     ("/v1/completions", "POST"),
@@ -38,12 +42,16 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
 
 @web.middleware
 async def access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+    started = time.monotonic()
     try:
         response = await handler(request)
     except web.HTTPException as exc:
         body = {"detail": "Not Found"} if exc.status == 404 else {"detail": exc.reason}
         response = web.json_response(dumps=dumps, data=body, status=exc.status)
     state = request.app[STATE]
+    if response.status != 401 and request.match_info.route.resource is not None:  # the instrumentator's view
+        sizes = (request.content_length or 0, response.body_length)
+        state.http.observe(request.path, request.method, response.status, sizes, time.monotonic() - started)
     if state.cfg.access_log and request.path not in state.cfg.access_log_skip:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         host, port = (peer[0], peer[1]) if peer else ("127.0.0.1", 0)
@@ -106,10 +114,16 @@ async def metrics(request: web.Request) -> web.Response:
     state = request.app[STATE]
     major, minor, patch = platform.python_version_tuple()
     text = (
-        "# HELP python_info Python platform information\n# TYPE python_info gauge\n"
-        f'python_info{{implementation="CPython",major="{major}",minor="{minor}",patchlevel="{patch}",'
-        f'version="{platform.python_version()}"}} 1.0\n'
+        "\n".join(gc_lines())
+        + "\n"
+        + (
+            "# HELP python_info Python platform information\n# TYPE python_info gauge\n"
+            f'python_info{{implementation="CPython",major="{major}",minor="{minor}",patchlevel="{patch}",'
+            f'version="{platform.python_version()}"}} 1.0\n'
+        )
     )
+    text += "\n".join(process_lines()) + "\n"
+    renderer = MetricsText(state.dialect, state.cfg.model_label, state.cache_info)
     if state.cfg.log_stats:
         spec = state.scheduler.spec
         spec_values = (
@@ -117,11 +131,38 @@ async def metrics(request: web.Request) -> web.Response:
             if spec
             else None
         )
-        renderer = MetricsText(state.dialect, state.cfg.model_label, state.cache_info)
-        text += renderer.render(state.metrics, spec_values, tool_parser=bool(state.cfg.tool_parser))
+        parser = bool(state.cfg.tool_parser)
+        text += renderer.render(state.metrics, spec_values, parser, state.scheduler.requests)
+    text += "\n".join(http_lines(state.http, state.metrics.created, state.dialect.created_families)) + "\n"
+    if state.cfg.tool_parser and state.dialect.created_families:  # 0.26.0: after the HTTP families
+        renderer.tool_counter(state.metrics)
+        text += renderer.text()
     return web.Response(
         text=text, content_type="text/plain", charset="utf-8", headers={"X-Content-Type-Options": "nosniff"}
     )
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    """`POST /tokenize` (0.26.0, record/eager/tokenize.json): a completion prompt or chat messages."""
+    state = request.app[STATE]
+    try:
+        body = await request.json()
+        prompt = (
+            render_chat(body["messages"], body.get("tools"))
+            if "messages" in body
+            else render_completion(body.get("prompt"))
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, RequestInvalid):
+        return web.json_response(
+            dumps=dumps, data=error_body("Invalid tokenize request.", "BadRequestError", 400), status=400
+        )
+    data = {
+        "count": len(prompt.ids),
+        "max_model_len": state.cfg.max_model_len,
+        "tokens": prompt.ids,
+        "token_strs": None,
+    }
+    return web.json_response(dumps=dumps, data=data)
 
 
 async def not_found(request: web.Request) -> web.Response:
@@ -137,6 +178,7 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_get("/version", version)
     app.router.add_get("/load", load)
     app.router.add_get("/metrics", metrics)
+    app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", serving.chat_completions)
     app.router.add_post("/v1/completions", serving.completions)

@@ -124,13 +124,15 @@ def plan_memory(
     graphs: int,
     block_size: int,
     max_model_len: int,
+    kv_bytes: int | None = None,
 ) -> MemoryPlan:
+    """`kv_bytes`: `--kv-cache-memory-bytes`, the KV cache's size as given (vLLM then skips profiling)."""
     params = params_b(model) or 1.0
     weights = weights_gib(model, weights_override) / tp
     activation = 0.2 + (mnbt / 8192) * (0.4 + 0.08 * params) / tp
     graph = GRAPH_GIB_EACH * graphs * math.sqrt(max(1.0, params / 8))
     requested = util * total_gib
-    kv = requested - weights - activation - graph - CONTEXT_GIB
+    kv = requested - weights - activation - graph - CONTEXT_GIB if kv_bytes is None else kv_bytes / GIB
     per_token = bytes_per_token_override or int(18432 * params)
     if kv_dtype.startswith(("fp8", "int8", "nvfp4", "int4")):
         per_token //= 2

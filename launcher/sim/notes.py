@@ -21,6 +21,19 @@ IR_OP = (
     "Final IR op priority after setting platform defaults: "
     "IrOpPriorityConfig(rms_norm=['native'], fused_add_rms_norm=['native'])"
 )
+IR_OP_EAGER = IR_OP.replace("['native']", "['vllm_c', 'native']")  # record/eager
+EAGER_026 = (  # config/vllm.py:1163, a WARNING in 0.26.0 (record/eager)
+    "Enforce eager set, disabling torch.compile and CUDAGraphs. "
+    "This is equivalent to setting -cc.mode=none -cc.cudagraph_mode=none"
+)
+INDUCTOR_OFF = (  # config/vllm.py:1213
+    "Inductor compilation was disabled by user settings, optimizations settings that are only active "
+    "during inductor compilation will be ignored."
+)
+THINKING_BUDGET = (  # config/vllm.py:2228, when a reasoning parser is set and V2 runs
+    "Model Runner V2 does not yet support the thinking_token_budget request parameter. "
+    "Set VLLM_USE_V2_MODEL_RUNNER=0 if this is required."
+)
 SAMPLER = "FlashInfer top-p/top-k sampling disabled via VLLM_USE_FLASHINFER_SAMPLER=0."
 
 
@@ -53,15 +66,28 @@ def scheduling(log: LogWriter, cfg: SimConfig, d: Dialect, api: bool) -> None:
         )
     state = "disabled" if _ngram(cfg) else "enabled"
     log.info(d.src("async_sched"), f"Asynchronous scheduling is {state}.")
-    log.info(d.src("ir_op"), IR_OP)
+    if cfg.enforce_eager:
+        log.warning(d.src("eager_note"), EAGER_026)
+        log.warning(d.src("inductor_off"), INDUCTOR_OFF)
+    log.info(d.src("ir_op"), IR_OP_EAGER if cfg.enforce_eager else IR_OP)
+    if cfg.enforce_eager:
+        log.info(d.src("eager_off"), "Cudagraph is disabled under eager mode")
+        log.info(d.src("fusions"), "Enabled custom fusions: norm_quant, act_quant")
+    if api and cfg.reasoning_parser and cfg.runner == "V2":
+        log.warning(d.src("thinking_budget"), THINKING_BUDGET)
 
 
 def runner_fallback(log: LogWriter, cfg: SimConfig, d: Dialect) -> None:
     if cfg.runner != d.runner:
+        # 0.26.0 config/vllm.py:2156-2165 names ngram by its pair, any other method by itself
+        what = (
+            "ngram/ngram_gpu speculative decoding"
+            if cfg.spec_method in ("ngram", "ngram_gpu")
+            else f"speculative method '{cfg.spec_method}'"
+        )
         log.warning(
             d.src("runner_fallback"),
-            "Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding; using the V1 "
-            "model runner instead.",
+            f"Model Runner V2 does not yet support {what}; using the V1 model runner instead.",
         )
 
 

@@ -24,6 +24,7 @@ from launcher.sim.config import SimConfig
 from launcher.sim.generation import Plan
 from launcher.sim.metrics import SimMetrics
 from launcher.sim.prefix_cache import PrefixCache
+from launcher.sim.request_metrics import RequestMetrics
 from launcher.sim.specdecode import SpecDecode
 
 
@@ -53,6 +54,7 @@ class Job:
     first_at: float | None = None
     last_at: float | None = None
     finished: bool = False
+    max_tokens: int = 0  # the request's limit, for vllm:request_params_max_tokens
 
     @property
     def total(self) -> int:
@@ -73,6 +75,7 @@ class Scheduler:
             else None
         )
         self.on_finished = on_finished
+        self.requests = RequestMetrics(cfg.max_model_len)
         self.waiting: deque[Job] = deque()
         self.running: list[Job] = []
         self._wake = asyncio.Event()
@@ -124,7 +127,7 @@ class Scheduler:
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, decode_tokens: int) -> float:
         t = self.cfg.timing
-        eager = 1.0 if self.cfg.graphs.covers(decode_tokens) or decode_seqs == 0 else t.eager_factor
+        eager = 1.0 if self.cfg.captured.covers(decode_tokens) or decode_seqs == 0 else t.eager_factor
         decode_ms = (t.decode_ms + t.decode_ms_per_seq * decode_seqs) * eager * self.cfg.faults.slow_decode
         return (decode_ms + t.prefill_us_per_token * prefill_tokens / 1000) / 1000 / t.speed
 
@@ -173,6 +176,8 @@ class Scheduler:
             )
             if self.stopped:
                 return
+            if prefill_tokens or decoding:
+                self.requests.iteration.observe(prefill_tokens + len(decoding) * k)
             self._emit(prefilled, decoding)
             self._gauges()
 
@@ -213,6 +218,10 @@ class Scheduler:
             engine_reason = "stop" if job.plan.finish_reason == "tool_calls" else job.plan.finish_reason
             self.metrics.success[engine_reason] += 1
             self.metrics.e2e.observe(now - job.arrival)
+            admitted = job.admitted_at if job.admitted_at is not None else job.arrival
+            times = (admitted, job.first_at if job.first_at is not None else now, now)
+            limit = job.max_tokens or job.total
+            self.requests.finished(len(job.prompt_ids), job.cached, job.emitted, limit, times)
             self.on_finished(job, job.plan.finish_reason)
 
     def _gauges(self) -> None:

@@ -17,8 +17,11 @@ from launcher.sim.answers import Answer, compose, is_chinese
 from launcher.sim.delivery import deliver, engine_dead
 from launcher.sim.generation import build_plan
 from launcher.sim.openai_api import dumps
+from launcher.sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
 from launcher.sim.state import STATE, ServerState
+from launcher.sim.structured import forced_text, hermes_calls, hermes_raw_calls
 from launcher.sim.toolcalls import (
+    PlannedCall,
     RequestInvalid,
     apply_fault,
     as_text,
@@ -92,6 +95,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     except RequestInvalid as err:
         return _error(err.message, 400, "BadRequestError", err.param)
     except LookupError as err:
+        log_unknown_model(state.log, state.dialect, str(err.args[0]))
         return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
     seed = api.seed_for(prompt, body)
     rng = random.Random(seed)
@@ -104,8 +108,18 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         plan_calls(tools, choice, prompt.question, prompt.last_role, rng) if parser_ready and tools else []
     )
     calls = apply_fault(calls, state.cfg.faults.tool_fault)
-    if calls and state.cfg.faults.tool_fault == "text":
+    fault = state.cfg.faults.tool_fault
+    if calls and fault == "text":
         answer, calls = Answer("tool_text", as_text(calls), answer.reasoning), []
+    elif calls and fault == "malformed" and choice in (None, "auto") and not body.get("stream"):
+        # the parser cannot load the call: vLLM returns the raw text as content and logs why; its
+        # streaming parser does not check, and streams the broken arguments (record/eager)
+        answer, calls = Answer("tool_text", raw_tool_text(calls), answer.reasoning), []
+        log_parse_failure(state.log, state.dialect, answer.content)
+    if (forced := forced_text(body)) is not None:
+        answer, calls = _forced(
+            state, body, forced, parser_ready and bool(tools) and choice in (None, "auto")
+        )
     if body.get("include_reasoning") is False:
         answer = Answer(answer.kind, answer.content)
     lang = "zh" if is_chinese(prompt.question) else "en"
@@ -120,14 +134,25 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         lang=lang,
         named_call=isinstance(choice, dict),
     )
-    if state.cfg.tool_parser and tools:
-        key = (
-            "streaming" if body.get("stream") else "non_streaming",
-            "tool_call" if plan.calls else "no_tool_call",
-        )
+    if state.cfg.tool_parser and tools and not body.get("stream"):  # streamed: each delta (delivery)
+        key = ("non_streaming", "tool_call" if plan.calls else "no_tool_call")
         state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
     rid = api.request_id("chatcmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
     return await deliver(request, state, body, rid, prompt, plan, chat=True)
+
+
+def _forced(
+    state: ServerState, body: dict[str, Any], text: str, parse: bool
+) -> tuple[Answer, list[PlannedCall]]:
+    """A literal structured-output regex: the model writes `text`; hermes reads calls from it, or
+    logs why it cannot and returns the text as content (record/eager/chat-hermes-broken.json)."""
+    calls = hermes_calls(text) if parse and "<tool_call>" in text else []
+    if calls is None and body.get("stream"):  # the streaming parser streams what it finds, unchecked
+        calls = hermes_raw_calls(text)
+    if calls is None:
+        log_parse_failure(state.log, state.dialect, text)
+        return Answer("tool_text", text), []
+    return Answer("tool_text", text.split("<tool_call>", 1)[0] if calls else text), calls
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

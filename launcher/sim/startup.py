@@ -20,8 +20,6 @@ from launcher.sim.memory import MemoryPlan
 from launcher.sim.ranks import Ranks
 from launcher.sim.versions import Dialect
 
-DURATIONS = {"loading": 1.2, "compile": 0.8, "profiling": 0.4, "kv": 0.1, "warmup": 0.2, "capture": 0.8}
-
 
 class Phase(StrEnum):
     LOADING = "loading"
@@ -30,12 +28,14 @@ class Phase(StrEnum):
 
 
 class StartupFailed(Exception):
-    """The engine fails to start; `last_line` ends its traceback, `rank` says which worker raised."""
+    """The engine fails to start; `last_line` ends its traceback, `rank` says which worker raised,
+    `where` names the raise site (`free_memory`, `kv_cache`) for the dialect's traceback frames."""
 
-    def __init__(self, last_line: str, rank: int | None = None) -> None:
+    def __init__(self, last_line: str, rank: int | None = None, where: str = "") -> None:
         super().__init__(last_line)
         self.last_line = last_line
         self.rank = rank
+        self.where = where
 
 
 class Startup:
@@ -62,7 +62,7 @@ class Startup:
         self.estimated = self.runner == "V1" or dialect.v2_profile_capture
 
     def _t(self, name: str) -> float:
-        return self.cfg.timing.scaled(DURATIONS[name])
+        return self.cfg.timing.startup(name)
 
     def _enter(self, phase: Phase) -> None:
         faults = self.cfg.faults
@@ -82,6 +82,7 @@ class Startup:
     def run(self) -> float:
         """Run every phase; returns the seconds `init engine ... took`."""
         start = time.monotonic()
+        self.wait(self._t("spawn"))  # the engine process's imports before it logs its config
         self.log.info(self.d.src("engine_config"), engine_config_line(self.cfg, self.d))
         if self.d.notes:
             notes.runner_fallback(self.log, self.cfg, self.d)
@@ -93,10 +94,11 @@ class Startup:
         self._kv_cache()
         self._warmup()
         self._capture()
+        self.wait(self._t("settle"))
         took = time.monotonic() - init_start + self.compile_s
         suffix = f" (compilation: {self.compile_s:.2f} s)" if self.compile_s else ""
         self.log.info(
-            self.d.src("init_done"),
+            self.d.src("init_done" if self.compile_s else "init_done_plain"),
             f"init engine (profile, create kv cache, warmup model) took {took:.2f} s{suffix}",
         )
         if self.d.notes:
@@ -112,7 +114,7 @@ class Startup:
         for rank in range(self.ranks.count):
             error = self.mem.free_memory_error(rank, self.d.gib)
             if error:
-                raise StartupFailed(error, rank if self.ranks.count > 1 else None)
+                raise StartupFailed(error, rank if self.ranks.count > 1 else None, "free_memory")
         self.ranks.rename()
         if self.cfg.faults.gpu_allocate:
             self.ranks.hold_gpu(self.cfg.util)
@@ -218,9 +220,11 @@ class Startup:
         )
 
     def _kv_cache(self) -> None:
+        if self.cfg.kv_cache_memory_bytes is not None:
+            self._log("INFO", "kv_given", vllm_text.kv_given(self.mem, self.d.gib))
         error = self.mem.kv_error()
         if error:
-            raise StartupFailed(error)
+            raise StartupFailed(error, where="kv_cache")
         self._log("INFO", "kv_avail", f"Available KV cache memory: {self.mem.kv_gib:.2f} GiB")
         if self.plan.mode != GraphMode.NONE and self.estimated:
             delta = self.mem.graph_gib / self.mem.total_gib

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from launcher.sim.config import SimConfig
 from launcher.sim.groundtruth import GroundTruth
+from launcher.sim.host_metrics import HttpStats
 from launcher.sim.logline import LogWriter
 from launcher.sim.metrics import SimMetrics
 from launcher.sim.scheduler import Scheduler
@@ -30,6 +31,7 @@ class ServerState:
     in_flight: int = 0
     served_first: bool = False
     cache_info: dict[str, str] = field(default_factory=dict)
+    http: HttpStats = field(default_factory=HttpStats)  # the instrumentator's counts (`http_*`)
 
     def first_request(self) -> None:
         if not self.served_first:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gates.cudagraph_sizes import spec_runner
 from launcher.sim.vllm_sources import SOURCES_026, SOURCES_033
 
 
@@ -31,13 +32,12 @@ class Dialect:
     metric_prefix_hits: str
     metric_itl: str
     sources: dict[str, str] = field(default_factory=dict)
-    v1_spec_methods: tuple[str, ...] = ()  # drafting methods the V2 runner refuses (V1 fallback)
+    v2_spec_only: bool = False  # V2 runs only the drafting methods it supports, others fall back to V1
     logo_block: bool = False  # the whole logo as one multi-line record, not its version line only
     compile_tag: str = "[backbone] "
     compile_start_line: bool = True  # `Starting torch.compile`
     jit_warmup: bool = True  # `JIT kernel warmup starting.` / `... finished in`
     v2_profile_capture: bool = True  # V2 captures once before the KV cache to measure graph memory
-    spec_round_in_runner: bool = False  # sizes rounded to (1 + k) multiples after the config line
     notes: bool = False  # 0.26's informational lines (parallel state, FA version, cuteDSL, ...)
     mpclient_shutdown: bool = False  # `[shutdown] MPClient: ...` lines and the process-manager kill
     uvicorn_finished: bool = True  # uvicorn's `Finished server process [N]`
@@ -47,6 +47,10 @@ class Dialect:
     engine_follows_api_server: bool = True  # the engine exits when the API server dies (SIGKILL)
     gib_rounded: bool = False  # GiB in messages by `format_gib` = round(x, 2) (139.8), not "%.2f" (139.80)
     no_failed_procs: bool = False  # `Failed core proc(s): {}` when the engine's start failed
+    # 0.26.0's traceback frames (launcher/sim/tracebacks.py `_026`), the engine's second traceback
+    # under `Process EngineCore:`, and the parsers checked after the banner and args (setup_server)
+    real_frames: bool = False
+    created_families: bool = False  # /metrics: `x_total` counter and `x_created` gauge families
 
     def src(self, event: str, runner: str | None = None) -> str:
         if runner is not None and f"{event}@{runner}" in self.sources:
@@ -54,7 +58,10 @@ class Dialect:
         return self.sources[event]
 
     def runner_for(self, spec_method: str | None) -> str:
-        return "V1" if spec_method in self.v1_spec_methods else self.runner
+        """0.26.0's V2 takes eagle, eagle3, mtp, dflash and dspark only (`gates/cudagraph_sizes.py`)."""
+        if self.v2_spec_only and spec_runner(spec_method) == "V1":
+            return "V1"
+        return self.runner
 
     def version_line(self, model: str) -> str:
         return f"vLLM server version {self.version}, serving model {model}"
@@ -112,13 +119,12 @@ V026 = Dialect(
     metric_prefix_hits="vllm:prefix_cache_hits",
     metric_itl="vllm:inter_token_latency_seconds",
     sources=SOURCES_026,
-    v1_spec_methods=("ngram", "ngram_gpu"),
+    v2_spec_only=True,
     logo_block=True,
     compile_tag="",
     compile_start_line=False,
     jit_warmup=False,
     v2_profile_capture=False,
-    spec_round_in_runner=True,
     notes=True,
     mpclient_shutdown=True,
     uvicorn_finished=False,
@@ -130,6 +136,8 @@ V026 = Dialect(
     engine_follows_api_server=False,
     gib_rounded=True,
     no_failed_procs=True,  # observed in free-memory.log
+    real_frames=True,
+    created_families=True,  # record/eager/metrics-after.txt
 )
 
 DIALECTS: dict[str, Dialect] = {"0.33": V033, "0.26": V026}

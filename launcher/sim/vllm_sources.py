@@ -37,6 +37,8 @@ SOURCES_033: dict[str, str] = {
     "jit_done": "kernel_warmup.py:192",
     "cg_pool": "gpu_worker.py:1003",
     "init_done": "core.py:405",
+    "init_done_plain": "core.py:405",  # without `(compilation: ...)`; unverified for 0.33
+    "kv_given": "gpu_worker.py:479",  # unverified for 0.33
     "failed_start": "core.py:1584",
     "fatal": "core.py:1586",
     "worker_failed": "multiproc_executor.py:1057",
@@ -63,6 +65,9 @@ SOURCES_033: dict[str, str] = {
     "model_loaded": "model_runner.py:428",
     "cg_done": "model_runner.py:1163",
     "cg_skip": "model_runner.py:930",
+    # request-time ERRORs: 0.26.0's lines (launcher/sim/request_errors.py), unverified for 0.33
+    "unknown_model": "serving.py:228",
+    "tool_parse_error": "hermes_tool_parser.py:117",
 }
 
 SOURCES_026: dict[str, str] = {
@@ -70,6 +75,16 @@ SOURCES_026: dict[str, str] = {
     # Observed in the free-memory failure (free-memory.log); `fatal` read from 0.26.0's core.py.
     "failed_start": "core.py:1330",
     "fatal": "core.py:1332",
+    # eager mode and a reasoning parser (the real runs record/eager and record/reasoning)
+    "eager_note": "vllm.py:1163",
+    "inductor_off": "vllm.py:1213",
+    "eager_off": "vllm.py:1392",
+    "fusions": "compilation.py:329",
+    "thinking_budget": "vllm.py:2228",
+    "init_done_plain": "core.py:347",
+    "kv_given": "gpu_worker.py:479",
+    "core_exited": "core_client.py:702",  # the engine SIGKILLed (record/eager)
+    "output_handler": "async_llm.py:704",
     # API server, before the engine
     "version": "api_utils.py:345",
     "args": "api_utils.py:273",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from launcher.sim.memory import CONTEXT_GIB, MemoryPlan
+
 
 def compile_cache_dir(tag: str, rank: int) -> str:
     return (
@@ -41,6 +45,18 @@ def capture_skipped(runner: str) -> str:
     return (
         "Skipping CUDA graph capture. To turn on CUDA graph capture, ensure `cudagraph_mode` was not "
         "manually set to `NONE`"
+    )
+
+
+def kv_given(mem: MemoryPlan, gib: Callable[[float], str]) -> str:
+    """`--kv-cache-memory-bytes`: 0.26.0's gpu_worker.py:479 line (record/kv-small), profiling skipped."""
+    return (
+        f"Initial free memory {gib(mem.free_gib - CONTEXT_GIB)} GiB, reserved {gib(mem.kv_gib)} GiB memory "
+        "for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling. This does "
+        "not respect the gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you want "
+        "manual control of KV cache memory size. If OOM'ed, check the difference of initial free memory "
+        "between the current run and the previous run where kv_cache_memory_bytes is suggested and update "
+        "it correspondingly."
     )
 
 

@@ -126,7 +126,7 @@ class Candidate:
 
 def expectations(plan: LaunchPlan) -> Expectations:
     """What the gates should see, computed from the profile the way vLLM filters it."""
-    config = capture_config(plan.args)
+    config = capture_config(plan.args, plan.env)
     sizes = expected_capture_sizes(config)
     configured = configured_capture_sizes(config)
     compilation = plan.args.get("compilation_config")
@@ -140,4 +140,5 @@ def expectations(plan: LaunchPlan) -> Expectations:
         max_num_seqs=config.max_num_seqs,
         decode_query_len=config.decode_query_len,
         max_model_len=human_int(plan.args.get("max_model_len")),
+        model_runner=config.model_runner,
     )

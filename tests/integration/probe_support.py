@@ -22,7 +22,7 @@ from tests.launcher_run import LAUNCH, Launcher, free_port, group_members, write
 
 PROFILE = "prod"
 # At --sim-speed 50 with --sim-decode-ms 100: 2 ms decode steps; startup phases well under a second.
-SIM_ARGS: dict[str, Any] = {"sim_speed": 50, "sim_decode_ms": 100}
+SIM_ARGS: dict[str, Any] = {"sim_speed": 50, "sim_startup_speed": 1000, "sim_decode_ms": 100}
 TINY_BENCH = ["--concurrency", "1", "--rounds", "2", "--prompts", "2", "--max-tokens", "24", "--warmup", "1"]
 
 

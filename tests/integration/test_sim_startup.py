@@ -183,3 +183,32 @@ def test_busy_port_fails_before_the_engine_starts() -> None:
         )
     assert busy.returncode == 1 and "OSError: [Errno 98] Address already in use" in busy.stderr
     assert "Initializing a V1 LLM engine" not in busy.stdout  # it fails before the engine starts
+
+
+def test_026_refuses_an_unknown_tool_parser_after_its_banner_and_args() -> None:
+    """vLLM 0.26.0 validates the tool-call parser in setup_server (entrypoints/openai/api_server.py:
+    616-628), after the banner and `non-default args:`, against its own 44 names. (An unknown
+    reasoning parser fails later, as the real record/reasoning run shows: test_sim_fidelity.)"""
+    flags, kind, known, line = (
+        ["--enable-auto-tool-choice", "--tool-call-parser", "hermez"],
+        "tool call",
+        44,
+        600,
+    )
+    result = subprocess.run(
+        [str(SIM), "serve", "m", "--sim-vllm-version", "0.26", "--port", "1", *flags],
+        env=sim_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    lines = (result.stdout + result.stderr).splitlines()
+    banner = next(i for i, x in enumerate(lines) if "version 0.26.0" in x)
+    args = next(i for i, x in enumerate(lines) if "non-default args: " in x)
+    error = next(i for i, x in enumerate(lines) if f"KeyError: 'invalid {kind} parser: " in x)
+    assert banner < args < error and not any("Found ulimit" in x for x in lines)
+    frames = [x for x in lines if '  File "' in x]
+    assert len(frames) == 13 and frames[-1].endswith(f"line {line}, in validate_api_server_args")
+    names = lines[error].split("(chose from { ", 1)[1].split(" })", 1)[0].split(",")
+    assert len(names) == known and names == sorted(names)

@@ -49,6 +49,23 @@ def test_graph_capture_passes_on_the_real_runs(profile: str, log: str, summary: 
     assert text.startswith(summary)
 
 
+def test_graph_capture_warns_where_the_real_ngram_runs_graphs_stop() -> None:
+    """[3, 6] with 3 tokens per sequence: decode batches of 3+ sequences ran without graphs."""
+    verdict, text = _judge("tiny-ngram", DATA / "tiny-ngram.log")
+    assert verdict is Verdict.PASS
+    # the profile leaves max_num_seqs to vLLM (1024 on the H200; 256 at least on a GPU)
+    assert "at most 2 sequence(s): above 2 they run without CUDA graphs (vLLM's default max_num_seqs" in text
+    _, plain = _judge("tiny", DATA / "tiny.log")
+    assert "without CUDA graphs" not in plain
+
+
+def test_the_dry_run_says_where_the_ngram_profiles_graphs_stop() -> None:
+    plan = build_plan(PROFILES, "tiny-ngram")
+    stops = [w for w in plan.warnings if "without CUDA graphs" in w]
+    assert len(stops) == 1 and "at most 2 sequence(s) (6 tokens)" in stops[0], plan.warnings
+    assert "V1 model runner" in stops[0]
+
+
 def test_the_real_ngram_log_prints_unrounded_sizes() -> None:
     facts = parse_file(DATA / "tiny-ngram.log")[0].to_json()
     assert facts["capture_sizes"] == [1, 2, 4, 8]

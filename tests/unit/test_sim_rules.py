@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from gates.cudagraph_sizes import CaptureConfig, expected_graphs
 from launcher.profile.schema import VllmSchema
 from launcher.sim import cudagraph, tokenizer
 from launcher.sim.config import StartupRefused, from_namespace
@@ -206,6 +207,31 @@ def test_dialects_differ_where_the_real_026_run_says() -> None:
     assert old.src("cg_done", "V2") == "model_runner.py:747"
 
 
+@pytest.mark.parametrize(
+    ("method", "runner", "pieces", "fulls"),
+    [
+        ("mtp", "V2", (1, 2, 4, 8, 16, 32, 48, 64), (2, 4, 8, 16, 32, 48, 64)),
+        ("eagle", "V2", (1, 2, 4, 8, 16, 32, 48, 64), (2, 4, 8, 16, 32, 48, 64)),
+        ("draft_model", "V1", (2, 4, 8, 16, 32, 48, 64), (2, 4, 8, 16, 32, 48, 64)),
+    ],
+)
+def test_026_captures_by_the_gates_rule_for_each_method(
+    method: str, runner: str, pieces: tuple[int, ...], fulls: tuple[int, ...]
+) -> None:
+    """fable-27b's sizes with one speculative token: the simulator captures what the gate expects."""
+    sizes = '{"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 32, 48, 64]}'
+    spec = f'{{"method": "{method}", "num_speculative_tokens": 1}}'
+    argv = ["serve", "m", "--sim-vllm-version", "0.26", "-cc", sizes, "--max-num-seqs", "32"]
+    argv += ["--speculative-config", spec]
+    cfg = from_namespace(parse(argv, SCHEMA, environ={}), SCHEMA, environ={})
+    assert cfg.runner == runner and cfg.graphs.sizes == (1, 2, 4, 8, 16, 32, 48, 64)
+    assert (cfg.captured.piecewise_sizes, cfg.captured.full_sizes) == (pieces, fulls)
+    config = CaptureConfig(
+        sizes=cfg.graphs.sizes, max_num_seqs=32, num_speculative_tokens=1, spec_method=method
+    )
+    assert expected_graphs(config) == {"PIECEWISE": list(pieces), "FULL": list(fulls)}
+
+
 def test_026_v1_runner_rounds_capture_sizes_after_the_config_line() -> None:
     """The real 0.26.0 tiny-ngram run: the config line kept [1, 2, 4, 8], the runner captured [3, 6]."""
     schema = SCHEMA
@@ -218,8 +244,8 @@ def test_026_v1_runner_rounds_capture_sizes_after_the_config_line() -> None:
     plain = from_namespace(parse(args, schema, environ={}), schema, environ={})
     assert plain.runner == "V2" and plain.captured.sizes == (1, 2, 4, 8)
     new = from_namespace(parse(["serve", "m", *spec], schema, environ={}), schema, environ={})
-    assert new.runner == "V2" and new.captured is new.graphs  # 0.33: no fallback, no rounding
-    assert cudagraph.rounded_for_spec(cfg.graphs, 1) is cfg.graphs
+    assert new.runner == "V2" and new.captured.sizes == new.graphs.sizes  # 0.33: no fallback, no rounding
+    assert cudagraph.for_runner(cfg.graphs, "V1", 1).sizes == cfg.graphs.sizes  # k = 0: nothing to round
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,8 @@ import pytest
 
 from launcher.sim.answers import compose
 from launcher.sim.generation import Channel, build_plan
-from launcher.sim.metrics import MetricsText, SimMetrics
+from launcher.sim.metrics import SimMetrics
+from launcher.sim.metrics_text import MetricsText
 from launcher.sim.toolcalls import (
     RequestInvalid,
     apply_fault,
@@ -200,11 +201,20 @@ def test_metrics_text_uses_dialect_names_and_labels() -> None:
         in text
     )
     assert text.count("# TYPE vllm:request_success counter") == 1
-    # 0.26.0 already used the new names: every family the 0.26 dialect renders is in the real /metrics.
+    # 0.26.0's form (record/eager/metrics-after.txt): `x_total` counter and `x_created` gauge families,
+    # and every family it renders is on the real page with the same type.
     old = MetricsText(DIALECTS["0.26"], "qwen", {}).render(m, (2, 6, 4, [2, 1, 1]), tool_parser=False)
-    real = (REPO / "tests" / "data" / "bench" / "vllm-0.26.0-metrics-after.txt").read_text(encoding="utf-8")
-    families = set(re.findall(r"^# TYPE (vllm:\S+)", old, re.MULTILINE))
-    assert "vllm:kv_cache_usage_perc" in families and "vllm:gpu_cache_usage_perc" not in families
-    # (0.26.0 heads counters `# TYPE x_total counter` + a `x_created` gauge family: names only here)
-    heads = re.findall(r"^# TYPE (vllm:\S+)", real, re.MULTILINE)
-    assert families <= {re.sub(r"_(total|created)$", "", name) for name in heads}
+    real = (REPO / "tests" / "data" / "real-vllm-0.26" / "eager" / "metrics-after.txt").read_text(
+        encoding="utf-8"
+    )
+    families = dict(re.findall(r"^# TYPE (vllm:\S+) (\S+)", old, re.MULTILINE))
+    heads = dict(re.findall(r"^# TYPE (vllm:\S+) (\S+)", real, re.MULTILINE))
+    assert (
+        families["vllm:prompt_tokens_total"] == "counter"
+        and families["vllm:prompt_tokens_created"] == "gauge"
+    )
+    spec = {name for name in families if "spec_decode" in name}  # the real run had no drafting
+    assert {k: v for k, v in families.items() if k not in spec} == {
+        k: v for k, v in heads.items() if k in families and k not in spec
+    }
+    assert "vllm:gpu_cache_usage_perc" not in families

@@ -89,3 +89,11 @@ def test_a_call_begun_in_text_but_never_finished_is_named_as_such() -> None:
     assert not result.ok
     assert result.why.startswith("a call was begun in text but never completed (finish_reason=length)")
     assert len(result.to_json()["body"]) < 2000
+
+
+def test_a_call_the_parser_could_not_read_comes_back_as_text() -> None:
+    # vLLM 0.26.0's hermes parser on JSON it cannot load: tools_called=False, the raw text as content.
+    content = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "}\n</tool_call>'
+    result = judge_reply(AUTO, 200, body({"content": content, "tool_calls": []}, finish="stop"))
+    assert not result.ok
+    assert result.why.startswith("the tool parser could not read the call: it came back as text")
