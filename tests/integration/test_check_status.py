@@ -72,7 +72,9 @@ def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     write_profile(launcher.profiles, "svc", port, args={"sim_model_max_len": 4096})
     launcher.start()
     good = launcher.wait_phase("serving")
-    done = launch(launcher, "set", "svc", "max_model_len=8192", "--tag", "long", "--apply", "--timeout-s", "60")
+    done = launch(
+        launcher, "set", "svc", "max_model_len=8192", "--tag", "long", "--apply", "--timeout-s", "60"
+    )
     assert done.returncode == 3, done.stdout + done.stderr  # rejected by vLLM's own config check
     code, payload = status_json(launcher, "--profile", "svc")
     [entry] = payload["profiles"]
