@@ -9,7 +9,7 @@ from typing import Any
 import click
 import psutil
 
-from launcher.errors import BadInput
+from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
 from launcher.state.serving import EXIT_UNKNOWN, exit_code, serving_entry
@@ -64,8 +64,22 @@ def _entries(
             continue  # a directory under STATE/profiles/ that never had a status: nothing to say
         known = (options.profiles_dir / f"{profile}{PROFILE_SUFFIX}").is_file()
         last_good = _last_good(store, profile) if status is not None else None
-        entries.append(serving_entry(profile, status, last_good, profile_known=known or status is not None))
+        entries.append(
+            serving_entry(profile, status, last_good, profile_known=known or status is not None,
+                          profile_fingerprint=_profile_fingerprint(options, profile) if known else None)
+        )  # fmt: skip
     return entries
+
+
+def _profile_fingerprint(options: GlobalOptions, profile: str) -> str | None:
+    """What the profile file renders to now; None when it does not render (the dry run says why)."""
+    from launcher.profile.plan import build_plan
+
+    try:
+        plan = build_plan(options.profiles_dir, profile)
+    except GateError:
+        return None
+    return None if plan.errors else plan.fingerprint()
 
 
 def _last_good(store: StateStore, profile: str) -> dict[str, Any] | None:

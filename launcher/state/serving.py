@@ -19,14 +19,22 @@ EXIT_UNKNOWN = 4
 
 
 def serving_entry(
-    name: str, status: dict[str, Any] | None, last_good: dict[str, Any] | None, *, profile_known: bool
+    name: str,
+    status: dict[str, Any] | None,
+    last_good: dict[str, Any] | None,
+    *,
+    profile_known: bool,
+    profile_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """One profile: the launcher's status keys as written, plus the normalised ones scripts read
-    (`serving`, `url`, `served_model`, `uptime_s`, `fingerprint`, `gates`)."""
+    (`serving`, `url`, `served_model`, `uptime_s`, `fingerprint`, `gates`), and the fingerprint the
+    profile file renders to now: when it differs from `fingerprint`, the file holds a change that
+    does not serve (not applied yet, or rejected by the gates)."""
     if status is None:
         phase = NEVER_RUN if profile_known else UNKNOWN
         return {"profile": name, "phase": phase, "serving": False, "url": None, "served_model": None,
-                "uptime_s": None, "fingerprint": None, "gates": []}  # fmt: skip
+                "uptime_s": None, "fingerprint": None, "profile_fingerprint": profile_fingerprint,
+                "gates": []}  # fmt: skip
     serving = status.get("phase") in SERVING_PHASES
     record = last_good if serving and _same_launch(status, last_good) else None
     return {
@@ -36,6 +44,7 @@ def serving_entry(
         "served_model": _served_model(record),
         "uptime_s": status.get("uptime_s"),
         "fingerprint": status.get("serving_fingerprint"),
+        "profile_fingerprint": profile_fingerprint,
         "gates": status.get("gates") or [],
     }
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import tree_snapshot
-from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+from tests.launcher_run import LAUNCH, Launcher, append_table, free_port, write_profile
 from tests.simserver import running_sim
 
 pytestmark = pytest.mark.integration
@@ -61,6 +61,7 @@ def test_serving_profile_passes_check_and_status_says_what_serves(launcher: Laun
     assert entry["phase"] == "serving" and entry["serving"] is True
     assert entry["url"] == f"http://127.0.0.1:{port}" and entry["served_model"] == "sim"
     assert entry["fingerprint"] == serving["serving_fingerprint"] and entry["uptime_s"] >= 0
+    assert entry["profile_fingerprint"] == entry["fingerprint"]  # the file as written serves
     assert [g["name"] for g in entry["gates"]] == ["kernel_marker", "graph_capture", "health", "tool_call"]
     code, every = status_json(launcher)
     assert code == 0 and [e["profile"] for e in every["profiles"]] == ["svc"]  # the same shape
@@ -69,7 +70,8 @@ def test_serving_profile_passes_check_and_status_says_what_serves(launcher: Laun
 
 def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     port = free_port()
-    write_profile(launcher.profiles, "svc", port, args={"sim_model_max_len": 4096})
+    path = write_profile(launcher.profiles, "svc", port, args={"sim_model_max_len": 4096})
+    append_table(path, "env", {"VLLM_PROCESS_NAME_PREFIX": "CheckLG"})  # foreign orphans: not ours
     launcher.start()
     good = launcher.wait_phase("serving")
     done = launch(
@@ -81,6 +83,7 @@ def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     assert code == 0 and entry["phase"] == "serving_last_good"
     assert entry["fingerprint"] == good["serving_fingerprint"] and entry["url"] == f"http://127.0.0.1:{port}"
     assert "rejected by graph_capture: startup failed" in entry["rollback_reason"]
+    assert entry["profile_fingerprint"] not in (None, entry["fingerprint"])  # the change did not serve
 
 
 def test_stopped_profile_fails_check_and_status_exits_3(launcher: Launcher) -> None:
@@ -133,7 +136,7 @@ def test_unknown_profile(launcher: Launcher) -> None:
     code, payload = status_json(launcher, "--profile", "nosuch")
     assert code == 4 and payload["profiles"] == [
         {"profile": "nosuch", "phase": "unknown", "serving": False, "url": None, "served_model": None,
-         "uptime_s": None, "fingerprint": None, "gates": []}
+         "uptime_s": None, "fingerprint": None, "profile_fingerprint": None, "gates": []}
     ]  # fmt: skip
     assert launch(launcher, "status", "--profile", "nosuch").returncode == 4
     code, payload = status_json(launcher, "--profile", "svc")  # a profile that never ran
