@@ -88,17 +88,19 @@ def parse_gate_names(text: str) -> tuple[str, ...]:
 
 def check_tables(candidate: Candidate, request: CheckRequest) -> dict[str, dict[str, Any]]:
     """The profile's `[gates.NAME]` tables, bounded for a probe: every gate required, asked for at
-    most `wait_s`, each request at most `timeout_s`; tool_call runs one case unless `full`."""
+    most `wait_s`, each request at most `timeout_s` (or the gate's own, when smaller); tool_call
+    runs one case, the profile's first, unless `full`."""
     tables: dict[str, dict[str, Any]] = {}
     for name in request.gates:
         table = dict(candidate.gate_tables.get(name, {}))
         table["required"] = True
         table["timeout_s"] = request.wait_s
-        own = float(table.get("request_timeout_s", request.timeout_s))
-        table["request_timeout_s"] = min(own, request.timeout_s)
+        declared = {setting.name: setting.default for setting in GATES[name].SETTINGS}
+        if "request_timeout_s" in declared:
+            own = float(table.get("request_timeout_s", declared["request_timeout_s"]))
+            table["request_timeout_s"] = min(own, request.timeout_s)
         if name == "tool_call" and not request.full:
-            cases = table.get("cases") or GATES["tool_call"]({}).setting("cases")
-            table["cases"] = list(cases)[:1]
+            table["cases"] = list(table.get("cases") or declared["cases"])[:1]
         tables[name] = table
     return tables
 
