@@ -38,7 +38,7 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool) -> None:
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
     found = {n: s for n in names if (s := _status(store, n)) is not None}
     statuses = list(found.values())
-    entries = _entries(options, store, names, found)
+    entries = _entries(options, store, names, found, listing=name is None)
     code = exit_code(entries)
     if as_json:
         click.echo(json.dumps({"state_dir": str(store.root), "profiles": entries}, indent=2, default=str))
@@ -54,13 +54,19 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool) -> None:
 
 
 def _entries(
-    options: GlobalOptions, store: StateStore, names: list[str], statuses: dict[str, dict[str, Any]]
+    options: GlobalOptions,
+    store: StateStore,
+    names: list[str],
+    statuses: dict[str, dict[str, Any]],
+    *,
+    listing: bool,
 ) -> list[dict[str, Any]]:
-    """One `serving_entry` per profile asked for (a named profile with no status is listed too)."""
+    """One `serving_entry` per profile: every one with a status, or the one named (listed also
+    when it has no status: never run, or unknown)."""
     entries = []
     for profile in names:
         status = statuses.get(profile)
-        if status is None and len(names) > 1:
+        if status is None and listing:
             continue  # a directory under STATE/profiles/ that never had a status: nothing to say
         known = (options.profiles_dir / f"{profile}{PROFILE_SUFFIX}").is_file()
         last_good = _last_good(store, profile) if status is not None else None

@@ -168,3 +168,11 @@ def test_check_refuses_bad_input_with_exit_2(launcher: Launcher, args: list[str]
 def test_status_refuses_a_hostile_name(launcher: Launcher) -> None:
     done = launch(launcher, "status", "--profile", "../../etc")
     assert done.returncode == 2 and "invalid profile name" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_status_of_a_state_dir_where_nothing_ran(launcher: Launcher) -> None:
+    (launcher.state / "profiles" / "ghost").mkdir(parents=True)  # a lock dir, never a status
+    code, payload = status_json(launcher)
+    assert code == 3 and payload["profiles"] == []  # not serving; and no profile is "unknown"
+    done = launch(launcher, "status")
+    assert done.returncode == 3 and done.stdout.startswith("nothing has run yet")
