@@ -40,6 +40,7 @@ Exit codes (docs/exit-codes.md):
 COMMANDS: dict[str, tuple[str, str]] = {
     "parse-log": ("launcher.commands.parse_log", "parse_log"),
     "try": ("launcher.commands.try_cmd", "try_cmd"),
+    "check": ("launcher.commands.check_cmd", "check_cmd"),
     "status": ("launcher.commands.status_cmd", "status_cmd"),
     "history": ("launcher.commands.status_cmd", "history_cmd"),
     "preflight": ("launcher.commands.preflight", "preflight"),

@@ -9,7 +9,10 @@ from typing import Any
 import click
 import psutil
 
+from launcher.errors import BadInput, GateError
+from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
+from launcher.state.serving import EXIT_UNKNOWN, exit_code, serving_entry
 from launcher.state.store import StateStore
 from launcher.supervisor.history import History
 from launcher.supervisor.status import read_status
@@ -19,24 +22,79 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
 
 @click.command("status")
 @click.option("--profile", "name", metavar="NAME", help="One profile (default: every profile with a status).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object (a list without --profile).")
+@click.option(
+    "--json", "as_json", is_flag=True, help='Always {"state_dir", "profiles": [one object per profile]}.'
+)
 @click.pass_obj
 def status_cmd(options: GlobalOptions, name: str | None, as_json: bool) -> None:
-    """What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback happened."""
+    """What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback happened.
+
+    \b
+    Exit 0 serving (the candidate or last-good), 3 not serving (starting, gating, stopped, failed,
+    never run), 4 unknown profile (no profile file and no state). With several profiles: 0 only
+    when every one serves.
+    """
     store = StateStore(options.state_dir)
     names = [name] if name else sorted(p.name for p in (store.root / "profiles").glob("*") if p.is_dir())
-    statuses = [s for s in (_status(store, n) for n in names) if s is not None]
+    if name is not None and not NAME_RE.match(name):
+        raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
+    found = {n: s for n in names if (s := _status(store, n)) is not None}
+    statuses = list(found.values())
+    entries = _entries(options, store, names, found, listing=name is None)
+    code = exit_code(entries)
     if as_json:
-        payload: Any = statuses[0] if name and statuses else statuses
-        click.echo(json.dumps(payload if payload else {"phase": "stopped", "profile": name}, indent=2))
-        return
-    if not statuses:
+        click.echo(json.dumps({"state_dir": str(store.root), "profiles": entries}, indent=2, default=str))
+    elif not statuses:
         click.echo(
             "nothing has run yet" + (f" for profile {name!r}" if name else "") + f" (state dir {store.root})"
-        )
-        return
-    for status in statuses:
-        click.echo(_human(status))
+            + (" and there is no such profile" if code == EXIT_UNKNOWN else "")
+        )  # fmt: skip
+    else:
+        for status in statuses:
+            click.echo(_human(status))
+    click.get_current_context().exit(code)
+
+
+def _entries(
+    options: GlobalOptions,
+    store: StateStore,
+    names: list[str],
+    statuses: dict[str, dict[str, Any]],
+    *,
+    listing: bool,
+) -> list[dict[str, Any]]:
+    """One `serving_entry` per profile: every one with a status, or the one named (listed also
+    when it has no status: never run, or unknown)."""
+    entries = []
+    for profile in names:
+        status = statuses.get(profile)
+        if status is None and listing:
+            continue  # a directory under STATE/profiles/ that never had a status: nothing to say
+        known = (options.profiles_dir / f"{profile}{PROFILE_SUFFIX}").is_file()
+        last_good = _last_good(store, profile) if status is not None else None
+        entries.append(
+            serving_entry(profile, status, last_good, profile_known=known or status is not None,
+                          profile_fingerprint=_profile_fingerprint(options, profile) if known else None)
+        )  # fmt: skip
+    return entries
+
+
+def _profile_fingerprint(options: GlobalOptions, profile: str) -> str | None:
+    """What the profile file renders to now; None when it does not render (the dry run says why)."""
+    from launcher.profile.plan import build_plan
+
+    try:
+        plan = build_plan(options.profiles_dir, profile)
+    except GateError:
+        return None
+    return None if plan.errors else plan.fingerprint()
+
+
+def _last_good(store: StateStore, profile: str) -> dict[str, Any] | None:
+    try:
+        return store.last_good(profile)
+    except BadInput:
+        return None  # an unreadable record: the entry says serving, without URL and model
 
 
 def _status(store: StateStore, name: str) -> dict[str, Any] | None:

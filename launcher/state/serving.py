@@ -1,0 +1,79 @@
+"""What a profile serves now, in one shape a script can trust, and the exit code that says it.
+
+`launch status` exits like `systemctl status`: 0 serving (the candidate or last-good), 3 not
+serving (starting, gating, rolling back, stopped, failed, never run), 4 unknown profile (neither a
+profile file nor any state). Its JSON is always `{"state_dir": …, "profiles": [entry, …]}`, with
+one entry per profile, also when one is asked for by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SERVING_PHASES = frozenset({"serving", "serving_last_good"})
+UNKNOWN = "unknown"
+NEVER_RUN = "never_run"
+EXIT_SERVING = 0
+EXIT_NOT_SERVING = 3
+EXIT_UNKNOWN = 4
+
+
+def serving_entry(
+    name: str,
+    status: dict[str, Any] | None,
+    last_good: dict[str, Any] | None,
+    *,
+    profile_known: bool,
+    profile_fingerprint: str | None = None,
+) -> dict[str, Any]:
+    """One profile: the launcher's status keys as written, plus the normalised ones scripts read
+    (`serving`, `url`, `served_model`, `uptime_s`, `fingerprint`, `gates`), and the fingerprint the
+    profile file renders to now: when it differs from `fingerprint`, the file holds a change that
+    does not serve (not applied yet, or rejected by the gates)."""
+    if status is None:
+        phase = NEVER_RUN if profile_known else UNKNOWN
+        return {"profile": name, "phase": phase, "serving": False, "url": None, "served_model": None,
+                "uptime_s": None, "fingerprint": None, "profile_fingerprint": profile_fingerprint,
+                "gates": []}  # fmt: skip
+    serving = status.get("phase") in SERVING_PHASES
+    record = last_good if serving and _same_launch(status, last_good) else None
+    return {
+        **status,
+        "serving": serving,
+        "url": _url(record),
+        "served_model": _served_model(record),
+        "uptime_s": status.get("uptime_s"),
+        "fingerprint": status.get("serving_fingerprint"),
+        "profile_fingerprint": profile_fingerprint,
+        "gates": status.get("gates") or [],
+    }
+
+
+def exit_code(entries: list[dict[str, Any]]) -> int:
+    """0 when every listed profile serves; 4 when one asked for is unknown; otherwise 3."""
+    if any(entry["phase"] == UNKNOWN for entry in entries):
+        return EXIT_UNKNOWN
+    if entries and all(entry["serving"] for entry in entries):
+        return EXIT_SERVING
+    return EXIT_NOT_SERVING
+
+
+def _same_launch(status: dict[str, Any], last_good: dict[str, Any] | None) -> bool:
+    """last_good.json describes what serves only when its fingerprint is the served one."""
+    return last_good is not None and last_good.get("fingerprint") == status.get("serving_fingerprint")
+
+
+def _url(record: dict[str, Any] | None) -> str | None:
+    if record is None or not isinstance(record.get("port"), int):
+        return None
+    host = str(record.get("host") or "127.0.0.1")
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return f"http://{f'[{host}]' if ':' in host else host}:{record['port']}"
+
+
+def _served_model(record: dict[str, Any] | None) -> str | None:
+    expect = record.get("expect") if record is not None else None
+    names = expect.get("served_model_names") if isinstance(expect, dict) else None
+    if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+        return ", ".join(names)
+    return None

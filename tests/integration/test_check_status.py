@@ -1,0 +1,178 @@
+"""`launch check` and `launch status` exit codes against running, stopped, failing and unknown
+profiles: the real `launch` against the real simulator, each run as a process like a probe would."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import tree_snapshot
+from tests.launcher_run import LAUNCH, Launcher, append_table, free_port, write_profile
+from tests.simserver import running_sim
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    (tmp_path / "profiles").mkdir()
+    made = Launcher(tmp_path / "profiles", tmp_path / "state", "svc")
+    yield made
+    if made.proc is not None and made.proc.poll() is None:
+        made.signal(signal.SIGTERM)  # our own launcher, by pid: it stops its engine's group
+        made.wait_exit()
+    assert made.cleanup() == [], "processes were left behind"
+
+
+def launch(launcher: Launcher, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [str(LAUNCH), "--profiles-dir", str(launcher.profiles), "--state-dir", str(launcher.state), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def status_json(launcher: Launcher, *args: str) -> tuple[int, dict[str, Any]]:
+    done = launch(launcher, "status", "--json", *args)
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_serving_profile_passes_check_and_status_says_what_serves(launcher: Launcher) -> None:
+    port = free_port()
+    write_profile(launcher.profiles, "svc", port)
+    launcher.start()
+    serving = launcher.wait_phase("serving")
+    before = (tree_snapshot(launcher.profiles), launcher.history(), launcher.status())
+    check = launch(launcher, "check", "--profile", "svc")
+    assert (tree_snapshot(launcher.profiles), launcher.history(), launcher.status()) == before
+    assert check.returncode == 0, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    assert lines[0].startswith("PASS  health") and "serving sim" in lines[0]
+    assert lines[1].startswith("PASS  tool_call") and "ALL_PASS (auto)" in lines[1]  # one case: a probe
+    assert lines[2].startswith(f"check svc at http://127.0.0.1:{port}: passed")
+    full = json.loads(launch(launcher, "check", "--profile", "svc", "--full", "--json").stdout)
+    assert full["passed"] is True and "ALL_PASS (auto, required)" in full["gates"][1]["summary"]
+    code, payload = status_json(launcher, "--profile", "svc")
+    assert code == 0
+    [entry] = payload["profiles"]
+    assert entry["phase"] == "serving" and entry["serving"] is True
+    assert entry["url"] == f"http://127.0.0.1:{port}" and entry["served_model"] == "sim"
+    assert entry["fingerprint"] == serving["serving_fingerprint"] and entry["uptime_s"] >= 0
+    assert entry["profile_fingerprint"] == entry["fingerprint"]  # the file as written serves
+    assert [g["name"] for g in entry["gates"]] == ["kernel_marker", "graph_capture", "health", "tool_call"]
+    code, every = status_json(launcher)
+    assert code == 0 and [e["profile"] for e in every["profiles"]] == ["svc"]  # the same shape
+    assert launch(launcher, "status").returncode == 0
+
+
+def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
+    port = free_port()
+    path = write_profile(launcher.profiles, "svc", port, args={"sim_model_max_len": 4096})
+    append_table(path, "env", {"VLLM_PROCESS_NAME_PREFIX": "CheckLG"})  # foreign orphans: not ours
+    launcher.start()
+    good = launcher.wait_phase("serving")
+    done = launch(
+        launcher, "set", "svc", "max_model_len=8192", "--tag", "long", "--apply", "--timeout-s", "60"
+    )
+    assert done.returncode == 3, done.stdout + done.stderr  # rejected by vLLM's own config check
+    code, payload = status_json(launcher, "--profile", "svc")
+    [entry] = payload["profiles"]
+    assert code == 0 and entry["phase"] == "serving_last_good"
+    assert entry["fingerprint"] == good["serving_fingerprint"] and entry["url"] == f"http://127.0.0.1:{port}"
+    assert "rejected by graph_capture: startup failed" in entry["rollback_reason"]
+    assert entry["profile_fingerprint"] not in (None, entry["fingerprint"])  # the change did not serve
+
+
+def test_stopped_profile_fails_check_and_status_exits_3(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    launcher.wait_phase("serving")
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+    check = launch(launcher, "check", "--profile", "svc", "--json")
+    report = json.loads(check.stdout)
+    assert check.returncode == 1 and report["passed"] is False
+    assert [g["verdict"] for g in report["gates"]] == ["fail", "skip"]
+    assert "no answer yet" in report["gates"][0]["summary"]
+    code, payload = status_json(launcher, "--profile", "svc")
+    assert code == 3 and payload["profiles"][0]["phase"] == "stopped"
+    assert payload["profiles"][0]["serving"] is False and payload["profiles"][0]["url"] is None
+
+
+def test_failed_profile_status_exits_3(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_capture_fallback": True})
+    launcher.start()
+    assert launcher.wait_exit(timeout_s=60) == 1
+    code, payload = status_json(launcher, "--profile", "svc")
+    assert code == 3 and payload["profiles"][0]["phase"] == "failed"
+    assert launch(launcher, "status").returncode == 3
+
+
+def test_check_fails_a_server_whose_tool_calls_are_wrong(launcher: Launcher) -> None:
+    with running_sim(["--served-model-name", "sim", "--enable-auto-tool-choice", "--tool-call-parser",
+                      "hermes", "--sim-tool-fault", "malformed"]) as sim:  # fmt: skip
+        write_profile(launcher.profiles, "svc", sim.port)
+        check = launch(launcher, "check", "--profile", "svc")
+        assert check.returncode == 1
+        assert check.stdout.startswith("PASS  health") and "FAIL  tool_call" in check.stdout
+        assert "not valid JSON" in check.stdout
+        health_only = launch(launcher, "check", "--profile", "svc", "--gates", "health", "--url", sim.url)
+        assert health_only.returncode == 0, health_only.stdout
+
+
+def test_check_fails_a_server_serving_another_model(launcher: Launcher) -> None:
+    with running_sim(["--served-model-name", "other"]) as sim:
+        write_profile(launcher.profiles, "svc", free_port())
+        check = launch(launcher, "check", "--profile", "svc", "--url", sim.url, "--gates", "health")
+        assert check.returncode == 1
+        assert "server serves ['other'], profile expects ['sim']" in check.stdout
+
+
+def test_unknown_profile(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port())
+    code, payload = status_json(launcher, "--profile", "nosuch")
+    assert code == 4 and payload["profiles"] == [
+        {"profile": "nosuch", "phase": "unknown", "serving": False, "url": None, "served_model": None,
+         "uptime_s": None, "fingerprint": None, "profile_fingerprint": None, "gates": []}
+    ]  # fmt: skip
+    assert launch(launcher, "status", "--profile", "nosuch").returncode == 4
+    code, payload = status_json(launcher, "--profile", "svc")  # a profile that never ran
+    assert code == 3 and payload["profiles"][0]["phase"] == "never_run"
+    check = launch(launcher, "check", "--profile", "nosuch")
+    assert check.returncode == 2 and "no profile 'nosuch'" in check.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--gates", "helth"], "did you mean health?"),
+        (["--gates", "graph_capture"], "reads the start's log"),
+        (["--gates", ","], "--gates is empty"),
+        (["--url", "ftp://host:1"], "is not an http(s) URL"),
+        (["--url", "http://host:99999"], "is not a URL"),
+        (["--url", "http://host:1/v1"], "has a path"),
+        (["--timeout-s", "0"], "Invalid value"),
+        (["--wait-s", "-1"], "Invalid value"),
+    ],
+)
+def test_check_refuses_bad_input_with_exit_2(launcher: Launcher, args: list[str], expected: str) -> None:
+    write_profile(launcher.profiles, "svc", free_port())
+    done = launch(launcher, "check", "--profile", "svc", *args)
+    assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_status_refuses_a_hostile_name(launcher: Launcher) -> None:
+    done = launch(launcher, "status", "--profile", "../../etc")
+    assert done.returncode == 2 and "invalid profile name" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_status_of_a_state_dir_where_nothing_ran(launcher: Launcher) -> None:
+    (launcher.state / "profiles" / "ghost").mkdir(parents=True)  # a lock dir, never a status
+    code, payload = status_json(launcher)
+    assert code == 3 and payload["profiles"] == []  # not serving; and no profile is "unknown"
+    done = launch(launcher, "status")
+    assert done.returncode == 3 and done.stdout.startswith("nothing has run yet")

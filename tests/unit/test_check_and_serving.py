@@ -1,0 +1,81 @@
+"""The pure parts of `launch check` (which gates, bounded how) and of `launch status` (the entry
+a script reads, the exit code), in milliseconds; the real commands run in
+tests/integration/test_check_status.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.check import CheckRequest, check_tables, parse_gate_names
+from launcher.errors import BadInput
+from launcher.profile.plan import build_plan
+from launcher.state.serving import exit_code, serving_entry
+from launcher.supervisor.candidate import Candidate
+from tests.launcher_run import write_profile
+
+
+def candidate(profiles_dir: Path, gates: dict[str, dict[str, Any]] | None = None) -> Candidate:
+    write_profile(profiles_dir, "svc", 8123, gates=gates)
+    return Candidate.from_plan(build_plan(profiles_dir, "svc"))
+
+
+def test_gate_names_are_checked() -> None:
+    assert parse_gate_names(" health, tool_call,health ") == ("health", "tool_call")
+    with pytest.raises(BadInput, match="did you mean tool_call"):
+        parse_gate_names("health,tool_cal")
+    for log_reader in ("kernel_marker", "graph_capture", "memory_leak"):
+        with pytest.raises(BadInput, match="reads the start's log"):
+            parse_gate_names(log_reader)
+
+
+def test_probe_tables_are_bounded_and_run_one_tool_case(profiles_dir: Path) -> None:
+    found = candidate(profiles_dir, {"tool_call": {"cases": ["required", "named"], "request_timeout_s": 120,
+                                                   "required": False}})  # fmt: skip
+    tables = check_tables(found, CheckRequest(timeout_s=7.0, wait_s=2.0))
+    assert tables["tool_call"]["cases"] == ["required"]  # the profile's first case
+    assert tables["tool_call"]["request_timeout_s"] == 7.0 and tables["tool_call"]["timeout_s"] == 2.0
+    assert tables["tool_call"]["required"] is True  # a probe fails on any gate it runs
+    assert tables["health"] == {
+        "required": True,
+        "timeout_s": 2.0,
+        "request_timeout_s": 5.0,
+    }  # the gate's own 5 s
+    full = check_tables(found, CheckRequest(full=True))
+    assert full["tool_call"]["cases"] == ["required", "named"]
+
+
+def test_default_tool_case_when_the_profile_names_none(profiles_dir: Path) -> None:
+    found = candidate(profiles_dir)
+    bare = Candidate(**{**{f: getattr(found, f) for f in found.__slots__}, "gate_tables": {}})
+    assert check_tables(bare, CheckRequest())["tool_call"]["cases"] == ["auto"]
+
+
+STATUS = {"phase": "serving", "profile": "svc", "serving_fingerprint": "abc", "uptime_s": 4.2, "gates": []}
+RECORD = {"fingerprint": "abc", "host": "0.0.0.0", "port": 8000, "expect": {"served_model_names": ["m"]}}
+
+
+def test_entry_reads_url_and_model_from_the_record_that_serves() -> None:
+    entry = serving_entry("svc", STATUS, RECORD, profile_known=True, profile_fingerprint="def")
+    assert (entry["serving"], entry["url"], entry["served_model"]) == (True, "http://127.0.0.1:8000", "m")
+    assert (entry["fingerprint"], entry["profile_fingerprint"]) == ("abc", "def")
+    ipv6 = serving_entry("svc", STATUS, {**RECORD, "host": "fd00::7"}, profile_known=True)
+    assert ipv6["url"] == "http://[fd00::7]:8000"
+    stale = serving_entry("svc", STATUS, {**RECORD, "fingerprint": "old"}, profile_known=True)
+    assert stale["url"] is None and stale["served_model"] is None  # never another launch's address
+    broken = serving_entry("svc", STATUS, {**RECORD, "port": "8000", "expect": []}, profile_known=True)
+    assert broken["url"] is None and broken["served_model"] is None
+
+
+def test_exit_codes() -> None:
+    serving = serving_entry("a", STATUS, RECORD, profile_known=True)
+    last_good = serving_entry("b", {**STATUS, "phase": "serving_last_good"}, RECORD, profile_known=True)
+    stopped = serving_entry("c", {**STATUS, "phase": "stopped"}, RECORD, profile_known=True)
+    never = serving_entry("d", None, None, profile_known=True)
+    unknown = serving_entry("e", None, None, profile_known=False)
+    assert exit_code([serving, last_good]) == 0
+    assert exit_code([serving, stopped]) == 3 and exit_code([never]) == 3 and exit_code([]) == 3
+    assert exit_code([unknown]) == 4
+    assert stopped["url"] is None and never["phase"] == "never_run" and unknown["phase"] == "unknown"
