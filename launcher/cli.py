@@ -18,7 +18,7 @@ from launcher.settings import GlobalOptions
 EXIT_CODES_HELP = """\b
 Exit codes:
   0  ok
-  1  a gate failed
+  1  a gate failed (bench: nothing was measured)
   2  bad input (profile, flag, file, argument); nothing was changed
   3  rolled back: the candidate was rejected, last-good is served
   4  preflight refused to start
