@@ -19,6 +19,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/version", "GET"),
     ("/load", "GET"),
     ("/metrics", "GET"),
+    ("/tokenize", "POST"),  # vLLM serves it from 0.6.0 on (0.26.0: record/eager/tokenize.json)
     ("/v1/models", "GET"),
     ("/v1/chat/completions", "POST"),
     ("/v1/completions", "POST"),
@@ -140,4 +141,5 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", serving.chat_completions)
     app.router.add_post("/v1/completions", serving.completions)
+    app.router.add_post("/tokenize", serving.tokenize)
     return app
