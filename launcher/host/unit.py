@@ -57,7 +57,7 @@ LimitNOFILE=65536
 
 # Hardening that vLLM on NVIDIA GPUs tolerates (docs/host-safety.md, "The unit's sandbox").
 # Not set, on purpose: PrivateDevices/DevicePolicy/DeviceAllow, ProtectClock, ProtectKernelLogs
-# (each closes the device list, and with it /dev/nvidia*), MemoryDenyWriteExecute (Triton and
+# (each closes or may close the device list, and /dev/nvidia*), MemoryDenyWriteExecute (Triton and
 # CUDA JIT-compile), ProtectHome (model and compile caches live there), ProtectProc (preflight
 # must see other users' vLLM processes), RestrictAddressFamilies (NCCL, RDMA).
 NoNewPrivileges=yes
