@@ -14,6 +14,7 @@ import click
 from launcher import __version__
 from launcher.errors import GateError
 from launcher.settings import GlobalOptions
+from launcher.terminal import colour_allowed
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -119,6 +120,8 @@ def launch(
       launch --profile prod                preflight, start, gate, promote or roll back
     """
     ctx.obj = GlobalOptions.resolve(profiles_dir=profiles_dir, state_dir=state_dir)
+    if not colour_allowed():
+        ctx.color = False  # subcommands inherit it; click.echo then strips every ANSI style
     if ctx.invoked_subcommand is not None:
         return
     if profile is None:

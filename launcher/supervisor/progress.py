@@ -12,6 +12,7 @@ import structlog
 
 from gates.outcome import Outcome
 from launcher.logfacts.events import EventKind, LogEvent
+from launcher.terminal import colour_allowed
 
 log = structlog.get_logger("vllm-gate")
 
@@ -30,7 +31,9 @@ SHOWN_EVENTS = {
 def configure_logging(stream: TextIO = sys.stderr) -> None:
     """structlog: console renderer on a TTY, JSON lines otherwise."""
     renderer: Any = (
-        structlog.dev.ConsoleRenderer() if stream.isatty() else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=colour_allowed())
+        if stream.isatty()
+        else structlog.processors.JSONRenderer()
     )
     structlog.configure(
         processors=[
