@@ -20,10 +20,19 @@ from launcher.bench.results import RunResult
 from launcher.bench.runner import Runner
 from launcher.bench.target import Endpoint, api_key_from_env, discover, from_profile, from_url
 from launcher.errors import BadInput, NothingMeasured
+from launcher.help_groups import GroupedCommand
 from launcher.settings import GlobalOptions
 
 
-@click.command("bench")
+@click.command(
+    "bench",
+    cls=GroupedCommand,
+    option_groups={
+        "Server (one of --url, --profile)": ["url", "profile", "model", "api_key_env"],
+        "Workload": ["concurrency", "contexts", "rounds", "max_tokens", "prompts", "temperature"],
+        "Output": ["out_dir", "as_json", "no_plots"],
+    },
+)
 @click.option("--url", metavar="URL", help="The server to measure, e.g. http://127.0.0.1:8000.")
 @click.option(
     "--profile", "profile", metavar="NAME", help="Measure the server profile NAME describes (must run)."
@@ -72,7 +81,7 @@ def bench_cmd(
     as_json: bool,
     no_plots: bool,
 ) -> None:
-    """Measure TTFT (cold and warm), TTFC, ITL, decode and total tok/s across concurrency and context
+    """Measure TTFT (cold and warm), TTFC, TPOT, ITL, decode and output tok/s across concurrency and context
     length, and flag every known benchmarking trap.
 
     \b
