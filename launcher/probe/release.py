@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from tenacity import Retrying, retry_if_result, wait_fixed
+
 from gates.context import Clock
 from launcher.errors import GateFailed
 from launcher.host.gpu import GIB, GpuDevice, GpuProbe, NvmlProbe, resolve_device
@@ -48,25 +50,32 @@ def wait_released(
     started = clock.monotonic()
     demand = gpu_demand(plan)
     with probe_factory() as probe:
-        while True:
+
+        def look() -> tuple[bool, str, bool, str]:
             port = check_port(plan.host, plan.port)
             port_free = port.status is not CheckStatus.REFUSED
             if demand.uses_gpu:
                 gpus_ok, gpu_text = _gpus(probe, demand, gone_pids)
             else:
                 gpus_ok, gpu_text = True, f"GPU memory not checked: {demand.no_gpu_reason}"
-            if port_free and gpus_ok:
-                return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
-            if clock.monotonic() >= deadline:
-                held = [] if port_free else [port.detail]
-                held += [] if gpus_ok else [gpu_text]
-                raise NotReleased(
-                    f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: "
-                    + "; ".join(held),
-                    hint="an arm must never start on GPUs another model still holds; "
-                    "`launch preflight --profile NAME` names the holders",
-                )
-            clock.sleep(POLL_S)
+            return port_free, port.detail, gpus_ok, gpu_text
+
+        # tenacity polls; its stop reads *our* clock (a fake one in tests), and sleeps through it
+        port_free, port_detail, gpus_ok, gpu_text = Retrying(
+            retry=retry_if_result(lambda seen: not (seen[0] and seen[2])),
+            stop=lambda _state: clock.monotonic() >= deadline,
+            wait=wait_fixed(POLL_S),
+            sleep=clock.sleep,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        )(look)
+    if port_free and gpus_ok:
+        return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
+    held = ([] if port_free else [port_detail]) + ([] if gpus_ok else [gpu_text])
+    raise NotReleased(
+        f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: " + "; ".join(held),
+        hint="an arm must never start on GPUs another model still holds; "
+        "`launch preflight --profile NAME` names the holders",
+    )
 
 
 def _gpus(probe: GpuProbe, demand: GpuDemand, gone_pids: Collection[int]) -> tuple[bool, str]:
