@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "try": ("launcher.commands.try_cmd", "try_cmd"),
     "status": ("launcher.commands.status_cmd", "status_cmd"),
     "history": ("launcher.commands.status_cmd", "history_cmd"),
+    "logs": ("launcher.commands.logs_cmd", "logs_cmd"),
     "preflight": ("launcher.commands.preflight", "preflight"),
     "install-unit": ("launcher.commands.install_unit", "install_unit"),
     "set": ("launcher.commands.set_cmd", "set_command"),

@@ -46,6 +46,7 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     if not alive and status.get("phase") not in ("stopped", "failed"):
         status["detail"] = f"launcher pid {status.get('launcher_pid')} is gone (last phase {status['phase']})"
         status["phase"] = "stopped"
+    status["engine_log"] = str(store.profile_dir(name) / "logs" / "engine.log")  # `launch logs NAME` reads it
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
@@ -61,7 +62,7 @@ def _age(stamp: str) -> float | None:
 
 def _human(status: dict[str, Any]) -> str:
     lines = [f"{status['profile']}: {status['phase']}"]
-    for key in ("serving_fingerprint", "engine_pid", "uptime_s", "rollback_reason", "detail"):
+    for key in ("serving_fingerprint", "engine_pid", "uptime_s", "rollback_reason", "detail", "engine_log"):
         if status.get(key) is not None:
             lines.append(f"  {key.replace('_', ' ')}: {status[key]}")
     for gate in status.get("gates") or []:

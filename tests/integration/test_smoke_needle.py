@@ -52,3 +52,5 @@ def test_the_default_needle_passes_on_the_shipped_demo(shipped_profiles: Path, t
     (tokens,) = smoke["evidence"]["needle_tokens"]
     assert 0.97 * (8192 - 256) <= tokens <= 8192 - 256, tokens
     assert smoke["evidence"]["notes"] == []  # counted by the server, not estimated
+    log = Path(json.loads(done.stdout)["engine_log"])  # the report names vLLM's own log
+    assert log == tmp_path / "state" / "profiles" / "demo" / "logs" / "try.log" and log.is_file()
