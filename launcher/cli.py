@@ -7,6 +7,7 @@ and only here; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 import click
@@ -14,7 +15,7 @@ import click
 from launcher import __version__
 from launcher.errors import GateError
 from launcher.settings import GlobalOptions
-from launcher.terminal import colour_allowed
+from launcher.terminal import colour_allowed, is_journal
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -68,12 +69,13 @@ class LaunchGroup(click.Group):
 
 
 def _print_error(err: GateError) -> None:
-    click.echo(f"error: {err.message}", err=True)
+    mark = "<3>" if is_journal(sys.stderr) else ""  # journald reads a priority: "err"
+    click.echo(f"{mark}error: {err.message}", err=True)
     problems = getattr(err, "problems", None)
     for problem in problems or ():
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"{mark}  - {problem}", err=True)
     if err.hint:
-        click.echo(f"hint: {err.hint}", err=True)
+        click.echo(f"{mark}hint: {err.hint}", err=True)
 
 
 @click.group(
