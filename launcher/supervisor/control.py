@@ -65,9 +65,11 @@ def reload_and_wait(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    on_status: Callable[[dict[str, Any]], None] | None = None,
 ) -> int:
     """SIGHUP the profile's launcher and wait for its verdict: 0 serving the change, 3 serving
-    last-good (the change was rejected or refused), 1 failed; GateFailed when no verdict comes."""
+    last-good (the change was rejected or refused), 1 failed; GateFailed when no verdict comes.
+    `on_status` sees each status read while waiting (progress for a wait of up to 30 minutes)."""
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         raise GateFailed(
@@ -79,6 +81,8 @@ def reload_and_wait(
     deadline = clock() + timeout_s
     while True:
         status = read_status(status_path)
+        if on_status is not None and status is not None:
+            on_status(status)
         verdict = _verdict(status, seq_before)
         if verdict is not None:
             return verdict

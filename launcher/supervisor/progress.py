@@ -12,6 +12,8 @@ import structlog
 
 from gates.outcome import Outcome
 from launcher.logfacts.events import EventKind, LogEvent
+from launcher.supervisor.notify_port import Notifier
+from launcher.supervisor.status import Phase
 from launcher.terminal import colour_allowed, is_journal
 
 log = structlog.get_logger("vllm-gate")
@@ -79,9 +81,18 @@ def configure_logging(stream: TextIO = sys.stderr) -> None:
     )
 
 
+# While a start is under way every progress line also goes to systemd: STATUS= (what
+# `systemctl status` shows) and EXTEND_TIMEOUT_USEC= (a start that keeps making progress may run
+# past TimeoutStartSec; one silent for this long after it is still stopped). Once serving, the
+# supervisor's own READY/STATUS stand.
+EXTEND_WHILE_STARTING_S = 600.0
+STARTING_PHASES = frozenset({Phase.STARTING, Phase.GATING, Phase.ROLLING_BACK})
+
+
 class Progress:
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, stream: TextIO = sys.stderr, notifier: Notifier | None = None) -> None:
         self.stream = stream
+        self.notifier = notifier
         self.tty = stream.isatty()
         self.started = time.monotonic()
         self.phase = "starting"
@@ -131,6 +142,9 @@ class Progress:
         """One line on a TTY; else one event: a stable name, its level, its fields, the text in `msg`."""
         elapsed = time.monotonic() - self.started
         fields = {k: v for k, v in fields.items() if v is not None}
+        if self.notifier is not None and self.phase in STARTING_PHASES and not transient:
+            self.notifier.status(f"{self.phase}: {text}")
+            self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
         with self._lock:
             if self.tty:
                 extra = "".join(f" {k}={v}" for k, v in fields.items() if k not in ("gate", "index", "total"))

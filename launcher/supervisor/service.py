@@ -38,7 +38,7 @@ class Supervisor:
         self.profile = profile
         self.allow_unknown = allow_unknown
         self.hooks = hooks or Hooks()
-        self.progress = progress or Progress()
+        self.progress = progress or Progress(notifier=self.hooks.notifier)  # STATUS= while starting
         self.store = StateStore(options.state_dir)
         self.history = History(self.store.history_path)
         self.board = StatusBoard(self.store.profile_dir(profile) / "status.json", profile)

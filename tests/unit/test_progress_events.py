@@ -97,3 +97,31 @@ def test_an_operator_error_under_journald_is_logged_at_priority_err(tmp_path: Pa
         "<3>error: invalid profile name '../x'",
         "<3>hint: use letters, digits, '-', '_' and '.'",
     ]
+
+
+def test_while_starting_systemd_gets_each_step_as_status_and_more_time(tmp_path: Path) -> None:
+    import socket
+
+    from launcher.host.notify import Notifier
+
+    manager = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # what systemd holds
+    manager.bind(str(tmp_path / "notify"))
+    manager.setblocking(False)
+    progress = Progress(io.StringIO(), notifier=Notifier(str(tmp_path / "notify")))
+    progress.set_phase("gating", candidate="prod@ab")
+    progress.on_gate(1, 4, "graph_capture", None)
+    progress.set_phase("serving", fingerprint="ab")
+    progress.on_gate(0, 1, "memory_leak", None)  # a check after promotion: READY's status stands
+    got = []
+    while True:
+        try:
+            got.append(manager.recv(4096).decode())
+        except BlockingIOError:
+            break
+    manager.close()
+    assert got == [
+        "STATUS=gating: phase gating",
+        "EXTEND_TIMEOUT_USEC=600000000",
+        "STATUS=gating: gate 2/4 graph_capture",
+        "EXTEND_TIMEOUT_USEC=600000000",
+    ]
