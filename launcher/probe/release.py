@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from tenacity import Retrying, retry_if_result, wait_fixed
+from tenacity import RetryCallState, Retrying, retry_if_result, wait_fixed
 
 from gates.context import Clock
 from launcher.errors import GateFailed
@@ -22,6 +22,7 @@ from launcher.host.report import CheckStatus
 from launcher.profile.plan import LaunchPlan
 
 POLL_S = 0.1
+WAIT_NOTE_EVERY_S = 5.0
 
 
 class NotReleased(GateFailed):
@@ -45,6 +46,7 @@ def wait_released(
     deadline: float,
     clock: Clock,
     probe_factory: Callable[[], GpuProbe] = NvmlProbe,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Release:
     """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline."""
     started = clock.monotonic()
@@ -60,8 +62,19 @@ def wait_released(
                 gpus_ok, gpu_text = True, f"GPU memory not checked: {demand.no_gpu_reason}"
             return port_free, port.detail, gpus_ok, gpu_text
 
+        said = [started]
+
+        def tell(state: RetryCallState) -> None:  # a wait of up to 300 s is never silent
+            if on_wait is None or clock.monotonic() - said[0] < WAIT_NOTE_EVERY_S or state.outcome is None:
+                return
+            said[0] = clock.monotonic()
+            port_free, port_detail, gpus_ok, gpu_text = state.outcome.result()
+            held = ([] if port_free else [port_detail]) + ([] if gpus_ok else [gpu_text])
+            on_wait(f"waiting {said[0] - started:.0f} s for the stopped server to let go: " + "; ".join(held))
+
         # tenacity polls; its stop reads *our* clock (a fake one in tests), and sleeps through it
         port_free, port_detail, gpus_ok, gpu_text = Retrying(
+            before_sleep=tell,
             retry=retry_if_result(lambda seen: not (seen[0] and seen[2])),
             stop=lambda _state: clock.monotonic() >= deadline,
             wait=wait_fixed(POLL_S),
