@@ -150,7 +150,7 @@ def judge(
         checks.same_sequence(signatures, [r.content for r in ok]),
         checks.degenerate([r.content_score for r in ok], sum(1 for r in ok if r.degenerate)),
         checks.round1_slow(draft.per_round("ttft_s"), draft.per_round("decode_tok_s")),
-        checks.rounds_disagree("total throughput", spread(draft.per_round("total_tok_s"))),
+        checks.rounds_disagree("output throughput", spread(draft.per_round("total_tok_s"))),
         checks.errors(
             len(records) - len(ok), len(records), next((r.error for r in records if not r.ok), None)
         ),
