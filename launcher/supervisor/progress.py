@@ -142,7 +142,9 @@ class Progress:
         """One line on a TTY; else one event: a stable name, its level, its fields, the text in `msg`."""
         elapsed = time.monotonic() - self.started
         fields = {k: v for k, v in fields.items() if v is not None}
-        if self.notifier is not None and self.phase in STARTING_PHASES and not transient:
+        # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
+        step = not event.startswith("phase.")
+        if self.notifier is not None and step and self.phase in STARTING_PHASES and not transient:
             self.notifier.status(f"{self.phase}: {text}")
             self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
         with self._lock:
