@@ -82,7 +82,7 @@ def test_status_names_the_engine_log(state: Path) -> None:
     (state / "profiles" / "prod" / "status.json").write_text(json.dumps(status))
     log = state / "profiles" / "prod" / "logs" / "engine.log"
     argv = [str(LAUNCH), "--state-dir", str(state), "status", "--profile", "prod"]
-    assert f"  engine log: {log}" in subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    assert f"  vLLM log: {log}" in subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
     shown = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=60).stdout
     assert json.loads(shown)["engine_log"] == str(log)
 
@@ -126,3 +126,21 @@ def test_follow_prints_new_lines_and_survives_rotation(state: Path) -> None:
     finally:
         proc.terminate()  # the process this test started, by its own handle
         proc.wait(timeout=10)
+
+
+def test_status_shows_url_and_model_of_what_serves_and_no_stale_pid(state: Path) -> None:
+    profile_dir = state / "profiles" / "prod"
+    argv = ["vllm", "serve", "/models/fable", "--port", "8011", "--served-model-name", "fable-9b", "tiny"]
+    (profile_dir / "last_good.json").write_text(json.dumps({"argv": argv}))
+    me = os.getpid()  # alive: this test process stands in for a running launcher
+    (profile_dir / "status.json").write_text(
+        json.dumps({"phase": "serving", "profile": "prod", "launcher_pid": me, "engine_pid": 4242})
+    )
+    cmd = [str(LAUNCH), "--state-dir", str(state), "status", "--profile", "prod"]
+    shown = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    assert "  url: http://127.0.0.1:8011\n  model: fable-9b\n" in shown and "  vLLM pid: 4242" in shown
+    assert "serving_fingerprint" not in shown and "engine_pid" not in shown  # no raw key names
+    gone = {"phase": "serving", "profile": "prod", "launcher_pid": 0, "engine_pid": 4242}
+    (profile_dir / "status.json").write_text(json.dumps(gone))  # the launcher died, the pid is stale
+    shown = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    assert "prod: stopped" in shown and "4242" not in shown and "url:" not in shown
