@@ -11,12 +11,13 @@ from typing import Any, ClassVar
 
 from gates.base import GateBase
 from gates.context import GateContext
+from gates.needle import ESTIMATED, TokenizeFailed, fit
 from gates.outcome import Outcome
 from gates.setting import Setting
-from gates.traffic import PARAGRAPHS
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHECKS = ("arithmetic", "chinese", "code", "needle", "consistency", "concurrency")
+ANSWER_ROOM = 256  # tokens kept free for the needle's answer when a needle would fill the context
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +47,8 @@ class SmokeGate(GateBase):
             "needle_contexts",
             list,
             [8192],
-            "Context sizes (≈ tokens) for needle retrieval, e.g. [8192, 32768].",
+            "Needle prompt sizes in tokens, counted by the server's /tokenize (capped to fit "
+            "max_model_len), e.g. [8192, 32768].",
             items=int,
             minimum=64,
             maximum=10_000_000,
@@ -62,16 +64,20 @@ class SmokeGate(GateBase):
         if models.status != 200:
             return Outcome.not_yet(f"/v1/models answered {models.status or models.error}")
         self.model = models.json()["data"][0]["id"]
+        self.notes: list[str] = []
+        self.sizes: list[int] = []  # needle prompt tokens, as the server counted them
         results: dict[str, str | None] = {}
         for check in self.setting("checks"):
             results[check] = getattr(self, f"_{check}")(ctx)
         failing = {k: v for k, v in results.items() if v}
         evidence: dict[str, Any] = {"results": {k: v or "ok" for k, v in results.items()}}
+        evidence.update(needle_tokens=self.sizes, notes=self.notes)
         if not results:
             return Outcome.failed("no smoke check selected: the gate would check nothing")
+        notes = "".join(f"; {n}" for n in self.notes)
         if failing:
-            return Outcome.failed("; ".join(f"{k}: {v}" for k, v in failing.items()), **evidence)
-        return Outcome.passed(f"all {len(results)} checks passed ({', '.join(results)})", **evidence)
+            return Outcome.failed("; ".join(f"{k}: {v}" for k, v in failing.items()) + notes, **evidence)
+        return Outcome.passed(f"all {len(results)} checks passed ({', '.join(results)}){notes}", **evidence)
 
     def _ask(
         self, ctx: GateContext, text: str, temperature: float = 0.0, max_tokens: int | None = None
@@ -110,17 +116,29 @@ class SmokeGate(GateBase):
 
     def _needle(self, ctx: GateContext) -> str | None:
         limit = ctx.expect.max_model_len
+        timeout_s = float(self.setting("request_timeout_s"))
         for size in self.setting("needle_contexts"):
+            # a needle as long as the whole context leaves no room to answer: it fills what fits
+            target = int(size) if limit is None else min(int(size), limit - ANSWER_ROOM)
+            if target < 64:
+                return f"max_model_len {limit} leaves no room for a needle: remove the needle check"
+            code = f"ZX-{int(size) % 9973:04d}-Q"
+            try:
+                needle = fit(ctx.http, self.model, target, code, timeout_s)
+            except TokenizeFailed as err:
+                return str(err)
+            if not needle.counted and ESTIMATED not in self.notes:
+                self.notes.append(ESTIMATED)
             budget = int(self.setting("max_tokens"))
             if limit is not None:
-                if int(size) + 64 > limit:
-                    return f"a ~{size}-token needle cannot fit max_model_len {limit}: lower needle_contexts"
-                budget = min(budget, limit - int(size * 1.25) - 16)  # the prompt estimate errs high
-            code = f"ZX-{int(size) % 9973:04d}-Q"
-            answer = self._ask(ctx, _needle_prompt(int(size), code), max_tokens=max(16, budget))
-            problem = self._expect(answer, code in answer.content, f"expected {code} at ~{size} tokens")
+                budget = min(budget, limit - needle.tokens - (0 if needle.counted else 16))
+            answer = self._ask(ctx, needle.text, max_tokens=max(16, budget))
+            problem = self._expect(
+                answer, code in answer.content, f"expected {code} at {needle.tokens} tokens"
+            )
             if problem:
                 return problem
+            self.sizes.append(needle.tokens)
         return None
 
     def _consistency(self, ctx: GateContext) -> str | None:
@@ -139,15 +157,3 @@ class SmokeGate(GateBase):
             if bad:
                 return f"{len(bad)}/{width} concurrent requests failed: {bad[0]}"
         return None
-
-
-def _needle_prompt(tokens: int, code: str) -> str:
-    """≈`tokens` of real text with one sentence holding the code in the middle."""
-    words_needed = int(tokens / 1.4)
-    filler: list[str] = []
-    index = 0
-    while sum(len(p.split()) for p in filler) < words_needed:
-        filler.append(PARAGRAPHS[index % len(PARAGRAPHS)])
-        index += 1
-    filler.insert(len(filler) // 2, f"The secret code is {code}.")
-    return "\n\n".join(filler) + "\n\nWhat is the secret code? Answer with the code only."

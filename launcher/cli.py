@@ -7,6 +7,7 @@ and only here; anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 import click
@@ -14,11 +15,12 @@ import click
 from launcher import __version__
 from launcher.errors import BadInput, GateError
 from launcher.settings import GlobalOptions
+from launcher.terminal import colour_allowed, is_journal
 
 EXIT_CODES_HELP = """\b
 Exit codes (docs/exit-codes.md):
   0  ok
-  1  a gate failed
+  1  a gate failed (bench: nothing was measured)
   2  bad input (also an option the subcommand does not take); nothing was changed
   3  rolled back: the candidate was rejected, last-good is served
   4  refused before starting (preflight or the restart guard)
@@ -43,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("launcher.commands.check_cmd", "check_cmd"),
     "status": ("launcher.commands.status_cmd", "status_cmd"),
     "history": ("launcher.commands.status_cmd", "history_cmd"),
+    "logs": ("launcher.commands.logs_cmd", "logs_cmd"),
     "preflight": ("launcher.commands.preflight", "preflight"),
     "install-unit": ("launcher.commands.install_unit", "install_unit"),
     "set": ("launcher.commands.set_cmd", "set_command"),
@@ -77,12 +80,13 @@ class LaunchGroup(click.Group):
 
 
 def _print_error(err: GateError) -> None:
-    click.echo(f"error: {err.message}", err=True)
+    mark = "<3>" if is_journal(sys.stderr) else ""  # journald reads a priority: "err"
+    click.echo(f"{mark}error: {err.message}", err=True)
     problems = getattr(err, "problems", None)
     for problem in problems or ():
-        click.echo(f"  - {problem}", err=True)
+        click.echo(f"{mark}  - {problem}", err=True)
     if err.hint:
-        click.echo(f"hint: {err.hint}", err=True)
+        click.echo(f"{mark}hint: {err.hint}", err=True)
 
 
 @click.group(
@@ -130,6 +134,8 @@ def launch(
       launch --profile prod                preflight, start, gate, promote or roll back
     """
     ctx.obj = GlobalOptions.resolve(profiles_dir=profiles_dir, state_dir=state_dir)
+    if not colour_allowed():
+        ctx.color = False  # subcommands inherit it; click.echo then strips every ANSI style
     if ctx.invoked_subcommand is not None:
         _hand_over_to_subcommand(ctx, ctx.invoked_subcommand)
         return

@@ -60,6 +60,12 @@ class GateFailed(GateError):
     exit_code = ExitCode.GATE_FAILED
 
 
+class NothingMeasured(GateError):
+    """`launch bench` ran but no request succeeded: a number of zero cells is no measurement."""
+
+    exit_code = ExitCode.GATE_FAILED
+
+
 class RolledBack(GateError):
     exit_code = ExitCode.ROLLED_BACK
 

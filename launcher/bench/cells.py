@@ -15,6 +15,7 @@ from typing import Any
 
 from launcher.bench import checks
 from launcher.bench.checks import Finding
+from launcher.bench.latency import vllm_bench_metrics
 from launcher.bench.record import RequestRecord
 from launcher.bench.server_metrics import MetricsDelta
 from launcher.bench.stats import median, spread
@@ -123,7 +124,13 @@ class CellSummary:
                 for r in self.rounds
             ],
             "flags": [f.as_json() for f in self.findings],
+            **self.vllm_bench,
         }
+
+    @property
+    def vllm_bench(self) -> dict[str, Any]:
+        """mean/median/p90/p99 of TTFT, TPOT, ITL, E2EL in ms and tok/s, named as `vllm bench serve`."""
+        return vllm_bench_metrics(self.records, sum(r.wall_s for r in self.rounds))
 
 
 def judge(
@@ -143,7 +150,7 @@ def judge(
         checks.same_sequence(signatures, [r.content for r in ok]),
         checks.degenerate([r.content_score for r in ok], sum(1 for r in ok if r.degenerate)),
         checks.round1_slow(draft.per_round("ttft_s"), draft.per_round("decode_tok_s")),
-        checks.rounds_disagree("total throughput", spread(draft.per_round("total_tok_s"))),
+        checks.rounds_disagree("output throughput", spread(draft.per_round("total_tok_s"))),
         checks.errors(
             len(records) - len(ok), len(records), next((r.error for r in records if not r.ok), None)
         ),

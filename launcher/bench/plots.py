@@ -1,5 +1,8 @@
 """PNG plots from the summary, with matplotlib as the optional `[plots]` extra.
 
+Every axis is linear, starts at zero and names its unit, so a 15 % drop looks like 15 % (a log or
+truncated axis made one look like a collapse); concurrency ticks are the measured levels, not
+powers of two; the title names model, profile, date and run; legends sit outside the data.
 Without matplotlib the run still completes and says how to get the plots; nothing else changes.
 """
 
@@ -22,54 +25,91 @@ def plot(summary: dict[str, Any], out_dir: Path) -> tuple[list[Path], str | None
     if not cells:
         return [], "plots skipped: no cell was measured"
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [_throughput(plt, cells, out_dir / "throughput_vs_concurrency.png")]
-    ttft = _ttft(plt, summary, out_dir / "ttft_vs_context.png")
-    if ttft is not None:
-        written.append(ttft)
+    written = []
+    for name, fig in figures(plt, summary).items():
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(out_dir / name)
     return written, None
 
 
-def _throughput(plt: Any, cells: list[dict[str, Any]], path: Path) -> Path:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for context in dict.fromkeys(c["context"] for c in cells):
+def figures(plt: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    """File name -> matplotlib figure, not yet saved (tests read their axes)."""
+    out = {"throughput_vs_concurrency.png": _throughput(plt, summary)}
+    ttft = _ttft(plt, summary)
+    if ttft is not None:
+        out["ttft_vs_context.png"] = ttft
+    return out
+
+
+def title(summary: dict[str, Any]) -> str:
+    """model · profile · date · run: what a plot pasted into a ticket must still say."""
+    server = summary.get("server") or {}
+    parts = [
+        f"model {server.get('model') or '?'}",
+        f"profile {summary['profile']}" if summary.get("profile") else str(server.get("url") or "url ?"),
+        str(summary.get("date") or "date unknown"),
+        f"run {summary.get('run_id') or '?'}",
+    ]
+    return " · ".join(parts)
+
+
+def _zero_based(axis: Any, unit: str) -> None:
+    axis.set_ylim(bottom=0)
+    axis.set_ylabel(unit)
+    axis.grid(True, alpha=0.3)
+
+
+def _legend_below(fig: Any, axis: Any, title_text: str, columns: int) -> None:
+    handles, labels = axis.get_legend_handles_labels()
+    fig.legend(handles, labels, title=title_text, loc="lower center", ncol=max(1, columns), frameon=False)
+
+
+def _throughput(plt: Any, summary: dict[str, Any]) -> Any:
+    cells = summary["cells"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.8))
+    contexts = list(dict.fromkeys(c["context"] for c in cells))
+    levels = sorted({c["concurrency"] for c in cells})
+    for context in contexts:
         mine = sorted((c for c in cells if c["context"] == context), key=lambda c: c["concurrency"])
         xs = [c["concurrency"] for c in mine]
         left.plot(xs, [c["decode_tok_s"] for c in mine], marker="o", label=context)
         right.plot(xs, [c["total_tok_s"] for c in mine], marker="o", label=context)
-    for axis, title in (
-        (left, "decode tok/s per user (1 / ITL median)"),
-        (right, "total tok/s (tokens / wall)"),
+    for axis, name in (
+        (left, "decode per user (1 / ITL median)"),
+        (right, "output throughput (output tokens / wall)"),
     ):
-        axis.set_xscale("log", base=2)
-        axis.set_xlabel("concurrency")
-        axis.set_title(title)
-        axis.grid(True, alpha=0.3)
-        axis.legend(title="context")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+        axis.set_xticks(levels)
+        axis.set_xlim(0, max(levels) * 1.05)
+        axis.set_xlabel("concurrency (requests in flight)")
+        axis.set_title(name, fontsize=10)
+        _zero_based(axis, "tokens per second (tok/s)")
+    fig.suptitle(title(summary), fontsize=10)
+    _legend_below(fig, left, "context", len(contexts))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
 
 
-def _ttft(plt: Any, summary: dict[str, Any], path: Path) -> Path | None:
+def _ttft(plt: Any, summary: dict[str, Any]) -> Any:
     contexts = summary.get("contexts") or []
     if not contexts:
         return None
-    warm = {
-        c["context"]: c["ttft_s"]
-        for c in summary["cells"]
-        if c["concurrency"] == min(x["concurrency"] for x in summary["cells"])
-    }
+    lowest = min(x["concurrency"] for x in summary["cells"])
+    warm = {c["context"]: c["ttft_s"] for c in summary["cells"] if c["concurrency"] == lowest}
     names = [c["context"] for c in contexts]
-    fig, axis = plt.subplots(figsize=(6.5, 4.2))
-    axis.plot(names, [c["cold_ttft_s"] for c in contexts], marker="o", label="cold (unique prefix, alone)")
-    axis.plot(names, [warm.get(n) for n in names], marker="s", label="warm (cached prefix, lowest c)")
-    axis.set_yscale("log")
-    axis.set_xlabel("context")
-    axis.set_ylabel("TTFT (s)")
-    axis.grid(True, alpha=0.3)
-    axis.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig, axis = plt.subplots(figsize=(7, 4.8))
+    cold_ms = [_ms(c.get("cold_ttft_s")) for c in contexts]
+    warm_ms = [_ms(warm.get(n)) for n in names]
+    axis.plot(names, cold_ms, marker="o", label="cold: unique prefix, sent alone")
+    axis.plot(names, warm_ms, marker="s", label=f"warm: cached prefix, c{lowest} median")
+    axis.set_xlabel("context (prompt length)")
+    axis.set_title("time to first token", fontsize=10)
+    _zero_based(axis, "TTFT (ms)")
+    fig.suptitle(title(summary), fontsize=10)
+    _legend_below(fig, axis, "", 2)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig
+
+
+def _ms(seconds: float | None) -> float:
+    return float("nan") if seconds is None else seconds * 1000.0

@@ -1,4 +1,5 @@
-"""A one-line progress bar on stderr, drawn only on a TTY and at most ten times a second.
+"""Progress on stderr: a one-line bar on a TTY (at most ten redraws a second), else one plain line
+per stage, so a bench under systemd or in CI is not silent for a minute.
 
 Drawn from the event loop between requests (never per chunk), so it cannot disturb timestamps.
 """
@@ -17,6 +18,7 @@ class Progress:
     def __init__(self, total: int, stream: TextIO | None = None, enabled: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.lines = enabled is None and not self.stream.isatty()
         self.total = max(1, total)
         self.done = 0
         self.label = ""
@@ -24,6 +26,9 @@ class Progress:
 
     def stage(self, label: str) -> None:
         self.label = label
+        if self.lines:
+            self.stream.write(f"bench: {label} ({self.done}/{self.total} requests)\n")
+            self.stream.flush()
         self._draw(force=True)
 
     def advance(self, count: int = 1) -> None:

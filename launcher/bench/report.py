@@ -1,7 +1,8 @@
-"""What the operator reads: the terminal table, the summary JSON and the per-request JSONL.
+"""What the operator reads: the terminal tables, the summary JSON and the per-request JSONL.
 
 Columns (formulas in docs/bench.md): TTFT cold is measured alone (c1) with a unique prefix and is
-the same for every row of a context; TTFT warm, TTFC, decode and total are medians of rounds.
+the same for every row of a context; TTFT warm, TTFC, decode and output tok/s are medians of rounds.
+The second table gives mean/median/p90/p99 in ms under `vllm bench serve`'s names (`latency.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ HEADERS = (
     "TTFT warm",
     "TTFC",
     "decode tok/s",
-    "total tok/s",
+    "output tok/s",
     "chk",
     "spread",
     "hit %",
@@ -69,18 +70,66 @@ def _row(result: RunResult, cell: CellSummary) -> list[str]:
     ]
 
 
-def table(result: RunResult) -> str:
-    rows = [list(HEADERS)] + [_row(result, cell) for cell in result.cells]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
+# What our own columns mean; the formulas are in docs/bench.md.
+LEGEND = """\
+TTFT cold: median time to first token of never-seen prefixes sent alone; TTFT warm: the cell's
+  median with every prompt cached; TTFC: to the first answer token (reasoning excluded)
+decode tok/s: per user, 1 / ITL median; output tok/s: output tokens / round wall (vLLM's
+  output_throughput); values are medians of the rounds
+chk: decode x c / output tok/s (about 1 = decoding; much more = queueing or prefill)
+spread: (max - min) / median between rounds (the larger of decode's and output's)
+hit %: prefix-cache hits / queries; acc %: accepted / draft spec tokens (from /metrics deltas)
+empty: answers with neither text nor a tool call / requests that succeeded"""
+
+LATENCY_HEADERS = ("context", "c", "metric", "mean", "median", "p90", "p99")
+THROUGHPUT_HEADERS = (
+    "context",
+    "c",
+    "completed",
+    "failed",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+)
+
+
+def _layout(rows: list[list[str]], left: tuple[int, ...]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
-            v.rjust(w) if i not in (0, len(HEADERS) - 1) else v.ljust(w)
-            for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            v.ljust(w) if i in left else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in rows
     ]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
+
+
+def table(result: RunResult) -> str:
+    rows = [list(HEADERS)] + [_row(result, cell) for cell in result.cells]
+    return _layout(rows, (0, len(HEADERS) - 1))
+
+
+def latency_table(result: RunResult) -> str:
+    """TTFT, TPOT, ITL, E2EL in ms, then the throughputs, under `vllm bench serve`'s names."""
+    rows = [list(LATENCY_HEADERS)]
+    for cell in result.cells:
+        m = cell.vllm_bench
+        for i, name in enumerate(("ttft", "tpot", "itl", "e2el")):
+            stats = [number(m[f"{k}_{name}_ms"], 2) for k in ("mean", "median", "p90", "p99")]
+            where = [cell.context, str(cell.concurrency)] if i == 0 else ["", ""]
+            rows.append([*where, f"{name.upper()} (ms)", *stats])
+    throughput = [list(THROUGHPUT_HEADERS)] + [
+        [
+            cell.context,
+            str(cell.concurrency),
+            str(cell.vllm_bench["completed"]),
+            str(cell.vllm_bench["failed"]),
+            *(number(cell.vllm_bench[k], 2) for k in THROUGHPUT_HEADERS[4:]),
+        ]
+        for cell in result.cells
+    ]
+    return _layout(rows, (0, 2)) + "\n\n" + _layout(throughput, (0,))
 
 
 def explain(result: RunResult) -> str:

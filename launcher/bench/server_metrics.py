@@ -10,11 +10,11 @@ models) are summed. The server's age comes from `process_start_time_seconds`, el
 
 from __future__ import annotations
 
+import contextlib
 import math
-import re
 from dataclasses import dataclass, field
 
-_SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+from prometheus_client.parser import text_string_to_metric_families
 
 PREFIX_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
 PREFIX_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
@@ -29,26 +29,34 @@ PROCESS_START = "process_start_time_seconds"
 
 
 def parse_text(text: str) -> dict[str, float]:
-    """Prometheus text format → {sample name: sum over its label sets}."""
+    """Prometheus text format → {sample name: sum over its label sets} (`_created`: the earliest).
+
+    prometheus_client's own parser reads the page (label values may hold `}` or escaped quotes).
+    It rejects a whole page for one malformed line, so a page that fails is read again line by
+    line and only the lines that do not parse are dropped.
+    """
     sums: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match.group("value"))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        name = match.group("name")
-        if name.endswith("_created"):
-            sums[name] = min(sums.get(name, value), value)
-        else:
-            sums[name] = sums.get(name, 0.0) + value
+    try:
+        _add(sums, text)
+    except ValueError:
+        sums.clear()
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                with contextlib.suppress(ValueError):
+                    _add(sums, line + "\n")
     return sums
+
+
+def _add(sums: dict[str, float], text: str) -> None:
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name, value = sample.name, float(sample.value)
+            if math.isnan(value):
+                continue
+            if name.endswith("_created"):
+                sums[name] = min(sums.get(name, value), value)
+            else:
+                sums[name] = sums.get(name, 0.0) + value
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,15 +15,24 @@ from launcher.bench.client import Client
 from launcher.bench.options import DEFAULT_CONTEXTS, BenchOptions, parse_concurrency
 from launcher.bench.plots import plot
 from launcher.bench.progress import Progress
-from launcher.bench.report import RecordSink, explain, table, write_summary
+from launcher.bench.report import LEGEND, RecordSink, explain, latency_table, table, write_summary
 from launcher.bench.results import RunResult
 from launcher.bench.runner import Runner
 from launcher.bench.target import Endpoint, api_key_from_env, discover, from_profile, from_url
-from launcher.errors import BadInput
+from launcher.errors import BadInput, NothingMeasured
+from launcher.help_groups import GroupedCommand
 from launcher.settings import GlobalOptions
 
 
-@click.command("bench")
+@click.command(
+    "bench",
+    cls=GroupedCommand,
+    option_groups={
+        "Server (one of --url, --profile)": ["url", "profile", "model", "api_key_env"],
+        "Workload": ["concurrency", "contexts", "rounds", "max_tokens", "prompts", "temperature"],
+        "Output": ["out_dir", "as_json", "no_plots"],
+    },
+)
 @click.option("--url", metavar="URL", help="The server to measure, e.g. http://127.0.0.1:8000.")
 @click.option(
     "--profile", "profile", metavar="NAME", help="Measure the server profile NAME describes (must run)."
@@ -71,7 +81,7 @@ def bench_cmd(
     as_json: bool,
     no_plots: bool,
 ) -> None:
-    """Measure TTFT (cold and warm), TTFC, ITL, decode and total tok/s across concurrency and context
+    """Measure TTFT (cold and warm), TTFC, TPOT, ITL, decode and output tok/s across concurrency and context
     length, and flag every known benchmarking trap.
 
     \b
@@ -99,7 +109,11 @@ def bench_cmd(
     run_id = uuid.uuid4().hex[:8]
     folder = out_dir or Path("out") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{run_id}"
     result = asyncio.run(_measure(endpoint, bench, run_id, folder))
-    summary = result.as_json()
+    summary = {
+        "profile": profile,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **result.as_json(),
+    }
     summary["files"] = {"requests": str(folder / "requests.jsonl"), "summary": str(folder / "summary.json")}
     if not no_plots:
         written, note = plot(summary, folder)
@@ -109,13 +123,34 @@ def bench_cmd(
     write_summary(folder / "summary.json", summary)
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
-        return
+    else:
+        _print_report(result, summary, folder)
+    _refuse_empty(result, folder)
+
+
+def _print_report(result: RunResult, summary: dict[str, Any], folder: Path) -> None:
     click.echo(table(result))
+    click.echo(LEGEND)
+    click.echo()
+    click.echo(latency_table(result))
     click.echo()
     click.echo(explain(result) + "".join(f"\nnote: {n}" for n in summary["notes"][len(result.notes) :]))
     click.echo(
         f"\nwritten: {folder}/summary.json, {folder}/requests.jsonl"
         + "".join(f", {p}" for p in summary["files"].get("plots", []))
+    )
+
+
+def _refuse_empty(result: RunResult, folder: Path) -> None:
+    """Exit 1 when no request of any cell succeeded: a report of dashes is not a measurement."""
+    if any(cell.vllm_bench["completed"] for cell in result.cells):
+        return
+    failed = [r for cell in result.cells for r in cell.records if not r.ok]
+    why = f"all {len(failed)} timed requests failed" if failed else "no cell was run"
+    first = next((r.error or f"HTTP {r.status}" for r in failed), None)
+    raise NothingMeasured(
+        f"nothing was measured: {why}" + (f" (first: {first})" if first else ""),
+        hint=f"see {folder}/requests.jsonl and the notes above",
     )
 
 

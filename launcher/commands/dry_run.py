@@ -11,7 +11,7 @@ import click
 
 from launcher.errors import ExitCode
 from launcher.profile.diff import Change, diff_launches
-from launcher.profile.kvpool import kv_pool_report
+from launcher.profile.kvpool import KvPool, kv_pool
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv, redact_env
 from launcher.settings import GlobalOptions
@@ -25,11 +25,11 @@ def run_dry_run(
     store = StateStore(options.state_dir)
     baseline_label, changes = _baseline_diff(plan, options.profiles_dir, store)
     facts = store.last_facts(name) if options.state_dir.exists() else None
-    kv_line = kv_pool_report(plan.args, facts)
+    pool = kv_pool(plan.args, facts)
     if as_json:
-        click.echo(json.dumps(_as_json(plan, baseline_label, changes, kv_line), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(_as_json(plan, baseline_label, changes, pool), indent=2, ensure_ascii=False))
     else:
-        _print_human(plan, explain, baseline_label, changes, kv_line)
+        _print_human(plan, explain, baseline_label, changes, pool)
     return int(ExitCode.BAD_INPUT) if plan.errors else int(ExitCode.OK)
 
 
@@ -54,7 +54,7 @@ def _baseline_diff(
 
 
 def _as_json(
-    plan: LaunchPlan, baseline: str | None, changes: list[Change], kv_line: str | None
+    plan: LaunchPlan, baseline: str | None, changes: list[Change], pool: KvPool | None
 ) -> dict[str, Any]:
     return {
         "profile": plan.name,
@@ -68,14 +68,14 @@ def _as_json(
         "schema": plan.schema_origin,
         "fingerprint": plan.fingerprint(),
         "diff": {"against": baseline, "changes": [c.to_json() for c in changes]},
-        "kv_pool": kv_line,
-        "warnings": list(plan.warnings),
+        "kv_pool": pool.as_json() if pool else None,
+        "warnings": list(plan.warnings) + ([pool.warning] if pool and pool.warning else []),
         "errors": list(plan.errors),
     }
 
 
 def _print_human(
-    plan: LaunchPlan, explain: bool, baseline: str | None, changes: list[Change], kv_line: str | None
+    plan: LaunchPlan, explain: bool, baseline: str | None, changes: list[Change], pool: KvPool | None
 ) -> None:
     echo = click.echo
     chain = " ← ".join(plan.profile.chain)
@@ -107,9 +107,9 @@ def _print_human(
         for change in changes:
             for line in change.lines():
                 echo(f"  {line}")
-    if kv_line:
-        echo(kv_line)
-    for warning in plan.warnings:
+    if pool:
+        echo(pool.line())
+    for warning in [*plan.warnings, *([pool.warning] if pool and pool.warning else [])]:
         echo(click.style("warning: ", fg="yellow") + warning)
     for error in plan.errors:
         echo(click.style("error: ", fg="red") + error)

@@ -5,6 +5,7 @@ Runs no systemctl: it prints the commands to run next, so the operator decides w
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -16,6 +17,17 @@ from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 
 DEFAULT_UNIT_DIR = Path("/etc/systemd/system")
+# systemd's portable user names (and plain uids); anything else would be misread in the unit file
+USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}|[0-9]{1,10}")
+
+
+def _user_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not USER_NAME.fullmatch(value):
+        raise BadInput(
+            f"--user {value!r} is not a user name systemd accepts",
+            hint="letters, digits, '_' and '-', starting with a letter or '_', at most 32; or a uid",
+        )
+    return value
 
 
 @click.command("install-unit")
@@ -27,9 +39,17 @@ DEFAULT_UNIT_DIR = Path("/etc/systemd/system")
     show_default=True,
     help="Where unit files go.",
 )
+@click.option(
+    "--user",
+    metavar="NAME",
+    callback=_user_name,
+    help="Run vLLM as this user (User= in the drop-in) instead of root; needs --profile.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be written; write nothing.")
 @click.pass_context
-def install_unit(ctx: click.Context, profile: str | None, unit_dir: Path, dry_run: bool) -> None:
+def install_unit(
+    ctx: click.Context, profile: str | None, unit_dir: Path, user: str | None, dry_run: bool
+) -> None:
     """Install vllm-gate@.service (instance = profile name) for systemd.
 
     \b
@@ -38,13 +58,15 @@ def install_unit(ctx: click.Context, profile: str | None, unit_dir: Path, dry_ru
     """
     options: GlobalOptions = ctx.obj
     name = profile or (ctx.parent.params.get("profile") if ctx.parent else None)
+    if user and not name:
+        raise BadInput("--user goes in a profile's drop-in", hint="add --profile NAME")
     files = {unit_dir / UNIT_NAME: render_unit(str(launch_executable()))}
     if name:
         plan = build_plan(options.profiles_dir, name)
         plan.raise_for_errors()
         api_key_env = plan.engine.get("api_key_env")
         dropin = render_dropin(
-            name, options.profiles_dir, options.state_dir, str(api_key_env) if api_key_env else None
+            name, options.profiles_dir, options.state_dir, str(api_key_env) if api_key_env else None, user
         )
         files[dropin_path(unit_dir, name)] = dropin
     if dry_run:

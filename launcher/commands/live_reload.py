@@ -6,7 +6,9 @@ side only finds it in the state dir, signals it and waits for the verdict it wri
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -54,9 +56,36 @@ def served_profile(state_dir: Path) -> str:
     raise BadInput(f"several launchers are running: {listing}", hint="name the profile: --profile NAME")
 
 
+class ReloadProgress:
+    """One line per new phase and per new gate result while a reload runs, so a wait of up to
+    30 minutes is never silent, on a terminal or off it. What the status showed before the reload
+    (the last start's phase and gates) is not repeated."""
+
+    def __init__(self, before: dict[str, Any] | None) -> None:
+        self.started = time.monotonic()
+        self.phase = (before or {}).get("phase")
+        self.shown = len((before or {}).get("gates") or [])
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        gates = [g for g in status.get("gates") or [] if isinstance(g, dict)]
+        if status.get("phase") != self.phase:
+            self.phase = status.get("phase")
+            self._say(f"phase {self.phase}")
+            if self.phase == "starting":
+                self.shown = len(gates)  # still the previous start's
+        self.shown = min(self.shown, len(gates))
+        for gate in gates[self.shown :]:
+            self._say(f"gate {gate.get('name')}: {gate.get('verdict')} — {gate.get('summary') or ''}")
+        self.shown = len(gates)
+
+    def _say(self, text: str) -> None:
+        click.echo(f"  [{time.monotonic() - self.started:5.0f}s] {text}")
+
+
 def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     """Reload the profile's launcher and return its verdict as an exit code; 0 when none runs."""
-    from launcher.supervisor.control import reload_and_wait, running_launcher_pid
+    from launcher.supervisor.control import profile_state_dir, reload_and_wait, running_launcher_pid
+    from launcher.supervisor.status import read_status
 
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
@@ -65,7 +94,8 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     click.echo(
         f"launcher pid {pid} serves {profile!r}: reloading it, waiting up to {timeout_s:g} s for the gates"
     )
-    verdict = reload_and_wait(state_dir, profile, timeout_s)
+    before = read_status(profile_state_dir(state_dir, profile) / "status.json")
+    verdict = reload_and_wait(state_dir, profile, timeout_s, on_status=ReloadProgress(before))
     code = verdict.exit_code
     click.echo(VERDICTS.get(code, f"the reload ended with exit code {code}"))
     if verdict.detail:

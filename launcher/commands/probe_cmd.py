@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from launcher.errors import BadInput, ExitCode
+from launcher.help_groups import GroupedCommand
 from launcher.probe.recovery import DEFAULT_RESTORE_TIMEOUT_S
 from launcher.probe.results import (
     DEFAULT_RELEASE_TIMEOUT_S,
@@ -25,7 +26,19 @@ if TYPE_CHECKING:
     from launcher.probe.production import Production
 
 
-@click.command("probe")
+@click.command(
+    "probe",
+    cls=GroupedCommand,
+    option_groups={
+        "What to compare": ["profile", "arm_specs", "runs", "warmup"],
+        "Measurement (overrides the bench preset)": [
+            "preset", "concurrency", "contexts", "rounds", "max_tokens", "prompts",
+        ],
+        "Output": ["out_dir", "as_json", "no_plots"],
+        "Mode": ["dry_run", "recover", "allow_unknown"],
+        "Deadlines": ["stop_timeout_s", "release_timeout_s", "restore_timeout_s"],
+    },
+)  # fmt: skip
 @click.option("--profile", "profile", metavar="NAME", help="The production profile (arm 0).")
 @click.option(
     "--arm",

@@ -113,9 +113,28 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     if not alive and status.get("phase") not in ("stopped", "failed"):
         status["detail"] = f"launcher pid {status.get('launcher_pid')} is gone (last phase {status['phase']})"
         status["phase"] = "stopped"
+    if not alive and status.get("engine_pid"):
+        status["engine_pid"] = None  # the launcher is gone: its engine pid may be anyone's by now
+    if status.get("phase") in ("serving", "serving_last_good"):  # last-good is what serves
+        status.update(_endpoint((store.last_good(name) or {}).get("argv")))
+    status["engine_log"] = str(store.profile_dir(name) / "logs" / "engine.log")  # `launch logs NAME` reads it
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
+
+
+def _endpoint(argv: object) -> dict[str, str]:
+    """URL and model of the promoted launch, from its recorded argv (vLLM's defaults filled in)."""
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return {}
+
+    def after(flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+    host = after("--host") or "0.0.0.0"
+    model = after("--served-model-name") or (argv[argv.index("serve") + 1] if "serve" in argv[:-1] else None)
+    shown = {"url": f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{after('--port') or 8000}"}
+    return {**shown, "model": model} if model else shown
 
 
 def _age(stamp: str) -> float | None:
@@ -126,11 +145,23 @@ def _age(stamp: str) -> float | None:
     return round((datetime.now(UTC) - then).total_seconds(), 1)
 
 
+LABELS = {  # status.json key → what the operator reads
+    "url": "url",
+    "model": "model",
+    "serving_fingerprint": "serving candidate",
+    "engine_pid": "vLLM pid",
+    "uptime_s": "up (s)",
+    "rollback_reason": "last rollback because",
+    "detail": "detail",
+    "engine_log": "vLLM log",
+}
+
+
 def _human(status: dict[str, Any]) -> str:
     lines = [f"{status['profile']}: {status['phase']}"]
-    for key in ("serving_fingerprint", "engine_pid", "uptime_s", "rollback_reason", "detail"):
+    for key, label in LABELS.items():
         if status.get(key) is not None:
-            lines.append(f"  {key.replace('_', ' ')}: {status[key]}")
+            lines.append(f"  {label}: {status[key]}")
     for gate in status.get("gates") or []:
         lines.append(f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}")
     return "\n".join(lines)

@@ -90,12 +90,17 @@ def try_cmd(
                         f"warning: processes left in the engine's group: {list(stopped.leftovers)}", err=True
                     )
             inbox.restore()
+    log = store.profile_dir(name) / "logs" / "try.log"
     if as_json:
         click.echo(
-            json.dumps({"profile": name, "passed": report.passed, "gates": report.to_json()}, indent=2)
+            json.dumps(
+                {"profile": name, "passed": report.passed, "gates": report.to_json(), "engine_log": str(log)},
+                indent=2,
+            )
         )
     else:
         click.echo(render_report(report, f"launch try {name} ({candidate.label})"))
+        click.echo(f"vLLM's log: {log} (`launch logs {name} --try`)")
     raise SystemExit(int(ExitCode.OK if report.passed else ExitCode.GATE_FAILED))
 
 

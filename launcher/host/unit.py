@@ -1,7 +1,7 @@
 """The systemd unit `vllm-gate@.service` (instance = profile name) and its per-host drop-in.
 
-Declared once here; `systemd/vllm-gate@.service` in the repository is `render_unit("launch")` and a
-test keeps the two equal. `launch install-unit` writes it with the absolute path of `launch`.
+Declared once here; `systemd/vllm-gate@.service` in the repository is `render_unit(SHIPPED_LAUNCH)`
+and a test keeps the two equal. `launch install-unit` writes it with the absolute path of `launch`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ UNIT_NAME = "vllm-gate@.service"
 ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 # A unit name's instance part: what `launch --profile` accepts is a subset of what systemd allows.
 INSTANCE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+# User=: the portable user-name subset (useradd's default rule; systemd accepts at least these).
+USER_RE = re.compile(r"\A[a-z_][a-z0-9_-]{0,31}\Z")
+# The repository's copy must pass `systemd-analyze verify` as shipped: a bare `launch` fails it
+# ("Command launch is not executable"); env finds `launch` on the service PATH and execs it (same pid).
+SHIPPED_LAUNCH = "/usr/bin/env launch"
 DROPIN_NAME = "10-host.conf"
 
 UNIT_TEMPLATE = """\
@@ -56,6 +61,25 @@ StateDirectory=vllm-gate
 Environment=PYTHONUNBUFFERED=1
 LimitNOFILE=65536
 
+# Hardening that vLLM on NVIDIA GPUs tolerates (docs/host-safety.md, "The unit's sandbox").
+# Not set, on purpose: PrivateDevices/DevicePolicy/DeviceAllow, ProtectClock, ProtectKernelLogs
+# (each closes or may close the device list, and /dev/nvidia*), MemoryDenyWriteExecute (Triton and
+# CUDA JIT-compile), ProtectHome (model and compile caches live there), ProtectProc (preflight
+# must see other users' vLLM processes), RestrictAddressFamilies (NCCL, RDMA).
+NoNewPrivileges=yes
+PrivateTmp=yes
+ProtectSystem=full
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+ProtectHostname=yes
+RestrictSUIDSGID=yes
+RestrictRealtime=yes
+RestrictNamespaces=yes
+LockPersonality=yes
+SystemCallArchitectures=native
+UMask=0027
+
 [Install]
 WantedBy=multi-user.target
 """
@@ -73,7 +97,7 @@ Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID
 # Secrets never go in a profile or in this file: put `{api_key_env}=...` in this root-only (0600) file.
 EnvironmentFile=-/etc/vllm-gate/{profile}.env
 # Run as a service user instead of root (it needs the GPUs, the model files and the state dir).
-#User=vllm
+{user_line}
 """
 
 
@@ -81,7 +105,9 @@ def render_unit(launch: str) -> str:
     return UNIT_TEMPLATE.format(launch=unit_value(launch, "the launch executable"))
 
 
-def render_dropin(profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None) -> str:
+def render_dropin(
+    profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None, user: str | None = None
+) -> str:
     """The drop-in text; every value is checked against unit-file syntax first, because a newline
     in any of them would become a directive of its own (`ExecStartPre=`, run as root)."""
     if not INSTANCE_RE.match(profile):
@@ -91,7 +117,10 @@ def render_dropin(profile: str, profiles_dir: Path, state_dir: Path, api_key_env
             f"engine.api_key_env = {api_key_env!r}: not an environment variable name",
             hint="use [A-Za-z_][A-Za-z0-9_]*, for example VLLM_API_KEY",
         )
+    if user is not None and not USER_RE.match(user):
+        raise BadInput(f"invalid user name {user!r} for User=", hint="a system user name, e.g. vllm")
     return DROPIN_TEMPLATE.format(
+        user_line=f"User={user}" if user else "#User=vllm",
         profile=profile,
         profiles_dir=_unit_path(profiles_dir),
         state_dir=_unit_path(state_dir),

@@ -51,7 +51,7 @@ METRICS: dict[str, MetricInfo] = {
     "cold_ttft_s": MetricInfo("TTFT cold", "s", Better.LOWER),
     "ttft_s": MetricInfo("TTFT warm", "s", Better.LOWER),
     "decode_tok_s": MetricInfo("decode tok/s", "tok/s", Better.HIGHER),
-    "total_tok_s": MetricInfo("total tok/s", "tok/s", Better.HIGHER),
+    "total_tok_s": MetricInfo("output tok/s", "tok/s", Better.HIGHER),
 }
 
 

@@ -24,16 +24,24 @@ def plot(compared: Sequence[ArmResult], path: Path) -> str | None:
     measured = [a for a in compared if a.stats]
     if not measured:
         return "probe.png skipped: no arm was measured"
-    metrics = [m for m in METRICS if any(k.metric == m for a in measured for k in a.stats)]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.0), squeeze=False)
-    for axis, metric in zip(axes[0], metrics, strict=True):
-        _panel(axis, measured, metric)
-    fig.suptitle("launch probe: arms (bars: median of runs; whiskers: min–max of runs)")
-    fig.tight_layout()
+    fig = figure(plt, measured)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return None
+
+
+def figure(plt: Any, measured: Sequence[ArmResult]) -> Any:
+    """The figure, not yet saved; one legend for all panels, below them, where it covers no bar."""
+    metrics = [m for m in METRICS if any(k.metric == m for a in measured for k in a.stats)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.6), squeeze=False)
+    for axis, metric in zip(axes[0], metrics, strict=True):
+        _panel(axis, measured, metric)
+    fig.suptitle("launch probe: arms (bars: median of runs; whiskers: min–max of runs)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="arm", loc="lower center", ncol=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
 
 
 def _panel(axis: Any, arms: Sequence[ArmResult], metric: str) -> None:
@@ -56,8 +64,8 @@ def _panel(axis: Any, arms: Sequence[ArmResult], metric: str) -> None:
     info = METRICS[metric]
     axis.set_title(f"{info.label} ({info.better} is better)")
     axis.set_ylabel(info.unit)
+    axis.set_ylim(bottom=0)
     axis.grid(True, axis="y", alpha=0.3)
-    axis.legend(fontsize="small")
 
 
 def _cell(key: MetricKey) -> str:

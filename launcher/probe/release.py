@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from tenacity import RetryCallState, Retrying, retry_if_result, wait_fixed
+
 from gates.context import Clock
 from launcher.errors import GateFailed
 from launcher.host.gpu import GIB, GpuDevice, GpuProbe, NvmlProbe, resolve_device
@@ -20,6 +22,7 @@ from launcher.host.report import CheckStatus
 from launcher.profile.plan import LaunchPlan
 
 POLL_S = 0.1
+WAIT_NOTE_EVERY_S = 5.0
 
 
 class NotReleased(GateFailed):
@@ -43,30 +46,49 @@ def wait_released(
     deadline: float,
     clock: Clock,
     probe_factory: Callable[[], GpuProbe] = NvmlProbe,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Release:
     """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline."""
     started = clock.monotonic()
     demand = gpu_demand(plan)
     with probe_factory() as probe:
-        while True:
+
+        def look() -> tuple[bool, str, bool, str]:
             port = check_port(plan.host, plan.port)
             port_free = port.status is not CheckStatus.REFUSED
             if demand.uses_gpu:
                 gpus_ok, gpu_text = _gpus(probe, demand, gone_pids)
             else:
                 gpus_ok, gpu_text = True, f"GPU memory not checked: {demand.no_gpu_reason}"
-            if port_free and gpus_ok:
-                return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
-            if clock.monotonic() >= deadline:
-                held = [] if port_free else [port.detail]
-                held += [] if gpus_ok else [gpu_text]
-                raise NotReleased(
-                    f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: "
-                    + "; ".join(held),
-                    hint="an arm must never start on GPUs another model still holds; "
-                    "`launch preflight --profile NAME` names the holders",
-                )
-            clock.sleep(POLL_S)
+            return port_free, port.detail, gpus_ok, gpu_text
+
+        said = [started]
+
+        def tell(state: RetryCallState) -> None:  # a wait of up to 300 s is never silent
+            if on_wait is None or clock.monotonic() - said[0] < WAIT_NOTE_EVERY_S or state.outcome is None:
+                return
+            said[0] = clock.monotonic()
+            port_free, port_detail, gpus_ok, gpu_text = state.outcome.result()
+            held = ([] if port_free else [port_detail]) + ([] if gpus_ok else [gpu_text])
+            on_wait(f"waiting {said[0] - started:.0f} s for the stopped server to let go: " + "; ".join(held))
+
+        # tenacity polls; its stop reads *our* clock (a fake one in tests), and sleeps through it
+        port_free, port_detail, gpus_ok, gpu_text = Retrying(
+            before_sleep=tell,
+            retry=retry_if_result(lambda seen: not (seen[0] and seen[2])),
+            stop=lambda _state: clock.monotonic() >= deadline,
+            wait=wait_fixed(POLL_S),
+            sleep=clock.sleep,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        )(look)
+    if port_free and gpus_ok:
+        return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
+    held = ([] if port_free else [port_detail]) + ([] if gpus_ok else [gpu_text])
+    raise NotReleased(
+        f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: " + "; ".join(held),
+        hint="an arm must never start on GPUs another model still holds; "
+        "`launch preflight --profile NAME` names the holders",
+    )
 
 
 def _gpus(probe: GpuProbe, demand: GpuDemand, gone_pids: Collection[int]) -> tuple[bool, str]:

@@ -69,6 +69,7 @@ class Trial:
                 clock=self.clock,
                 probe_factory=self.probe_factory,
                 deadline=self.clock.monotonic() + self.settings.release_timeout_s,
+                on_wait=self.progress.message,
             ).describe()
             if self.hooks.preflight is not None:
                 self.hooks.preflight(candidate)

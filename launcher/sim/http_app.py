@@ -11,9 +11,8 @@ from aiohttp import web
 from launcher.sim import serving
 from launcher.sim.host_metrics import gc_lines, http_lines, process_lines
 from launcher.sim.metrics_text import MetricsText
-from launcher.sim.openai_api import dumps, error_body, render_chat, render_completion
+from launcher.sim.openai_api import dumps
 from launcher.sim.state import STATE, ServerState
-from launcher.sim.toolcalls import RequestInvalid
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 ROUTES: tuple[tuple[str, str], ...] = (
@@ -22,7 +21,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/version", "GET"),
     ("/load", "GET"),
     ("/metrics", "GET"),
-    ("/tokenize", "POST"),
+    ("/tokenize", "POST"),  # vLLM serves it from 0.6.0 on (0.26.0: record/eager/tokenize.json)
     ("/v1/models", "GET"),
     ("/v1/chat/completions", "POST"),
     ("/v1/completions", "POST"),
@@ -142,29 +141,6 @@ async def metrics(request: web.Request) -> web.Response:
     )
 
 
-async def tokenize(request: web.Request) -> web.Response:
-    """`POST /tokenize` (0.26.0, record/eager/tokenize.json): a completion prompt or chat messages."""
-    state = request.app[STATE]
-    try:
-        body = await request.json()
-        prompt = (
-            render_chat(body["messages"], body.get("tools"))
-            if "messages" in body
-            else render_completion(body.get("prompt"))
-        )
-    except (ValueError, KeyError, TypeError, AttributeError, RequestInvalid):
-        return web.json_response(
-            dumps=dumps, data=error_body("Invalid tokenize request.", "BadRequestError", 400), status=400
-        )
-    data = {
-        "count": len(prompt.ids),
-        "max_model_len": state.cfg.max_model_len,
-        "tokens": prompt.ids,
-        "token_strs": None,
-    }
-    return web.json_response(dumps=dumps, data=data)
-
-
 async def not_found(request: web.Request) -> web.Response:
     return web.json_response(dumps=dumps, data={"detail": "Not Found"}, status=404)
 
@@ -178,8 +154,8 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_get("/version", version)
     app.router.add_get("/load", load)
     app.router.add_get("/metrics", metrics)
-    app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/chat/completions", serving.chat_completions)
     app.router.add_post("/v1/completions", serving.completions)
+    app.router.add_post("/tokenize", serving.tokenize)
     return app

@@ -186,3 +186,23 @@ async def completions(request: web.Request) -> web.StreamResponse:
     )
     rid = api.request_id("cmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
     return await deliver(request, state, body, rid, prompt, plan, chat=False)
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    """`POST /tokenize` (vLLM 0.26.0 `serve/tokenize`): `messages` (chat template applied) or
+    `prompt`; answers `{"count", "max_model_len", "tokens", "token_strs"}`, as recorded on the H200."""
+    state = request.app[STATE]
+    try:
+        body = await _body(request)
+        _check_common(state, body)
+        if "messages" in body:
+            prompt = api.render_chat(body.get("messages"), body.get("tools") or None)
+        else:
+            prompt = api.render_completion(body.get("prompt"))
+    except RequestInvalid as err:
+        return _error(err.message, 400, "BadRequestError", err.param)
+    except LookupError as err:
+        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+    ids = list(prompt.ids)
+    data = {"count": len(ids), "max_model_len": state.cfg.max_model_len, "tokens": ids, "token_strs": None}
+    return web.json_response(dumps=dumps, data=data)

@@ -62,11 +62,13 @@ def reload_and_wait(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    on_status: Callable[[dict[str, Any]], None] | None = None,
 ) -> Verdict:
     """Ask the profile's launcher to reload (a request with its own id, then SIGHUP) and wait for
     that request's verdict: 0 serving the change or already serving it, 3 serving last-good, 4 the
     candidate was refused and the engine kept, 2 the profile does not render, 1 failed.
-    GateFailed when no verdict comes, with what the state dir says of why."""
+    GateFailed when no verdict comes, with what the state dir says of why. `on_status` sees each
+    status read while waiting (progress for a wait of up to 30 minutes)."""
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         raise GateFailed(
@@ -77,6 +79,10 @@ def reload_and_wait(
     os.kill(pid, signal.SIGHUP)
     deadline = clock() + timeout_s
     while True:
+        if on_status is not None:
+            status = read_status(profile_dir / "status.json")
+            if status is not None:
+                on_status(status)
         found = reload_requests.verdict(profile_dir, rid)
         if found is not None:
             return found

@@ -16,6 +16,8 @@ class Notifier(Protocol):
 
     def watchdog(self) -> object: ...
 
+    def extend_timeout(self, seconds: float) -> object: ...
+
 
 class NullNotifier:
     """Not under systemd: nothing to tell."""
@@ -33,4 +35,7 @@ class NullNotifier:
         pass
 
     def watchdog(self) -> None:
+        pass
+
+    def extend_timeout(self, seconds: float) -> None:
         pass

@@ -12,6 +12,9 @@ import structlog
 
 from gates.outcome import Outcome
 from launcher.logfacts.events import EventKind, LogEvent
+from launcher.supervisor.notify_port import Notifier
+from launcher.supervisor.status import Phase
+from launcher.terminal import colour_allowed, is_journal
 
 log = structlog.get_logger("vllm-gate")
 
@@ -27,10 +30,45 @@ SHOWN_EVENTS = {
 }
 
 
+# The one mapping from event name to level (journald priority): `journalctl -p warning` shows
+# exactly the gate failures, the rollbacks and everything worse. Names not listed are info.
+EVENT_LEVELS = {
+    "gate.fail": "warning",
+    "gate.error": "error",
+    "phase.serving_last_good": "warning",  # rolled back: the candidate was rejected
+    "phase.failed": "error",  # refused, or nothing could be served
+    "engine.failed": "error",  # vLLM's startup died
+    "engine.engine_died": "error",
+}
+SYSLOG_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
+
+
+_LEVEL_NUMBERS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+
+def level_of(event: str) -> str:
+    return EVENT_LEVELS.get(event, "info")
+
+
+def journal_prefixed(renderer: Any, stream: TextIO) -> Any:
+    """Prefix each rendered line with journald's `<N>` priority when `stream` is the journal's
+    (systemd sets JOURNAL_STREAM to its `device:inode`; a redirected stderr is not the journal)."""
+    if not is_journal(stream):
+        return renderer
+
+    def render(logger: Any, name: str, event_dict: Any) -> str:
+        priority = SYSLOG_PRIORITY.get(str(event_dict.get("level")), 6)
+        return f"<{priority}>" + str(renderer(logger, name, event_dict))
+
+    return render
+
+
 def configure_logging(stream: TextIO = sys.stderr) -> None:
-    """structlog: console renderer on a TTY, JSON lines otherwise."""
+    """structlog: console renderer on a TTY, JSON lines otherwise (with `<N>` under journald)."""
     renderer: Any = (
-        structlog.dev.ConsoleRenderer() if stream.isatty() else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer(colors=colour_allowed())
+        if stream.isatty()
+        else journal_prefixed(structlog.processors.JSONRenderer(), stream)
     )
     structlog.configure(
         processors=[
@@ -43,9 +81,18 @@ def configure_logging(stream: TextIO = sys.stderr) -> None:
     )
 
 
+# While a start is under way every progress line also goes to systemd: STATUS= (what
+# `systemctl status` shows) and EXTEND_TIMEOUT_USEC= (a start that keeps making progress may run
+# past TimeoutStartSec; one silent for this long after it is still stopped). Once serving, the
+# supervisor's own READY/STATUS stand.
+EXTEND_WHILE_STARTING_S = 600.0
+STARTING_PHASES = frozenset({Phase.STARTING, Phase.GATING, Phase.ROLLING_BACK})
+
+
 class Progress:
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, stream: TextIO = sys.stderr, notifier: Notifier | None = None) -> None:
         self.stream = stream
+        self.notifier = notifier
         self.tty = stream.isatty()
         self.started = time.monotonic()
         self.phase = "starting"
@@ -55,7 +102,7 @@ class Progress:
     def set_phase(self, phase: str, **fields: Any) -> None:
         self.phase = phase
         self.step = ""
-        self._show(f"phase {phase}", **fields)
+        self._show(f"phase {phase}", event=f"phase.{phase}", **fields)
 
     def on_log_event(self, event: LogEvent) -> None:
         label = SHOWN_EVENTS.get(event.kind)
@@ -73,27 +120,45 @@ class Progress:
             return
         self.step = label
         self._show(
-            label, transient=transient, log_line=event.line if event.kind is EventKind.FAILED else None
+            label,
+            transient=transient,
+            event=f"engine.{event.kind}",
+            log_line=event.line if event.kind is EventKind.FAILED else None,
         )
 
     def on_gate(self, index: int, total: int, name: str, outcome: Outcome | None) -> None:
+        where: dict[str, Any] = {"gate": name, "index": index + 1, "total": total}
         if outcome is None:
             self.step = f"gate {index + 1}/{total} {name}"
-            self._show(self.step)
+            self._show(self.step, event="gate.start", **where)
         else:
-            self._show(f"gate {index + 1}/{total} {name}: {outcome.verdict}", summary=outcome.summary)
+            text = f"gate {index + 1}/{total} {name}: {outcome.verdict}"
+            self._show(text, event=f"gate.{outcome.verdict}", summary=outcome.summary, **where)
 
     def message(self, text: str, **fields: Any) -> None:
         self._show(text, **fields)
 
-    def _show(self, text: str, transient: bool = False, **fields: Any) -> None:
+    def _show(self, text: str, transient: bool = False, event: str = "message", **fields: Any) -> None:
+        """One line on a TTY; else one event: a stable name, its level, its fields, the text in `msg`."""
         elapsed = time.monotonic() - self.started
         fields = {k: v for k, v in fields.items() if v is not None}
+        # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
+        step = not event.startswith("phase.")
+        if self.notifier is not None and step and self.phase in STARTING_PHASES and not transient:
+            self.notifier.status(f"{self.phase}: {text}")
+            self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
         with self._lock:
             if self.tty:
-                extra = "".join(f" {k}={v}" for k, v in fields.items())
+                extra = "".join(f" {k}={v}" for k, v in fields.items() if k not in ("gate", "index", "total"))
                 end = "" if transient else "\n"
                 self.stream.write(f"\r\x1b[K[{elapsed:6.1f}s] {self.phase}: {text}{extra}{end}")
                 self.stream.flush()
             else:
-                log.info(text, phase=self.phase, elapsed_s=round(elapsed, 2), **fields)
+                log.log(
+                    _LEVEL_NUMBERS[level_of(event)],
+                    event,
+                    msg=text,
+                    phase=self.phase,
+                    elapsed_s=round(elapsed, 2),
+                    **fields,
+                )

@@ -15,7 +15,7 @@ import time
 from contextlib import ExitStack
 
 from gates.chain import ChainReport
-from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.errors import ExitCode, PreflightRefused
 from launcher.host.orphans import deployment_id
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
@@ -50,7 +50,7 @@ class Supervisor(Reloading):
         self.profile = profile
         self.allow_unknown = allow_unknown
         self.hooks = hooks or Hooks()
-        self.progress = progress or Progress()
+        self.progress = progress or Progress(notifier=self.hooks.notifier)  # STATUS= while starting
         # Every state write goes through the bookkeeping: a full disk never stops a healthy engine.
         self.books = Bookkeeping(self.hooks.notifier.status)
         self.store = StateStore(options.state_dir, write=self.books.write_file)

@@ -112,7 +112,39 @@ def test_table_output_and_explanations(sim: SimHandle, tmp_path: Path) -> None:
     assert lines[0].split()[:4] == ["context", "c", "TTFT", "cold"]
     assert lines[2].split()[:2] == ["short", "2"]
     assert any(line.startswith("short: ") and "cold proven" in line for line in lines)
+    assert any(line.startswith("chk: decode x c / output tok/s") for line in lines)  # the legend
+    assert any(line.split()[:3] == ["context", "c", "metric"] for line in lines)
+    ttft = next(line.split() for line in lines if "TTFT (ms)" in line)
+    assert ttft[:4] == ["short", "2", "TTFT", "(ms)"] and all(float(v) > 0 for v in ttft[4:8])
+    assert any("output_throughput" in line and "total_token_throughput" in line for line in lines)
     assert (tmp_path / "t" / "summary.json").exists() and (tmp_path / "t" / "requests.jsonl").exists()
+
+
+def test_cells_carry_vllm_bench_serve_names_in_ms_and_tok_s(run: tuple[dict, Path]) -> None:
+    summary, out = run
+    entry = cell(summary, "short", 4)
+    timed = requests_of(out, phase="timed", context="short", concurrency=4)
+    assert entry["completed"] == len(timed) and entry["failed"] == 0
+    ttfts_ms = sorted(r["ttft_s"] * 1000 for r in timed)
+    assert ttfts_ms[0] <= entry["median_ttft_ms"] <= ttfts_ms[-1]
+    for name in ("ttft", "tpot", "itl", "e2el"):
+        stats = [entry[f"{k}_{name}_ms"] for k in ("median", "p90", "p99")]
+        assert 0 < stats[0] <= stats[1] <= stats[2], (name, stats)
+        assert entry[f"mean_{name}_ms"] > 0
+    assert entry["median_tpot_ms"] == pytest.approx(1000 / entry["decode_tok_s"], rel=0.35)
+    assert entry["output_throughput"] == pytest.approx(entry["total_tok_s"], rel=0.35)
+    assert entry["total_token_throughput"] > entry["output_throughput"]
+
+
+def test_a_run_that_measured_nothing_exits_1(tmp_path: Path) -> None:
+    # the engine dies after two requests: every timed request gets vLLM's HTTP 500 afterwards
+    with running_sim([*FAST, "--sim-crash-after-requests", "2"], speed=SPEED) as sim:
+        done = launch_bench(["--url", sim.url, "--json", *SMALL], tmp_path / "dead")
+    assert done.returncode == 1, done.stderr
+    assert "error: nothing was measured" in done.stderr and "Traceback" not in done.stderr
+    summary = json.loads(done.stdout)  # the evidence is still printed and written
+    assert all(c["completed"] == 0 and c["failed"] > 0 for c in summary["cells"])
+    assert (tmp_path / "dead" / "summary.json").exists()
 
 
 def test_missing_api_key_is_a_clear_error(sim: SimHandle, tmp_path: Path) -> None:

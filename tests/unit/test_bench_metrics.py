@@ -111,3 +111,29 @@ def test_real_vllm_metrics_give_the_runs_deltas() -> None:
         delta.generation_tokens
         == after["vllm:generation_tokens_total"] - fresh["vllm:generation_tokens_total"]
     )
+
+
+def test_label_values_holding_braces_and_quotes_are_counted() -> None:
+    # the hand-written parser dropped these: its regex ended the label set at the first `}`
+    text = (
+        "# TYPE vllm:generation_tokens counter\n"
+        'vllm:generation_tokens_total{engine="0",model_name="m{x}y"} 5.0\n'
+        'vllm:generation_tokens_total{engine="1",model_name="q\\"}\\"z"} 7.0\n'
+    )
+    assert parse_text(text)["vllm:generation_tokens_total"] == 12.0
+
+
+def test_one_malformed_line_loses_only_itself() -> None:
+    text = (
+        "vllm:prompt_tokens_total 10\n"
+        'vllm:broken{engine="0" not a sample\n'
+        'vllm:generation_tokens_total{engine="0"} 3\n'
+    )
+    assert parse_text(text) == {"vllm:prompt_tokens_total": 10.0, "vllm:generation_tokens_total": 3.0}
+
+
+def test_the_real_0_26_page_reads_whole() -> None:
+    page = Path(__file__).resolve().parents[1] / "data" / "bench" / "vllm-0.26.0-metrics-after.txt"
+    samples = parse_text(page.read_text(encoding="utf-8"))
+    assert samples["vllm:spec_decode_num_accepted_tokens_total"] == 310.0
+    assert samples["vllm:prefix_cache_queries_total"] > 0 and "process_start_time_seconds" in samples

@@ -50,3 +50,48 @@ def test_with_matplotlib_two_pngs_are_written(tmp_path: Path) -> None:
     assert note is None
     assert sorted(p.name for p in written) == ["throughput_vs_concurrency.png", "ttft_vs_context.png"]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
+
+
+def _figures() -> dict[str, object]:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from launcher.bench.plots import figures
+
+    summary = {**SUMMARY, "profile": "demo", "date": "2026-12-01 06:04 UTC", "run_id": "ab12cd34"}
+    summary["server"] = {"model": "tiny-qwen", "url": "http://127.0.0.1:8000"}
+    return figures(plt, summary)
+
+
+def test_every_plot_is_titled_with_model_profile_date_and_run() -> None:
+    for fig in _figures().values():
+        text = fig._suptitle.get_text()  # type: ignore[attr-defined]
+        for part in ("tiny-qwen", "profile demo", "2026-12-01", "ab12cd34"):
+            assert part in text, text
+
+
+def test_axes_are_linear_zero_based_with_units_and_the_measured_levels_as_ticks() -> None:
+    figs = _figures()
+    throughput = figs["throughput_vs_concurrency.png"].axes  # type: ignore[attr-defined]
+    ttft = figs["ttft_vs_context.png"].axes  # type: ignore[attr-defined]
+    for axis in [*throughput, *ttft]:
+        assert axis.get_yscale() == "linear" and axis.get_xscale() == "linear"
+        assert axis.get_ylim()[0] == 0
+        assert "(" in axis.get_ylabel() and ")" in axis.get_ylabel()  # a unit: (tok/s), (ms)
+    for axis in throughput:
+        assert list(axis.get_xticks()) == [1, 2, 4, 8]
+    assert ttft[0].get_ylabel() == "TTFT (ms)"
+    assert max(ttft[0].lines[0].get_ydata()) == pytest.approx(900.0)  # 0.9 s shown as 900 ms
+
+
+def test_legends_sit_outside_every_axis() -> None:
+    for fig in _figures().values():
+        assert fig.legends, "a figure-level legend"  # type: ignore[attr-defined]
+        assert all(axis.get_legend() is None for axis in fig.axes)  # type: ignore[attr-defined]
+        fig.canvas.draw()  # type: ignore[attr-defined]
+        box = fig.legends[0].get_window_extent()  # type: ignore[attr-defined]
+        for axis in fig.axes:  # type: ignore[attr-defined]
+            assert not box.overlaps(axis.get_window_extent()), "the legend covers a plot"

@@ -177,3 +177,32 @@ def test_diff_against_last_promoted_and_kv_pool(shipped_profiles: Path, state_di
     assert "- --max-num-seqs 8" in result.output and "+ --max-num-seqs 32" in result.output
     assert "+ env VLLM_SM70_QWEN_GDN_FULL_FORWARD 0" in result.output
     assert "KV pool 4,319,677 tokens (last run) = 2.1× what 32 full-length requests need" in result.output
+
+
+def test_a_kv_pool_below_one_times_warns_and_its_json_has_numbers(
+    shipped_profiles: Path, state_dir: Path
+) -> None:
+    record_dir = state_dir / "profiles" / "prod"
+    record_dir.mkdir(parents=True)
+    (record_dir / "last_facts.json").write_text(json.dumps({"kv_cache_tokens": 1_677_721}))
+    result = dry_run(shipped_profiles, state_dir, "prod")
+    assert "= 0.8× what 32 full-length requests need (65,536 tokens each)" in result.output
+    assert (
+        "warning: the KV pool holds only 25 of max_num_seqs 32 requests at max_model_len 65,536"
+        in result.output
+    )
+    report = dry_json(shipped_profiles, state_dir, "prod")
+    pool = report["kv_pool"]
+    assert pool["pool_tokens"] == 1_677_721 and pool["need_tokens"] == 32 * 65_536
+    assert pool["max_model_len"] == 65_536 and pool["max_num_seqs"] == 32
+    assert pool["ratio"] == pytest.approx(0.8, abs=0.001) and pool["full_length_requests"] == 25
+    assert pool["warning"] in report["warnings"]
+
+
+def test_a_kv_pool_at_or_above_one_times_has_no_warning(shipped_profiles: Path, state_dir: Path) -> None:
+    record_dir = state_dir / "profiles" / "prod"
+    record_dir.mkdir(parents=True)
+    (record_dir / "last_facts.json").write_text(json.dumps({"kv_cache_tokens": 32 * 65_536}))
+    report = dry_json(shipped_profiles, state_dir, "prod")
+    assert report["kv_pool"]["ratio"] == 1.0 and report["kv_pool"]["warning"] is None
+    assert not any("KV pool" in w for w in report["warnings"])

@@ -76,3 +76,20 @@ def test_without_nvml_or_a_gpu_only_the_port_is_checked(profiles_dir: Path) -> N
     sim = wait_released(plan(profiles_dir, free_port(), "vllm-sim"), gone_pids=(), deadline=clock.now,
                         clock=clock, probe_factory=FakeGpuProbe)  # fmt: skip
     assert sim.gpus.startswith("GPU memory not checked: the simulator without --sim-gpu-allocate")
+
+
+def test_a_long_wait_says_what_is_still_held_every_few_seconds(profiles_dir: Path) -> None:
+    clock = FakeClock()
+    said: list[str] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(NotReleased):
+            wait_released(plan(profiles_dir, port), gone_pids=(), deadline=clock.now + 12, clock=clock,
+                          probe_factory=FakeGpuProbe, on_wait=said.append)  # fmt: skip
+    assert len(said) == 2  # at 5 s and 10 s of a 12 s wait, not at every 0.1 s poll
+    assert (
+        said[0].startswith("waiting 5 s for the stopped server to let go: ")
+        and f":{port} is in use" in said[0]
+    )

@@ -128,3 +128,22 @@ def test_with_matplotlib_the_png_is_drawn(profiles_dir: Path, tmp_path: Path) ->
     _, compared = probe_result(profiles_dir, tmp_path)
     assert plot(compared, tmp_path / "probe.png") is None
     assert (tmp_path / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_pngs_legend_sits_below_the_panels_and_covers_no_bar(profiles_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from launcher.probe.plot import figure
+
+    _, compared = probe_result(profiles_dir, tmp_path)
+    fig = figure(plt, [a for a in compared if a.stats])
+    fig.canvas.draw()
+    assert len(fig.legends) == 1 and all(axis.get_legend() is None for axis in fig.axes)
+    box = fig.legends[0].get_window_extent()
+    assert not any(box.overlaps(axis.get_window_extent()) for axis in fig.axes)
+    assert all(axis.get_ylim()[0] == 0 for axis in fig.axes)
+    plt.close(fig)

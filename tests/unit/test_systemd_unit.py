@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import launch
-from launcher.host.unit import UNIT_NAME, launch_executable, render_unit
+from launcher.host.unit import SHIPPED_LAUNCH, UNIT_NAME, launch_executable, render_unit
 from tests.conftest import REPO, SHIPPED_PROFILES, tree_snapshot
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -46,16 +46,16 @@ def directives(text: str) -> configparser.ConfigParser:
 
 
 def test_the_repository_unit_is_the_declared_template() -> None:
-    assert (REPO / "systemd" / UNIT_NAME).read_text() == render_unit("launch"), (
+    assert (REPO / "systemd" / UNIT_NAME).read_text() == render_unit(SHIPPED_LAUNCH), (
         "regenerate systemd/vllm-gate@.service"
     )
 
 
 def test_the_unit_says_what_docs_promise() -> None:
-    unit = directives(render_unit("launch"))
+    unit = directives(render_unit(SHIPPED_LAUNCH))
     service = unit["Service"]
     assert (service["Type"], service["NotifyAccess"]) == ("notify", "main")
-    assert service["ExecStart"] == "launch --profile %i"
+    assert service["ExecStart"] == "/usr/bin/env launch --profile %i"
     assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"
     assert (service["Restart"], service["RestartPreventExitStatus"]) == ("on-failure", "2 4")
     assert service["KillMode"] == "control-group"
@@ -109,3 +109,71 @@ def test_systemd_analyze_would_catch_a_broken_unit(tmp_path: Path) -> None:
     )
     _, complaints = verify(units, "vllm-gate@prod.service")
     assert any("Unknown key 'WatchdogSecs'" in line for line in complaints), complaints
+
+
+HARDENING = {
+    "NoNewPrivileges": "yes",
+    "PrivateTmp": "yes",
+    "ProtectSystem": "full",
+    "ProtectKernelTunables": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictSUIDSGID": "yes",
+    "LockPersonality": "yes",
+}
+
+
+def test_the_unit_is_sandboxed_but_keeps_the_gpus_reachable() -> None:
+    service = directives(render_unit(SHIPPED_LAUNCH))["Service"]
+    assert {k: service.get(k) for k in HARDENING} == HARDENING
+    # each of these would close the device list (and /dev/nvidia*) or break CUDA/Triton JIT
+    for key in ("PrivateDevices", "DevicePolicy", "DeviceAllow", "ProtectClock", "ProtectKernelLogs",
+                "MemoryDenyWriteExecute", "ProtectHome", "ProtectProc"):  # fmt: skip
+        assert key not in service, key
+    assert service["StateDirectory"] == "vllm-gate"  # writable under ProtectSystem=full
+
+
+def test_install_unit_user_sets_user_in_the_drop_in(tmp_path: Path) -> None:
+    code, output = install(tmp_path, "--profile", "prod", "--user", "vllm")
+    assert code == 0, output
+    dropin = (tmp_path / "units" / "vllm-gate@prod.service.d" / "10-host.conf").read_text()
+    assert directives(dropin)["Service"]["User"] == "vllm"
+    code, output = install(tmp_path / "plain", "--profile", "prod")
+    dropin = (tmp_path / "plain" / "units" / "vllm-gate@prod.service.d" / "10-host.conf").read_text()
+    assert "User" not in directives(dropin)["Service"] and "#User=vllm" in dropin
+
+
+@pytest.mark.parametrize("user", ["vllm gate", "root\nExecStartPre=/bin/sh", "", "-x", "a" * 40])
+def test_a_user_name_systemd_would_misread_is_bad_input_and_writes_nothing(tmp_path: Path, user: str) -> None:
+    code, output = install(tmp_path, "--profile", "prod", "--user", user)
+    assert code == 2 and "error: --user" in output and "Traceback" not in output, output
+    assert tree_snapshot(tmp_path) == {}
+
+
+def test_user_without_a_profile_is_bad_input(tmp_path: Path) -> None:
+    code, output = install(tmp_path, "--user", "vllm")
+    assert code == 2 and "--profile" in output
+    assert tree_snapshot(tmp_path) == {}
+
+
+@needs_systemd
+def test_the_repository_unit_passes_verify_as_shipped(tmp_path: Path) -> None:
+    shutil.copy(REPO / "systemd" / UNIT_NAME, tmp_path / UNIT_NAME)
+    rc, complaints = verify(tmp_path, "vllm-gate@prod.service")
+    assert (rc, complaints) == (0, [])
+
+
+@needs_systemd
+def test_systemd_analyze_security_rates_the_unit_medium_not_unsafe(tmp_path: Path) -> None:
+    assert SYSTEMD_ANALYZE is not None
+    code, output = install(tmp_path, "--profile", "prod", "--user", "vllm")
+    assert code == 0, output
+    scores = {}
+    for name in ("vllm-gate@.service", "vllm-gate@prod.service"):
+        run = subprocess.run(
+            [SYSTEMD_ANALYZE, "security", "--offline=yes", "--no-pager", name],
+            cwd=tmp_path / "units", capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        line = next(x for x in run.stdout.splitlines() if "Overall exposure level" in x)
+        scores[name] = float(line.split(":")[1].split()[0])
+    # 9.6 UNSAFE before the sandbox; docs/host-safety.md records the figures
+    assert scores["vllm-gate@.service"] <= 7.2 and scores["vllm-gate@prod.service"] <= 6.8, scores
