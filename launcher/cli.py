@@ -32,9 +32,9 @@ Exit codes (docs/exit-codes.md):
   launch preflight                  0 2 4
   launch set --apply, rollback      0 1 2 3 4     (the reload's verdict; 0 also: already served;
                                                    4 and 2: refused, the running engine kept)
-  launch set, install-unit, history, parse-log, bench   0 2
-  launch probe                      0 1 2
-  launch status                     see `launch status --help`
+  launch set, install-unit, history, parse-log, logs    0 2
+  launch bench, check, probe        0 1 2
+  launch status                     0 3 4         (0 serving, 3 not serving, 4 unknown profile)
 """
 
 # name → (module, attribute): each subcommand lives in its own module under launcher/commands/,

@@ -102,7 +102,9 @@ EnvironmentFile=-/etc/vllm-gate/{profile}.env
 
 
 def render_unit(launch: str) -> str:
-    return UNIT_TEMPLATE.format(launch=unit_value(launch, "the launch executable"))
+    """The unit for `launch`: an absolute path checked for unit syntax, or the shipped `env` form."""
+    value = SHIPPED_LAUNCH if launch == SHIPPED_LAUNCH else unit_value(launch, "the launch executable")
+    return UNIT_TEMPLATE.format(launch=value)
 
 
 def render_dropin(

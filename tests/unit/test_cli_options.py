@@ -33,7 +33,7 @@ def test_an_option_before_a_subcommand_goes_to_it_when_it_takes_it(state_dir: Pa
             f'{{"phase": "stopped", "profile": "{name}", "launcher_pid": 0}}'
         )
     result = run(state_dir, "--profile", "prod", "status")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # stopped: not serving (launch status's exit codes)
     assert result.output.startswith("prod: stopped") and "demo" not in result.output
 
 
