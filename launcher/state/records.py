@@ -49,16 +49,22 @@ def _gate_results(value: Any) -> bool:
     )
 
 
+# One check per field of gates.context.Expectations (a test keeps the two in step).
+EXPECTATION_CHECKS: Mapping[str, Check] = {
+    "served_model_names": _str_list,
+    "capture_sizes": _opt(_int_list), "configured_sizes": _opt(_int_list),
+    "enforce_eager": lambda v: isinstance(v, bool), "cudagraph_mode": _opt(_is_str),
+    "max_num_seqs": _opt(_is_int), "decode_query_len": _is_int, "max_model_len": _opt(_is_int),
+    "model_runner": _is_str,
+}  # fmt: skip
+
+
 def _expectations(value: Any) -> bool:
     if not isinstance(value, dict) or not _str_list(value.get("served_model_names")):
         return False
-    optional: dict[str, Check] = {
-        "capture_sizes": _opt(_int_list), "configured_sizes": _opt(_int_list),
-        "enforce_eager": lambda v: isinstance(v, bool), "cudagraph_mode": _opt(_is_str),
-        "max_num_seqs": _opt(_is_int), "decode_query_len": _is_int, "max_model_len": _opt(_is_int),
-    }  # fmt: skip
-    known = {"served_model_names", *optional}
-    return set(value) <= known and all(check(value[k]) for k, check in optional.items() if k in value)
+    return set(value) <= set(EXPECTATION_CHECKS) and all(
+        check(value[k]) for k, check in EXPECTATION_CHECKS.items() if k in value
+    )
 
 
 # Required keys and their checks; optional keys, when present, are checked too.

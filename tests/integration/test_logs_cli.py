@@ -84,7 +84,7 @@ def test_status_names_the_engine_log(state: Path) -> None:
     argv = [str(LAUNCH), "--state-dir", str(state), "status", "--profile", "prod"]
     assert f"  vLLM log: {log}" in subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
     shown = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=60).stdout
-    assert json.loads(shown)["engine_log"] == str(log)
+    assert json.loads(shown)["profiles"][0]["engine_log"] == str(log)
 
 
 def test_since_cuts_and_bad_input_is_one_paragraph(state: Path) -> None:
@@ -131,7 +131,9 @@ def test_follow_prints_new_lines_and_survives_rotation(state: Path) -> None:
 def test_status_shows_url_and_model_of_what_serves_and_no_stale_pid(state: Path) -> None:
     profile_dir = state / "profiles" / "prod"
     argv = ["vllm", "serve", "/models/fable", "--port", "8011", "--served-model-name", "fable-9b", "tiny"]
-    (profile_dir / "last_good.json").write_text(json.dumps({"argv": argv}))
+    record = {"profile": "prod", "fingerprint": "ab12", "argv": argv, "env": {}, "host": "127.0.0.1",
+              "port": 8011, "gate_order": ["health"], "expect": {"served_model_names": ["fable-9b"]}}  # fmt: skip
+    (profile_dir / "last_good.json").write_text(json.dumps(record))
     me = os.getpid()  # alive: this test process stands in for a running launcher
     (profile_dir / "status.json").write_text(
         json.dumps({"phase": "serving", "profile": "prod", "launcher_pid": me, "engine_pid": 4242})

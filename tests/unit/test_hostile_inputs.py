@@ -161,3 +161,15 @@ def test_a_corrupt_last_good_is_refused_naming_it(tmp_path: Path) -> None:
         path.write_text(content)
         with pytest.raises(BadInput, match="last_good.json is corrupt"):
             store.last_good_to_start("p")
+
+
+def test_the_last_good_reader_knows_every_expectation_the_launcher_writes() -> None:
+    """A field added to Expectations without a check would make every new last_good.json 'corrupt'."""
+    from dataclasses import asdict, fields
+
+    from gates.context import Expectations
+    from launcher.state.records import EXPECTATION_CHECKS, _expectations
+
+    assert {f.name for f in fields(Expectations)} == set(EXPECTATION_CHECKS)
+    written = json.loads(json.dumps(asdict(Expectations(served_model_names=("m",), capture_sizes=(1, 2)))))
+    assert _expectations(written)
