@@ -34,7 +34,8 @@ class HttpReply:
 
 
 class HttpClient(Protocol):
-    """HTTP to the server under test; never raises for network errors (status 0 instead)."""
+    """HTTP to the server under test; never raises for network errors (status 0 instead).
+    Safe to call from several threads at once (a gate may send independent requests together)."""
 
     def get(self, path: str, timeout_s: float) -> HttpReply: ...
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -22,13 +23,29 @@ class SystemClock:
 
 
 class RequestsHttp:
-    """HTTP to one server; network failures come back as status 0, never as exceptions."""
+    """HTTP to one server; network failures come back as status 0, never as exceptions.
+
+    One `requests.Session` per calling thread: requests does not promise a session is thread-safe,
+    and gates send independent requests from several threads at once."""
 
     def __init__(self, base_url: str, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.session = requests.Session()
-        if api_key:
-            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self._api_key = api_key
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    @property
+    def session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            if self._api_key:
+                session.headers["Authorization"] = f"Bearer {self._api_key}"
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
 
     def get(self, path: str, timeout_s: float) -> HttpReply:
         return self._call(lambda: self.session.get(self.base_url + path, timeout=timeout_s))
@@ -61,7 +78,10 @@ class RequestsHttp:
         return HttpReply(reply.status_code, reply.text)
 
     def close(self) -> None:
-        self.session.close()
+        with self._sessions_lock:
+            sessions, self._sessions = self._sessions, []
+        for session in sessions:
+            session.close()
 
 
 GpuBytesFn = Callable[[Sequence[int]], "int | None"]
