@@ -51,7 +51,11 @@ class LogView(Protocol):
 
     def facts(self) -> Mapping[str, Any]: ...
 
-    def lines(self) -> Sequence[str]: ...
+    def lines_since(self, position: int) -> tuple[Sequence[str], int]:
+        """The lines after the first `position` lines of this start, and the position after them:
+        each gate reads from where it stopped, never the whole log again. Lines the log no longer
+        keeps (it keeps a bounded window) are skipped."""
+        ...
 
     def wait_for_change(self, timeout_s: float) -> None:
         """Return when new log lines arrive, the engine exits, or `timeout_s` passes."""
