@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_supervisor import ts  # noqa: E402
+from bench.shared_host import PREFLIGHT_REFUSED  # noqa: E402
 from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile  # noqa: E402
 
 
@@ -41,6 +42,15 @@ def wall(argv: list[str], env: dict[str, str]) -> float:
 
 
 def to_spawn(root: Path, tree: Path | None) -> float:
+    for attempt in range(300):
+        seconds = try_spawn(root / f"try-{attempt}", tree)
+        if seconds is not None:
+            return seconds
+        time.sleep(2)
+    raise RuntimeError("preflight refused 300 times: foreign vLLM orphans on this host?")
+
+
+def try_spawn(root: Path, tree: Path | None) -> float | None:
     launcher = Launcher(root / "profiles", root / "state", "bench")
     (root / "profiles").mkdir(parents=True)
     write_profile(launcher.profiles, "bench", free_port())
@@ -55,6 +65,8 @@ def to_spawn(root: Path, tree: Path | None) -> float:
     try:
         deadline = time.monotonic() + 60
         while not (starts := [r for r in launcher.history() if r["event"] == "start"]):
+            if launcher.proc.poll() == PREFLIGHT_REFUSED:  # type: ignore[union-attr]
+                return None  # a foreign vLLM orphan on this shared host: try again
             if time.monotonic() > deadline or launcher.proc.poll() is not None:  # type: ignore[union-attr]
                 raise RuntimeError(f"no engine spawned:\n{launcher.output()}")
             time.sleep(0.01)
