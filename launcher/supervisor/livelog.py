@@ -59,7 +59,6 @@ class LiveLog:
         self._changed = threading.Condition()
         self._on_event = on_event
         self._file = EngineLogFile(log_path) if log_path is not None else None
-        self.events: list[LogEvent] = []
         self.cut_lines = 0  # lines longer than MAX_LINE_CHARS
         self.cut_chars = 0  # characters dropped from them
 
@@ -92,7 +91,6 @@ class LiveLog:
         with self._changed:
             events = self._stream.feed(complete)
             self._kept.extend(lines)
-            self.events.extend(events)
             self._changed.notify_all()
         if self._file is not None and lines:
             self._file.write("\n".join(lines) + "\n")
