@@ -57,6 +57,8 @@ class LiveLog:
         self._kept = KeptLines(GATING_LINES, GATING_CHARS)
         self._unfinished: dict[str, _Unfinished] = {}
         self._changed = threading.Condition()
+        self._version = 0  # bumped by every change a waiting gate should see
+        self._seen_version = 0  # the version when wait_for_change last returned
         self._on_event = on_event
         self._file = EngineLogFile(log_path) if log_path is not None else None
         self.cut_lines = 0  # lines longer than MAX_LINE_CHARS
@@ -91,6 +93,7 @@ class LiveLog:
         with self._changed:
             events = self._stream.feed(complete)
             self._kept.extend(lines)
+            self._version += 1
             self._changed.notify_all()
         if self._file is not None and lines:
             self._file.write("\n".join(lines) + "\n")
@@ -118,6 +121,7 @@ class LiveLog:
     def notify(self) -> None:
         """Wake waiting gates (the engine exited, or a stop was asked)."""
         with self._changed:
+            self._version += 1
             self._changed.notify_all()
 
     # --- gates.context.LogView ---
@@ -130,8 +134,13 @@ class LiveLog:
             return self._kept.since(position)
 
     def wait_for_change(self, timeout_s: float) -> None:
+        """A change that came while the gate was checking (after the last wait returned) ends this
+        wait at once: a bare Condition.wait would miss it, and the gate would sleep a whole poll_s
+        (up to 0.5 s of gate overhead) though the line it waits for is already there."""
         with self._changed:
-            self._changed.wait(timeout=timeout_s)
+            if self._version == self._seen_version:
+                self._changed.wait_for(lambda: self._version != self._seen_version, timeout=timeout_s)
+            self._seen_version = self._version
 
     def close(self) -> None:
         if self._file is not None:

@@ -3,6 +3,7 @@ one file write per chunk with rotation, and a disk that refuses writes never sto
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -98,3 +99,13 @@ def test_a_disk_that_refuses_writes_loses_the_chunk_not_the_reader(tmp_path: Pat
     log.feed("output", "INFO kept in memory\n")
     assert log.lines_since(0) == (["INFO kept in memory"], 1)
     log.close()
+
+
+def test_a_line_that_came_while_the_gate_was_checking_ends_the_next_wait_at_once() -> None:
+    log = LiveLog(None)
+    log.wait_for_change(0)  # the chain's previous wait returned
+    log.feed("output", "INFO Application startup complete.\n")  # arrives during the gate's check
+    started = time.monotonic()
+    log.wait_for_change(30.0)
+    assert time.monotonic() - started < 5.0
+    log.wait_for_change(0.01)  # nothing new since: a real wait (returns by its timeout)
