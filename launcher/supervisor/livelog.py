@@ -26,8 +26,9 @@ LINE_END = re.compile(r"\r\n|\r|\n")
 LINE_END_KEPT = re.compile(r"(\r\n|\r|\n)")
 # vLLM's longest lines (the engine config, the non-default args) are under 8 KiB.
 MAX_LINE_CHARS = 64 * 1024
-# While gating: enough for any startup log; afterwards: a tail for the record.
-GATING_LINES, GATING_CHARS = 200_000, 16 * 1024 * 1024
+# While gating: enough for any startup log (a real 0.26 start is ~1,000 lines) and for a reader that
+# falls far behind (gates read on every change); afterwards: a tail for the record.
+GATING_LINES, GATING_CHARS = 50_000, 8 * 1024 * 1024
 TAIL_LINES, TAIL_CHARS = 2_000, 512 * 1024
 
 
