@@ -31,7 +31,7 @@ say() { echo "[i21] $*" | tee -a "$out/summary.txt"; }
 vllm_procs() { ps -eo pid,ppid,pgid,etimes,rss,args | grep -E 'VLLM::|vllm\.entrypoints|launcher\.cli' | grep -v grep; }
 
 say "start $(date -u +%H:%M:%S); $(nvidia-smi --query-gpu=name,memory.used --format=csv,noheader 2>/dev/null || echo 'no GPU')"
-timeout -k 30 420 python3 scripts/real-vllm/gate_timing.py "$work" i21-chain 8011 --repeats 3 2>&1 \
+timeout -k 30 420 python3 scripts/real-vllm/gate_timing.py "$work" i21-chain 8011 --repeats 2 2>&1 \
   | tee "$work/gate-timing.txt" | sed 's/^/  /' | tee -a "$out/summary.txt"
 say "gate_timing.py: exit ${PIPESTATUS[0]}; end $(date -u +%H:%M:%S)"
 cp "$work/state/profiles/i21-chain/logs/engine.log" "$work/engine.log" 2>/dev/null
