@@ -34,7 +34,8 @@ class HttpReply:
 
 
 class HttpClient(Protocol):
-    """HTTP to the server under test; never raises for network errors (status 0 instead)."""
+    """HTTP to the server under test; never raises for network errors (status 0 instead).
+    Safe to call from several threads at once (a gate may send independent requests together)."""
 
     def get(self, path: str, timeout_s: float) -> HttpReply: ...
 
@@ -50,7 +51,11 @@ class LogView(Protocol):
 
     def facts(self) -> Mapping[str, Any]: ...
 
-    def lines(self) -> Sequence[str]: ...
+    def lines_since(self, position: int) -> tuple[Sequence[str], int]:
+        """The lines after the first `position` lines of this start, and the position after them:
+        each gate reads from where it stopped, never the whole log again. Lines the log no longer
+        keeps (it keeps a bounded window) are skipped."""
+        ...
 
     def wait_for_change(self, timeout_s: float) -> None:
         """Return when new log lines arrive, the engine exits, or `timeout_s` passes."""

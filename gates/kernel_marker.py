@@ -42,12 +42,11 @@ class KernelMarkerGate(GateBase):
     def check(self, ctx: GateContext) -> Outcome:
         if not self.patterns:
             return Outcome.skipped("no patterns configured ([gates.kernel_marker] patterns)")
-        lines = ctx.log.lines()
-        for line in lines[self._scanned :]:
+        lines, self._scanned = ctx.log.lines_since(self._scanned)
+        for line in lines:
             for pattern in self.patterns:
                 if pattern.pattern not in self.found and pattern.search(line):
                     self.found[pattern.pattern] = line
-        self._scanned = len(lines)
         missing = [p.pattern for p in self.patterns if p.pattern not in self.found]
         if not missing:
             return Outcome.passed(f"seen: {', '.join(self.found)}", lines=dict(self.found))

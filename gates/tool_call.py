@@ -1,6 +1,9 @@
 """tool_call: the server really does OpenAI tool calls — `auto`, `required`, named, none needed,
 and `auto` streamed. Prints ALL_PASS or each failing case with its body.
 
+The cases are independent, so they are sent at once: the gate costs one round trip, not five
+(vLLM batches them like any other concurrent requests). Results keep the order of `CASES`.
+
 The model id comes from `/v1/models`, never from configuration: a gate hard-coded to `fable-9b`
 got 404 from a server serving `fable-27b`. Reasoning models get room (max_tokens ≥ 1024), and a
 reply whose reasoning used the whole budget is reported as that, not as a wrong answer.
@@ -8,6 +11,7 @@ reply whose reasoning used the whole budget is reported as that, not as a wrong 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from gates.base import GateBase
@@ -53,7 +57,7 @@ class ToolCallGate(GateBase):
         except (ValueError, KeyError, IndexError, TypeError):
             return Outcome.failed("/v1/models lists no model", body=models.body[:500])
         wanted = set(self.setting("cases"))
-        results = [self._run_case(ctx, case, model, timeout) for case in CASES if case.name in wanted]
+        results = self._run_cases(ctx, [case for case in CASES if case.name in wanted], model, timeout)
         if not results:
             return Outcome.failed("no tool-call case selected: the gate would check nothing")
         failing = [r for r in results if not r.ok]
@@ -62,6 +66,14 @@ class ToolCallGate(GateBase):
             ways = ", ".join(r.name for r in results)
             return Outcome.passed(f"ALL_PASS ({ways}) on model {model}", **evidence)
         return Outcome.failed("; ".join(f"{r.name}: {r.why}" for r in failing), **evidence)
+
+    def _run_cases(
+        self, ctx: GateContext, cases: list[ToolCase], model: str, timeout: float
+    ) -> list[CaseResult]:
+        if not cases:
+            return []
+        with ThreadPoolExecutor(max_workers=len(cases), thread_name_prefix="tool-call-case") as pool:
+            return list(pool.map(lambda case: self._run_case(ctx, case, model, timeout), cases))
 
     def _run_case(self, ctx: GateContext, case: ToolCase, model: str, timeout: float) -> CaseResult:
         body = case.request(model, int(self.setting("max_tokens")))

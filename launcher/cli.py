@@ -54,6 +54,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("launcher.commands.probe_cmd", "probe_cmd"),
 }
 
+# What `launch --help` lists, so listing imports no subcommand (aiohttp alone costs 0.2 s): each
+# command's own first help sentence, kept equal to it by tests/unit/test_cli_start.py.
+SUMMARIES: dict[str, str] = {
+    "bench": "Measure TTFT (cold and warm), TTFC, ITL, decode and total tok/s across concurrency and "
+    "context length, and flag every known benchmarking trap.",
+    "history": "The append-only record of starts, gate results, promotions and rollbacks, with fingerprints.",
+    "install-unit": "Install vllm-gate@.service (instance = profile name) for systemd.",
+    "parse-log": "Read a vLLM log (FILE, or - for stdin) into facts: version, model, TP, KV pool, "
+    "CUDA-graph capture, and how startup ended.",
+    "preflight": "Check the host before a start: GPU memory, vLLM orphans, one model per GPU, RAM, swap, "
+    "port.",
+    "probe": "Measure production (arm 0) and arms that change one value each, on the same GPUs, then put "
+    "production back the way it ran (systemd or detached) — also after a failed arm, an error, "
+    "SIGINT/SIGTERM, and (through STATE/probe/journal.json) after the probe itself was killed.",
+    "rollback": "Restore PROFILE.toml from PROFILE.toml.bak_TAG and make the running launcher serve it.",
+    "set": "Change keys of a profile; the file as it was is kept as PROFILE.toml.bak_TAG.",
+    "status": "What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback "
+    "happened.",
+    "try": "Start a profile, run its gates, print the report, stop it.",
+}
+
 
 class LaunchGroup(click.Group):
     """A group that maps operator errors to their exit codes instead of tracebacks, and imports a
@@ -69,6 +90,20 @@ class LaunchGroup(click.Group):
         command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Like click's, from SUMMARIES: listing the commands imports none of them."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, self._summary(ctx, name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
+        if name in SUMMARIES:  # shortened exactly as click shortens a command's own help
+            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
+        command = self.get_command(ctx, name)
+        return command.get_short_help_str(limit) if command is not None else ""
 
     def invoke(self, ctx: click.Context) -> object:
         try:

@@ -46,6 +46,10 @@ class ScriptedLog:
         self._advance()
         return self.current_lines
 
+    def lines_since(self, position: int) -> tuple[Sequence[str], int]:
+        self._advance()
+        return self.current_lines[position:], len(self.current_lines)
+
     def wait_for_change(self, timeout_s: float) -> None:
         self.clock.sleep(timeout_s)
 

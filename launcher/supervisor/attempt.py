@@ -103,4 +103,5 @@ def gate_attempt(
         attempt.report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
     finally:
         http.close()
+        attempt.log.keep_tail()  # no gate reads lines any more: memory stays flat while serving
     return attempt.report
