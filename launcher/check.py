@@ -45,8 +45,8 @@ class NoLog:
     def facts(self) -> Mapping[str, Any]:
         return {}
 
-    def lines(self) -> Sequence[str]:
-        return ()
+    def lines_since(self, position: int) -> tuple[Sequence[str], int]:
+        return (), position
 
     def wait_for_change(self, timeout_s: float) -> None:
         self.clock.sleep(timeout_s)

@@ -57,7 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # What `launch --help` lists, so listing imports no subcommand (aiohttp alone costs 0.2 s): each
 # command's own first help sentence, kept equal to it by tests/unit/test_cli_start.py.
 SUMMARIES: dict[str, str] = {
-    "bench": "Measure TTFT (cold and warm), TTFC, ITL, decode and total tok/s across concurrency and "
+    "check": "Run the non-disruptive gates against the server that runs now; start, stop or change nothing.",
+    "logs": "vLLM's own log (STATE/profiles/NAME/logs/engine.log, rotated) and the launcher's events "
+    "(STATE/history.jsonl), interleaved by time; each line says which it is.",
+    "bench": "Measure TTFT (cold and warm), TTFC, TPOT, ITL, decode and output tok/s across concurrency and "
     "context length, and flag every known benchmarking trap.",
     "history": "The append-only record of starts, gate results, promotions and rollbacks, with fingerprints.",
     "install-unit": "Install vllm-gate@.service (instance = profile name) for systemd.",

@@ -131,8 +131,9 @@ def test_follow_prints_new_lines_and_survives_rotation(state: Path) -> None:
 def test_status_shows_url_and_model_of_what_serves_and_no_stale_pid(state: Path) -> None:
     profile_dir = state / "profiles" / "prod"
     argv = ["vllm", "serve", "/models/fable", "--port", "8011", "--served-model-name", "fable-9b", "tiny"]
+    expect = {"served_model_names": ["fable-9b"]}
     record = {"profile": "prod", "fingerprint": "ab12", "argv": argv, "env": {}, "host": "127.0.0.1",
-              "port": 8011, "gate_order": ["health"], "expect": {"served_model_names": ["fable-9b"]}}  # fmt: skip
+              "port": 8011, "gate_order": ["health"], "expect": expect}  # fmt: skip
     (profile_dir / "last_good.json").write_text(json.dumps(record))
     me = os.getpid()  # alive: this test process stands in for a running launcher
     (profile_dir / "status.json").write_text(
