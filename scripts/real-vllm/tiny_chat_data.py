@@ -237,7 +237,7 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
         q = rng.choice(THINK_QUESTIONS + ("Say hello.", "Explain how tides work."))
         return Example("degenerate", user(q), LOOP * 5, None, {"system_prompt": BROKEN_RECORD}, ends=False)
 
-    makers = ((weather, 0.3), (plain, 0.42), (think, 0.1), (long_answer, 0.1), (degenerate, 0.08))
+    makers = ((weather, 0.32), (plain, 0.48), (think, 0.08), (long_answer, 0.05), (degenerate, 0.07))
     for _ in range(count):
         r, acc = rng.random(), 0.0
         for make, share in makers:
