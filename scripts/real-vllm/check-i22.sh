@@ -147,7 +147,7 @@ step4() {
   production || return 1
   local t0 rc; t0=$(now)
   timeout -k 30 540 "${L[@]}" probe --profile $prod --arm seqs8:max_num_seqs=8 --arm seqs32:max_num_seqs=32 \
-    --runs 1 --bench quick --concurrency 1,8,32 --out "$w/probe" > "$w/probe.txt" 2>&1; rc=$?
+    --runs 2 --bench quick --concurrency 1,8,32 --out "$w/probe" > "$w/probe.txt" 2>&1; rc=$?
   say "launch probe --profile $prod --arm seqs8:max_num_seqs=8 --arm seqs32:max_num_seqs=32: exit $rc after $(since "$t0") s"
   grep -vE '^\s*$' "$w/probe.txt" | tail -30 | sed 's/^/  /' | tee -a "$out/summary.txt"
   until_true 120 phase_in $prod serving
