@@ -108,7 +108,7 @@ step0() {
 step1() {
   serve $prod || return 1
   python3 "$repo/scripts/real-vllm/i22_evidence.py" bodies "http://127.0.0.1:$port" "$w" | tee -a "$out/summary.txt"
-  "${L[@]}" parse-log "$state/profiles/$prod/logs/serve.log" > "$w/facts.txt" 2>&1
+  "${L[@]}" parse-log "$state/profiles/$prod/logs/engine.log" > "$w/facts.txt" 2>&1
   cp "$state/profiles/$prod/logs/"*.log "$w/" 2>/dev/null
 }
 
