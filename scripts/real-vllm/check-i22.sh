@@ -96,7 +96,7 @@ step0() {
     local t0; t0=$(now)
     say "training on the GPU ($( [ -d "$model" ] && echo 'the carried model failed its verification' || echo 'no model carried'))"
     rm -rf "$model"
-    "$train_py" scripts/real-vllm/train_tiny_chat.py "$model" --device cuda --steps 3000 --batch 32 > "$w/train.txt" 2>&1
+    "$train_py" scripts/real-vllm/train_tiny_chat.py "$model" --device cuda --steps 3000 --batch 64 > "$w/train.txt" 2>&1
     say "trained: exit $? after $(since "$t0") s: $(tail -1 "$w/train.txt")"
     "$train_py" scripts/real-vllm/verify_tiny_chat.py "$model" --held-out "${I22_HELD_OUT:-80}" > "$w/verify.txt" 2>&1
     say "verify: exit $?: $(tail -2 "$w/verify.txt" | tr '\n' ' ')"
