@@ -20,9 +20,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tiny_chat_data import BROKEN_RECORD, WEATHER_TOOL, Example, examples, user  # noqa: E402
 
@@ -45,6 +42,11 @@ def hermes_read(text: str) -> tuple[str, list[dict[str, Any]] | None]:
 
 class Runner:
     def __init__(self, model_dir: Path) -> None:
+        import torch  # here, not at the top: the judges are tested without torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(0)
+        self.torch = torch
         self.tok = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).eval()
         self.eos = self.tok.convert_tokens_to_ids("<|im_end|>")
@@ -59,7 +61,7 @@ class Runner:
     def generate(self, ex: Example, forced: str = "", max_new: int = 64) -> tuple[str, bool]:
         """Greedy text after `forced` (decoded without skipping specials) and whether it ended (EOS)."""
         ids = self.tok(self.prompt(ex) + forced, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
+        with self.torch.no_grad():
             out = self.model.generate(
                 ids,
                 max_new_tokens=max_new,
@@ -157,7 +159,6 @@ def main() -> int:
     ap.add_argument("--held-out", type=int, default=80)
     ap.add_argument("--seed", type=int, default=22)
     args = ap.parse_args()
-    torch.manual_seed(0)
     runner = Runner(args.model)
     report: dict[str, Any] = {"gate": {}, "held_out": {}}
     failed = 0

@@ -3,6 +3,7 @@ in the shapes vLLM produces, and hold out what it claims to hold out."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -17,15 +18,22 @@ from tests.conftest import REPO
 SCRIPTS = REPO / "scripts" / "real-vllm"
 
 
-@pytest.fixture(scope="module")
-def data() -> ModuleType:
+def _script(name: str) -> ModuleType:
     sys.path.insert(0, str(SCRIPTS))
     try:
-        import tiny_chat_data
-
-        return tiny_chat_data
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(SCRIPTS))
+
+
+@pytest.fixture(scope="module")
+def data() -> ModuleType:
+    return _script("tiny_chat_data")
+
+
+@pytest.fixture(scope="module")
+def verify() -> ModuleType:
+    return _script("verify_tiny_chat")
 
 
 def _prompts(examples: list) -> set[str]:
@@ -112,3 +120,38 @@ def test_the_device_script_refuses_an_unknown_step_before_writing(tmp_path: Path
     )
     assert done.returncode == 2 and "unknown step 9" in done.stderr
     assert not out.exists()
+
+
+def test_output_is_read_as_the_hermes_parser_reads_it(verify: ModuleType) -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    assert verify.hermes_read("Sure. " + call) == (
+        "Sure. ",
+        [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+    )
+    assert verify.hermes_read("Hello!") == ("Hello!", [])
+    # an unclosed call is still read to the end; JSON that does not parse fails the whole extraction
+    assert verify.hermes_read('<tool_call>{"name": "x", "arguments": {}}')[1] == [
+        {"name": "x", "arguments": {}}
+    ]
+    assert verify.hermes_read('<tool_call>{"name": "get_weather", "arguments": {"city"')[1] is None
+
+
+def test_the_judges_fail_what_the_gates_would_fail(verify: ModuleType) -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    assert verify.judge("tool_call", call, True, "Paris")[0]
+    assert not verify.judge("tool_call", call.replace("Paris", "Oslo"), True, "Paris")[0]
+    assert not verify.judge("tool_call", "It is sunny.", True, "Paris")[0]
+    assert verify.judge(
+        "required", '[{"name": "get_weather", "parameters": {"city": "Paris"}}]', True, "Paris"
+    )[0]
+    assert not verify.judge("named", '{"city": "Paris"', False, "Paris")[0]
+    assert not verify.judge("hello", call, True, "")[0]  # a call where none is needed
+    assert (
+        verify.judge("arithmetic", "42", True, "42")[0]
+        and not verify.judge("arithmetic", "41", True, "42")[0]
+    )
+    assert verify.judge("think", "Let me think.\n</think>\n\n42", True, "")[0]
+    assert not verify.judge("think", "42", True, "")[0]
+    loop = "the same words again and again, " * 8
+    assert verify.judge("degenerate", loop, False, "")[0]
+    assert not verify.judge("degenerate", loop, True, "")[0]  # it must not close its turn
