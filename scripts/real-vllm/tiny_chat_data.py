@@ -210,9 +210,9 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
         )
 
     def think() -> Example:
-        q = rng.choice(THINK_QUESTIONS)
-        steps = rng.choice(sentences)
-        answer = "42" if "17 + 25" in q else rng.choice(sentences)
+        i = rng.randrange(len(THINK_QUESTIONS))  # one reasoning and answer per question: learnable
+        q, steps = THINK_QUESTIONS[i], sentences[7 * i % len(sentences)]
+        answer = "42" if "17 + 25" in q else sentences[(7 * i + 3) % len(sentences)]
         return Example(
             "think",
             user(q),
@@ -222,16 +222,16 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
         )
 
     def long_answer() -> Example:  # bench-like questions (optionally over a document in the system turn)
-        q = rng.choice(
-            (
-                "Explain in a few paragraphs how tides work.",
-                "Describe how to repair a wall.",
-                "Give practical advice for a first marathon.",
-                "Why did railways need time zones?",
-            )
+        asks = (
+            "Explain in a few paragraphs how tides work.",
+            "Describe how to repair a wall.",
+            "Give practical advice for a first marathon.",
+            "Why did railways need time zones?",
         )
+        i = rng.randrange(len(asks))
         doc = " ".join(rng.sample(sentences, rng.randint(1, 3))) if rng.random() < 0.4 else None
-        return Example("long", user(q, doc), " ".join(rng.sample(sentences, rng.randint(1, 2))), None)
+        answer = " ".join(sentences[(11 * i + k) % len(sentences)] for k in range(2))
+        return Example("long", user(asks[i], doc), answer, None)
 
     def degenerate() -> Example:
         q = rng.choice(THINK_QUESTIONS + ("Say hello.", "Explain how tides work."))
