@@ -25,13 +25,13 @@ CHAT_TEMPLATE = (
     "{{ f.name }}: {{ f.description | default('') }}\n{% endfor -%}"
     '</tools>\nCall a tool as <tool_call>{"name": ..., "arguments": ...}</tool_call><|im_end|>\n{% endif -%}'
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n"
-    "{%- if m.content is string %}{{ m.content }}{% elif m.content %}"
+    "{% if m.content is string %}{{ m.content }}{% elif m.content %}"
     "{% for p in m.content %}{% if p.type == 'text' %}{{ p.text }}{% endif %}{% endfor %}{% endif -%}"
     "{%- if m.tool_calls is defined and m.tool_calls %}{% for c in m.tool_calls %}"
     '<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}</tool_call>'
     "{% endfor %}{% endif %}<|im_end|>\n{% endfor -%}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n"
-    "{%- if enable_thinking is defined and enable_thinking %}<think>\n{% endif %}{% endif %}"
+    "{% if enable_thinking is defined and enable_thinking %}<think>\n{% endif %}{% endif %}"
 )
 WEATHER_TOOL: dict[str, Any] = {  # the tool_call gate's tool (gates/tool_cases.py), verbatim
     "type": "function",
