@@ -5,7 +5,7 @@
 #   device.sh probe          what the image holds (GPU, Python, the packages the launcher needs)
 #   device.sh gate-deps      launcher deps missing from the image -> /tmp/gate-site (idempotent)
 #   device.sh stash pN       move one carried vLLM wheel part out of the tree, into /root/vllm-parts
-#   device.sh install        join the parts, check sha256; vLLM 0.26.0 + its deps -> /tmp/site; model -> /root/tiny
+#   device.sh install        join the parts, check sha256; vLLM 0.26.0 + its deps -> /tmp/site; model -> /root/tiny (+ tiny-chat)
 #   device.sh schema         vLLM 0.26.0's `vllm serve` parser, raw and normalized, into $OUT
 #   device.sh dry PROFILE    `launch --dry-run --json` with the installed vLLM -> $OUT/dry-PROFILE.json
 #   (the checks themselves: check-release.sh beside this file)
@@ -45,6 +45,8 @@ install)
   pipt --target /tmp/site $whl "$wheels"/deps/*.whl || exit 4
   bash "$0" gate-deps || exit 5
   rm -rf "$home/tiny" && cp -r "$wheels/tiny" "$home/tiny"
+  # tiny-chat (issue 22) when carried; check-i22.sh step 0 trains it on the GPU when it is not.
+  [ -d "$wheels/tiny-chat" ] && rm -rf "$home/tiny-chat" && cp -r "$wheels/tiny-chat" "$home/tiny-chat"
   python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.is_available())" ;;
 schema)
   python3 - "$out" <<'EOF'
