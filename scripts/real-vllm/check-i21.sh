@@ -37,5 +37,6 @@ say "gate_timing.py: exit ${PIPESTATUS[0]}; end $(date -u +%H:%M:%S)"
 cp "$work/state/profiles/i21-chain/logs/engine.log" "$work/engine.log" 2>/dev/null
 cp "$work/state/history.jsonl" "$work/history.jsonl" 2>/dev/null
 tar czf "$out/i21.tgz" -C "$work" --exclude=state --exclude=profiles .
-vllm_procs | grep -v launcher && say "WARNING: vLLM processes left"
+for _ in $(seq 1 20); do vllm_procs | grep -qv launcher || break; sleep 0.5; done  # a stop takes a moment
+vllm_procs | grep -v launcher && say "WARNING: vLLM processes left 10 s after the stop"
 exit 0
