@@ -32,7 +32,16 @@ def expected_graph_counts(
     """Graphs per runtime mode from the config line's sizes, by vLLM's rule for the runner that
     captures them (`gates/cudagraph_sizes.py`): V1 rounds every size for spec decode, V2 only the
     FULL decode graphs; FULL decode graphs stop at max_num_seqs × decode query length."""
-    graphs = graphs_by_mode(
+    graphs = _graphs(sizes, mode, expect, runner, max_size)
+    return {runtime_mode: len(captured) for runtime_mode, captured in graphs.items()}
+
+
+def _graphs(
+    sizes: list[int], mode: str, expect: Expectations, runner: str | None, max_size: int | None
+) -> dict[str, list[int]]:
+    """The captured sizes per runtime mode, by the rule for the runner the log names (else the one
+    the plan predicts)."""
+    return graphs_by_mode(
         sizes,
         mode=mode,
         runner=runner or expect.model_runner,
@@ -40,7 +49,6 @@ def expected_graph_counts(
         max_num_seqs=expect.max_num_seqs,
         max_size=max_size,
     )
-    return {runtime_mode: len(captured) for runtime_mode, captured in graphs.items()}
 
 
 def graphs_stop_note(
@@ -50,14 +58,7 @@ def graphs_stop_note(
     decoding leaves the largest graph short of max_num_seqs (vLLM 0.26.0, ngram k=2: [3, 6]), else ''."""
     if expect.decode_query_len <= 1:
         return ""
-    graphs = graphs_by_mode(
-        sizes,
-        mode=mode,
-        runner=runner or expect.model_runner,
-        query_len=expect.decode_query_len,
-        max_num_seqs=expect.max_num_seqs,
-        max_size=max_size,
-    )
+    graphs = _graphs(sizes, mode, expect, runner, max_size)
     ceiling = graph_ceiling_seqs(graphs, expect.decode_query_len)
     seqs = expect.max_num_seqs or DEFAULT_MAX_NUM_SEQS_FLOOR
     if ceiling >= seqs:
