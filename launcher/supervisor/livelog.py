@@ -1,5 +1,6 @@
 """The engine's live log: split into lines per stream, fed to the log-facts parser, kept for the
-gates, written to a rotated file in the state dir — and a condition gates can wait on.
+gates, written to a rotated file when given a path (a launcher's start leaves the file to the log
+keeper, which outlives it: logkeeper.py) — and a condition gates can wait on.
 
 Its cost must stay flat beside an engine that prints for weeks: lines are kept in full only while
 the gates run (`keep_tail()` then shrinks them to a short tail), a line longer than
