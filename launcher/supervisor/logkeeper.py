@@ -13,6 +13,7 @@ Why this design: docs/decisions/0008-log-keeper.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -95,8 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep(sys.stdin.buffer, log, LineRedactor(secret_values(os.environ)), sys.stdout.fileno())
     finally:
         log.close()
-    if log.lost_bytes:
-        print(f"vllm-gate log keeper: {log.lost_bytes} bytes not written ({log.last_error})", file=sys.stderr)
+    if log.lost_bytes:  # said on the launcher's stderr (the journal under systemd), if still open
+        with contextlib.suppress(OSError):
+            note = f"vllm-gate log keeper: {log.lost_bytes} bytes not written: {log.last_error}"
+            print(note, file=sys.stderr)
     return 0
 
 

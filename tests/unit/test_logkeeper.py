@@ -6,12 +6,14 @@ from __future__ import annotations
 import fcntl
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from launcher.redact import LineRedactor
 from launcher.supervisor.enginelog import EngineLogFile
 from launcher.supervisor.linecut import MAX_LINE_CHARS, cut_marker
-from launcher.supervisor.logkeeper import keep, main
+from launcher.supervisor.logkeeper import MODULE, keep, main
 
 KEY = "sk-live-4f9a8b7c6d5e"
 
@@ -51,3 +53,14 @@ def test_lines_are_forwarded_and_a_long_line_is_cut_in_the_file(tmp_path: Path) 
 
 def test_a_wrong_call_is_a_usage_error() -> None:
     assert main([]) == 2
+
+
+def test_a_log_it_cannot_write_still_passes_lines_on_and_says_so(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    run = subprocess.run(
+        [sys.executable, "-m", MODULE, str(blocker / "engine.log")],
+        input=b"INFO one\nINFO two\n", capture_output=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert (run.returncode, run.stdout) == (0, b"INFO one\nINFO two\n")
+    assert b"bytes not written" in run.stderr and b"Traceback" not in run.stderr
