@@ -66,11 +66,11 @@ def start_attempt(
 ) -> Attempt:
     """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py)."""
     markers = candidate.gate_tables.get("kernel_marker", {}).get("patterns", [])
-    log = LiveLog(log_path, on_event=progress.on_log_event, markers=list(markers))
+    log = LiveLog(None, on_event=progress.on_log_event, markers=list(markers))  # the keeper writes the file
     env = candidate.process_env()
     if deployment is not None:
         env.update(mark_env(deployment))
-    engine = EngineProcess(candidate.argv, env, sink=log.feed)
+    engine = EngineProcess(candidate.argv, env, sink=log.feed, log_path=log_path)
 
     def engine_gone() -> None:
         log.flush()

@@ -11,7 +11,6 @@ API server can leave an engine core that holds the pipe open until the group is 
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import shutil
@@ -22,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 import psutil
@@ -30,9 +30,10 @@ from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members
 from launcher.redact import LineRedactor, secret_values
 from launcher.supervisor.group_watch import Death, GroupWatch
+from launcher.supervisor.linecut import whole_line_chunks
+from launcher.supervisor.logkeeper import start_keeper
 
 LineSink = Callable[[str, str], None]  # (stream name, text chunk)
-_MAX_PARTIAL = 1 << 20  # a "line" longer than this is passed on unended (bounded memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +84,20 @@ def die_with_this_process(argv: list[str]) -> list[str]:
 
 
 class EngineProcess:
-    """Constructing starts nothing; `start()` spawns, `stop()` ends the whole group."""
+    """Constructing starts nothing; `start()` spawns, `stop()` ends the whole group.
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink) -> None:
+    With a `log_path`, vLLM's output goes through the log keeper (`logkeeper.py`), which writes the
+    file and outlives the launcher; the sink gets the same lines from it."""
+
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink, log_path: Path | None = None
+    ) -> None:
         self.argv = list(argv)
         self.env = dict(env)
         self.sink = sink
+        self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
+        self._keeper: subprocess.Popen[bytes] | None = None
         self._readers: list[threading.Thread] = []
         self.exited = threading.Event()
         self.death: Death | None = None
@@ -102,6 +110,11 @@ class EngineProcess:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    @property
+    def keeper_pid(self) -> int | None:
+        """The log keeper's pid (it outlives this process until vLLM's pipe closes), if one runs."""
+        return self._keeper.pid if self._keeper else None
 
     @property
     def pgid(self) -> int | None:
@@ -123,12 +136,15 @@ class EngineProcess:
             raise BadInput(
                 f"cannot start {self.argv[0]!r}: not found or not executable", hint="check engine.command"
             )
+        keeper_pipe = None
+        if self.log_path is not None:
+            self._keeper, keeper_pipe = start_keeper(self.log_path, self.env)
         try:
             self._proc = subprocess.Popen(
                 die_with_this_process([program, *self.argv[1:]]),
                 env=self.env,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.PIPE if keeper_pipe is None else keeper_pipe,
                 # One pipe for both streams, as a terminal or journald sees them: vLLM logs the KV
                 # line on stdout and draws capture bars on stderr, and two pipes would lose their order.
                 stderr=subprocess.STDOUT,
@@ -140,9 +156,16 @@ class EngineProcess:
             raise BadInput(
                 f"cannot start {self.argv[0]!r}: {err.strerror or err}", hint="check engine.command"
             ) from err
-        assert self._proc.stdout is not None
+        finally:
+            if keeper_pipe is not None:
+                os.close(keeper_pipe)  # vLLM holds the only write end: the keeper's EOF is vLLM's end
+            if self._proc is None and self._keeper is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._keeper.wait(timeout=5.0)  # no writer: it ends at once
+        stream = self._keeper.stdout if self._keeper is not None else self._proc.stdout
+        assert stream is not None
         reader = threading.Thread(
-            target=self._pump, args=("output", self._proc.stdout), name="engine-output", daemon=True
+            target=self._pump, args=("output", stream), name="engine-output", daemon=True
         )
         reader.start()
         self._readers.append(reader)
@@ -152,21 +175,14 @@ class EngineProcess:
 
     def _pump(self, name: str, stream: IO[bytes]) -> None:
         """Whole lines go on, with secrets masked (vLLM logs `'api_key': [...]` in its non-default
-        args): a key split across two reads would slip past a per-chunk mask."""
+        args): a key split across two reads would slip past a per-chunk mask. The keeper masked
+        them already; masking twice changes nothing."""
         redact = LineRedactor(secret_values(self.env))
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split by a read
-        partial = ""
-        while chunk := stream.read1(65536):  # type: ignore[attr-defined]
-            text = partial + decoder.decode(chunk)
-            cut = max(text.rfind("\n"), text.rfind("\r"))
-            if cut < 0 and len(text) < _MAX_PARTIAL:
-                partial = text
-                continue
-            end = cut + 1 if cut >= 0 else len(text)
-            partial = text[end:]
-            self.sink(name, redact(text[:end]))
-        if partial:
-            self.sink(name, redact(partial))
+        for text in whole_line_chunks(stream):
+            self.sink(name, redact(text))
+        if self._keeper is not None:  # its stdout is closed: it is ending, reap it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._keeper.wait(timeout=5.0)
 
     def _watch(self) -> None:
         assert self._proc is not None

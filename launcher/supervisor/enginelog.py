@@ -2,9 +2,9 @@
 
 Why not `logging.handlers.RotatingFileHandler`: it formats, locks and checks the size once per
 record, ~23 µs a line, 30 times the parser's own cost on a chatty engine. Here a chunk of lines is
-one `write` of bytes, and the size check is a sum. A full or read-only disk never stops the reader
-thread (the engine would block on a pipe nobody drains): the chunk is counted as lost, and the next
-chunk tries again.
+one `write` of bytes, and the size check is a sum. A full or read-only disk never stops its writer
+(the log keeper: the engine would block on a pipe nobody drains): the chunk is counted as lost, and
+the next chunk tries again.
 """
 
 from __future__ import annotations

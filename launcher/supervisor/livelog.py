@@ -1,5 +1,6 @@
 """The engine's live log: split into lines per stream, fed to the log-facts parser, kept for the
-gates, written to a rotated file in the state dir — and a condition gates can wait on.
+gates, written to a rotated file when given a path (a launcher's start leaves the file to the log
+keeper, which outlives it: logkeeper.py) — and a condition gates can wait on.
 
 Its cost must stay flat beside an engine that prints for weeks: lines are kept in full only while
 the gates run (`keep_tail()` then shrinks them to a short tail), a line longer than
@@ -9,10 +10,8 @@ without a newline never grows the launcher), and the file gets one write per chu
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,34 +19,15 @@ from launcher.logfacts.events import LogEvent
 from launcher.logfacts.stream import LogStream
 from launcher.supervisor.enginelog import EngineLogFile
 from launcher.supervisor.keptlines import KeptLines
+from launcher.supervisor.linecut import LINE_END, MAX_LINE_CHARS, LineCutter, cut_marker
+
+__all__ = ["MAX_LINE_CHARS", "LiveLog", "cut_marker"]  # the cap lives in linecut (the keeper shares it)
 
 EventSink = Callable[[LogEvent], None]
-LINE_END = re.compile(r"\r\n|\r|\n")
-LINE_END_KEPT = re.compile(r"(\r\n|\r|\n)")
-# vLLM's longest lines (the engine config, the non-default args) are under 8 KiB.
-MAX_LINE_CHARS = 64 * 1024
 # While gating: enough for any startup log (a real 0.26 start is ~1,000 lines) and for a reader that
 # falls far behind (gates read on every change); afterwards: a tail for the record.
 GATING_LINES, GATING_CHARS = 50_000, 8 * 1024 * 1024
 TAIL_LINES, TAIL_CHARS = 2_000, 512 * 1024
-
-
-def cut_marker(cut: int) -> str:
-    return f" [vllm-gate: {cut} characters cut]"
-
-
-@dataclass
-class _Unfinished:
-    """The start of a line whose end has not arrived: at most MAX_LINE_CHARS kept, the rest counted."""
-
-    head: str = ""
-    cut: int = 0
-
-    def add(self, text: str) -> None:
-        room = MAX_LINE_CHARS - len(self.head)
-        if room > 0:
-            self.head += text[:room]
-        self.cut += max(0, len(text) - max(room, 0))
 
 
 class LiveLog:
@@ -56,40 +36,36 @@ class LiveLog:
     ) -> None:
         self._stream = LogStream(markers=list(markers))
         self._kept = KeptLines(GATING_LINES, GATING_CHARS)
-        self._unfinished: dict[str, _Unfinished] = {}
+        self._cutter = LineCutter()
         self._changed = threading.Condition()
         self._version = 0  # bumped by every change a waiting gate should see
         self._seen_version = 0  # the version when wait_for_change last returned
         self._on_event = on_event
         self._file = EngineLogFile(log_path) if log_path is not None else None
-        self.cut_lines = 0  # lines longer than MAX_LINE_CHARS
-        self.cut_chars = 0  # characters dropped from them
+
+    @property
+    def cut_lines(self) -> int:
+        """Lines longer than MAX_LINE_CHARS."""
+        return self._cutter.cut_lines
+
+    @property
+    def cut_chars(self) -> int:
+        """Characters dropped from them."""
+        return self._cutter.cut_chars
 
     def feed(self, stream: str, chunk: str) -> None:
         """Called from the reader thread with raw chunks. Only complete lines (ending in '\n', or
         tqdm's '\r') go to the parser, so streams never interleave inside a line."""
-        unfinished = self._unfinished.setdefault(stream, _Unfinished())
-        cut = max(chunk.rfind("\n"), chunk.rfind("\r"))
-        if cut < 0:
-            unfinished.add(chunk)
-            return
-        head, carried = unfinished.head, unfinished.cut
-        self._unfinished[stream] = rest = _Unfinished()
-        rest.add(chunk[cut + 1 :])
-        self._accept(head + chunk[: cut + 1], carried)
+        self._accept(self._cutter.feed(stream, chunk))
 
     def flush(self) -> None:
         """The engine is gone: whatever was left without a line end is a line too."""
-        left = [u for u in self._unfinished.values() if u.head]
-        self._unfinished.clear()
-        for unfinished in left:
-            self._accept(unfinished.head + "\n", unfinished.cut)
+        for complete in self._cutter.flush():
+            self._accept(complete)
 
-    def _accept(self, complete: str, carried_cut: int = 0) -> None:
+    def _accept(self, complete: str) -> None:
         if not complete:
             return
-        if carried_cut or len(complete) > MAX_LINE_CHARS:
-            complete = self._cap_lines(complete, carried_cut)
         lines = [line for line in LINE_END.split(complete) if line]
         with self._changed:
             events = self._stream.feed(complete)
@@ -101,18 +77,6 @@ class LiveLog:
         if self._on_event is not None:
             for event in events:
                 self._on_event(event)
-
-    def _cap_lines(self, complete: str, carried_cut: int) -> str:
-        """Each line at most MAX_LINE_CHARS, with a marker saying how much was cut; line ends kept."""
-        parts = LINE_END_KEPT.split(complete)
-        for index in range(0, len(parts), 2):
-            line = parts[index]
-            cut = max(0, len(line) - MAX_LINE_CHARS) + (carried_cut if index == 0 else 0)
-            if cut:
-                parts[index] = line[:MAX_LINE_CHARS] + cut_marker(cut)
-                self.cut_lines += 1
-                self.cut_chars += cut
-        return "".join(parts)
 
     def keep_tail(self) -> None:
         """The gates are done with this start: keep only a short tail from now on."""
