@@ -182,3 +182,20 @@ def test_the_chain_after_first_health_on_the_real_vllm() -> None:
     without = timing["ready_to_verdict_s"] - timing["gate_durations_s"]["tool_call"]
     assert without == pytest.approx(timing["ready_to_verdict_without_tool_call_s"], abs=1e-6)
     assert History(DATA / "i21" / "history.jsonl").scan().skipped == []
+
+
+@pytest.mark.parametrize(("name", "phase", "after_ready_s"), [
+    ("status-tiny-chat.json", "serving", 0.690),  # the promotion: health 0.171, tool_call 0.183, smoke 0.336
+    ("status-after.json", "serving_last_good", 0.434),  # last-good again: 0.005, 0.157, 0.272
+])
+def test_the_gates_after_ready_cost_under_a_second_on_the_real_vllm(
+    name: str, phase: str, after_ready_s: float
+) -> None:
+    """kernel_marker and graph_capture end with startup; health, tool_call (five cases at once) and
+    smoke are what the chain adds after the first /health 200 (docs/real-vllm.md, issue 21)."""
+    status = read_record(DATA / "promotion" / name, STATUS, STATUS_OPTIONAL)
+    assert status is not None and status["phase"] == phase
+    durations = {g["name"]: g["duration_s"] for g in status["gates"] if g["verdict"] == "pass"}
+    assert list(durations) == ["kernel_marker", "graph_capture", "health", "tool_call", "smoke"]
+    after = durations["health"] + durations["tool_call"] + durations["smoke"]
+    assert after == pytest.approx(after_ready_s, abs=5e-4)
