@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gates.context import GateContext, interruption
+from gates.logged_error import last_exception
 from gates.outcome import GateResult, Outcome, Verdict
 from gates.setting import Setting
 
@@ -73,6 +74,7 @@ class ChainRunner:
 
     def _run_one(self, gate: Gate, ctx: GateContext) -> GateResult:
         started = ctx.clock.monotonic()
+        _, log_position = ctx.log.lines_since(0)  # what vLLM prints from now on is this gate's
         deadline = started + gate.timeout_s
         while True:
             outcome = self._ask(gate, ctx)
@@ -103,6 +105,11 @@ class ChainRunner:
                 )
                 break
             ctx.log.wait_for_change(min(gate.poll_s, max(0.0, deadline - now)))
+        if outcome.verdict in (Verdict.FAIL, Verdict.ERROR) and "failure_kind" not in outcome.evidence:
+            logged = last_exception(ctx.log.lines_since(log_position)[0])
+            if logged is not None:
+                evidence = {**outcome.evidence, "vllm_logged": logged}
+                outcome = Outcome(outcome.verdict, f"{outcome.summary}; vLLM logged: {logged}", evidence)
         return GateResult(
             name=gate.name,
             verdict=outcome.verdict,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from gates.chain import ChainRunner
 from gates.context import Expectations, GateContext
@@ -11,6 +12,8 @@ from gates.kernel_marker import KernelMarkerGate
 from gates.outcome import Outcome, Verdict
 from launcher.logfacts.stream import LogStream
 from tests.doubles import FakeClock, FakeServer, ScriptedLog, make_context
+
+REPO_DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 @dataclass
@@ -184,3 +187,32 @@ def test_a_cause_on_a_bare_stderr_line_is_named_without_its_prefix() -> None:
     assert result.summary.startswith(
         "engine exited with code 1 (config: Value error, User-specified max_model_len"
     )
+
+
+REAL_500 = REPO_DATA / "real-vllm-0.26" / "h200-2" / "promotion" / "engine.log"
+
+
+def test_a_failed_gate_names_the_exception_vllm_logged_while_it_ran() -> None:
+    """vLLM 0.26.0 answered the llama3_json candidate's requests with HTTP 500 and logged why."""
+    clock = FakeClock()
+    real = [
+        line for line in REAL_500.read_text(encoding="utf-8").splitlines() if "APIServer pid=8814" in line
+    ]
+    log = ScriptedLog(clock, current_lines=["(APIServer pid=1) ValueError: before the gate, not its cause"])
+    log.script = [(0.5, {}, real)]  # printed while the gate waits
+    gate = ScriptedGate(
+        "tool_call", [Outcome.not_yet("asking"), Outcome.failed("auto: HTTP 500")], poll_s=1.0
+    )
+    result = ChainRunner([gate]).run(make_context(log, clock)).results[0]
+    cause = (
+        "RuntimeError: Llama3JsonToolParser could not locate the bot token '<|python_tag|>' in the tokenizer."
+    )
+    assert result.summary == f"auto: HTTP 500; vLLM logged: {cause}"
+    assert result.evidence["vllm_logged"] == cause
+
+
+def test_a_gate_that_passes_or_fails_without_a_logged_exception_keeps_its_words() -> None:
+    clock = FakeClock()
+    log = ScriptedLog(clock, current_lines=["(APIServer pid=1) ValueError: before the gate"])
+    failed = ChainRunner([ScriptedGate("g", [Outcome.failed("no tool call")])]).run(make_context(log, clock))
+    assert failed.results[0].summary == "no tool call" and "vllm_logged" not in failed.results[0].evidence
