@@ -53,7 +53,7 @@ def logs_cmd(
     if not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
     store = StateStore(options.state_dir)
-    log = store.profile_dir(name) / "logs" / ("try.log" if from_try else "engine.log")
+    log = store.engine_log(name, try_run=from_try)
     if not log.is_file() and not store.profile_dir(name).is_dir():
         raise BadInput(
             f"nothing has run for profile {name!r} in state dir {store.root}: no {log}",

@@ -117,7 +117,7 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
         status["engine_pid"] = None  # the launcher is gone: its engine pid may be anyone's by now
     if status.get("phase") in ("serving", "serving_last_good"):  # last-good is what serves
         status.update(_endpoint((_last_good(store, name) or {}).get("argv")))
-    status["engine_log"] = str(store.profile_dir(name) / "logs" / "engine.log")  # `launch logs NAME` reads it
+    status["engine_log"] = str(store.engine_log(name))  # `launch logs NAME` reads it
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status

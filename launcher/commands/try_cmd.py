@@ -55,6 +55,7 @@ def try_cmd(
     history = History(store.history_path)
     hooks = host_hooks(options, name)
     progress = Progress()
+    progress.engine_log = StateStore(options.state_dir).engine_log(name, try_run=True)
     stop = threading.Event()
     inbox = SignalInbox(stop.set)
     with ProfileLock(store.profile_dir(name), name):
@@ -68,7 +69,7 @@ def try_cmd(
                 locks.enter_context(hooks.gpu_locks(candidate))  # one model per GPU set, here too
             try:
                 attempt = start_attempt(
-                    candidate, store.profile_dir(name) / "logs" / "try.log", progress,
+                    candidate, store.engine_log(name, try_run=True), progress,
                     deployment=deployment_id(options.state_dir, name),
                 )  # fmt: skip
             except BaseException:
@@ -90,7 +91,7 @@ def try_cmd(
                         f"warning: processes left in the engine's group: {list(stopped.leftovers)}", err=True
                     )
             inbox.restore()
-    log = store.profile_dir(name) / "logs" / "try.log"
+    log = store.engine_log(name, try_run=True)
     if as_json:
         click.echo(
             json.dumps(

@@ -27,6 +27,10 @@ class StateStore:
     def profile_dir(self, profile: str) -> Path:
         return self.root / "profiles" / profile
 
+    def engine_log(self, profile: str, *, try_run: bool = False) -> Path:
+        """vLLM's own log: the server's (`engine.log`, rotated) or the last `launch try`'s (`try.log`)."""
+        return self.profile_dir(profile) / "logs" / ("try.log" if try_run else "engine.log")
+
     @property
     def history_path(self) -> Path:
         return self.root / "history.jsonl"

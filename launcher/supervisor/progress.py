@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
@@ -98,6 +99,7 @@ class Progress:
         self.phase = "starting"
         self.step = ""
         self._lock = threading.Lock()
+        self.engine_log: Path | None = None  # named on every warning and error: where vLLM said why
 
     def set_phase(self, phase: str, **fields: Any) -> None:
         self.phase = phase
@@ -142,6 +144,8 @@ class Progress:
         """One line on a TTY; else one event: a stable name, its level, its fields, the text in `msg`."""
         elapsed = time.monotonic() - self.started
         fields = {k: v for k, v in fields.items() if v is not None}
+        if self.engine_log is not None and level_of(event) in ("warning", "error"):
+            fields.setdefault("vllm_log", str(self.engine_log))
         # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
         step = not event.startswith("phase.")
         if self.notifier is not None and step and self.phase in STARTING_PHASES and not transient:

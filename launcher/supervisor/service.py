@@ -59,6 +59,7 @@ class Supervisor(Reloading):
             self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
         )
         self.deployment = deployment_id(options.state_dir, profile)
+        self.progress.engine_log = self.store.engine_log(profile)
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
         self.current: Attempt | None = None
@@ -150,7 +151,7 @@ class Supervisor(Reloading):
         self.board.update(phase=phase, detail=candidate.label, gates=[])
         self.progress.set_phase(str(phase), candidate=candidate.label)
         self.hooks.notifier.status(f"{phase}: {candidate.label}")
-        log_path = self.store.profile_dir(self.profile) / "logs" / "engine.log"
+        log_path = self.store.engine_log(self.profile)
         held = ExitStack()
         if self.hooks.gpu_locks is not None:
             held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life

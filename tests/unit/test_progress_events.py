@@ -123,3 +123,14 @@ def test_while_starting_systemd_gets_each_step_as_status_and_more_time(tmp_path:
         "STATUS=gating: gate 2/4 graph_capture",
         "EXTEND_TIMEOUT_USEC=600000000",
     ]
+
+
+def test_every_warning_and_error_names_vllms_log_and_nothing_else_does() -> None:
+    progress = Progress(io.StringIO())
+    progress.engine_log = Path("/state/profiles/prod/logs/engine.log")
+    with capture_logs() as events:
+        run_a_rejected_start(progress)
+    for event in events:
+        named = event.get("vllm_log") == "/state/profiles/prod/logs/engine.log"
+        assert named == (event["log_level"] in ("warning", "error")), event
+    assert any(e["log_level"] == "warning" for e in events) and any(e["log_level"] == "error" for e in events)
