@@ -1,7 +1,7 @@
 """The `launch` command line: one click group, subcommands registered from `launcher/commands/`.
 
 Errors meant for the operator (`GateError`) are turned into one paragraph and an exit code here,
-and only here; anything else is a bug and keeps its traceback.
+and only here; anything else is a bug: its traceback goes to a bug report file and `launch` exits 70.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from launcher import __version__
-from launcher.errors import BadInput, GateError
+from launcher.errors import BadInput, ExitCode, GateError
 from launcher.settings import GlobalOptions
 from launcher.terminal import colour_allowed, is_journal
 
@@ -25,6 +25,7 @@ Exit codes (docs/exit-codes.md):
   3  rolled back: the candidate was rejected, last-good is served
   4  refused before starting (preflight or the restart guard)
   5  the engine died after promotion (any of its processes)
+  70  a launcher bug: the error names its bug report (STATE/bug-reports/)
 \b
   launch --profile NAME             0 1 2 3 4 5   (0/3: stopped while serving it/last-good)
   launch --profile NAME --dry-run   0 2
@@ -114,6 +115,11 @@ class LaunchGroup(click.Group):
         except GateError as err:
             _print_error(err)
             ctx.exit(int(err.exit_code))
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own usage errors and exits keep their codes
+        except Exception as err:  # a bug: report it, exit 70
+            _report_bug(ctx, err)
+            ctx.exit(int(ExitCode.BUG))
         return None
 
 
@@ -125,6 +131,25 @@ def _print_error(err: GateError) -> None:
         click.echo(f"{mark}  - {problem}", err=True)
     if err.hint:
         click.echo(f"{mark}hint: {err.hint}", err=True)
+
+
+def _report_bug(ctx: click.Context, err: Exception) -> None:
+    """One paragraph naming the bug report; the traceback is in the file, not on the terminal."""
+    from launcher.bugreport import write_bug_report  # only on this path: `launch` starts fast
+
+    options = ctx.obj if isinstance(ctx.obj, GlobalOptions) else None
+    state_dir = options.state_dir if options is not None else ctx.params.get("state_dir")
+    mark = "<3>" if is_journal(sys.stderr) else ""
+    try:
+        path = write_bug_report(err, sys.argv, state_dir if isinstance(state_dir, Path) else None)
+        where = f"the details are in {path}; please attach that file to a bug report"
+    except Exception as write_err:  # noqa: BLE001 - the error path itself must not end in a traceback
+        where = f"no bug report could be written ({write_err})"
+    click.echo(
+        f"{mark}error: launch hit an unexpected error, a bug in vllm-gate rather than in your input "
+        f"({type(err).__name__}); {where}. Exit 70.",
+        err=True,
+    )
 
 
 @click.group(

@@ -6,7 +6,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Exit codes of `launch`; documented in `launch --help` and docs/architecture.md."""
+    """Exit codes of `launch`; documented in `launch --help` and docs/exit-codes.md."""
 
     OK = 0
     GATE_FAILED = 1
@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     ROLLED_BACK = 3
     PREFLIGHT_REFUSED = 4
     ENGINE_DIED = 5
+    BUG = 70  # EX_SOFTWARE (sysexits.h): an unexpected error in the launcher, never an operator error
 
 
 class GateError(Exception):
