@@ -3,7 +3,7 @@
 Facts, checked in vLLM's source at the v0.26.0 tag (file:line there; docs/simulator.md has the table):
 - default max capture size = min(max_num_seqs × decode_query_len × 2, 512), capped at
   max_num_batched_tokens; default sizes = [1, 2, 4] + 8..248 step 8 + 256..max step 16, plus
-  max_num_batched_tokens and max_num_seqs when ≤ max (FACTS §3);
+  max_num_batched_tokens and max_num_seqs when ≤ max (vllm-facts.md §3);
 - user sizes are de-duplicated, those > max_num_batched_tokens dropped, sorted ascending;
 - the engine-config line prints these sizes; what the model runner then captures depends on it:
   - V1 runner (`config/compilation.py:1465-1474`, `adjust_cudagraph_sizes_for_spec_decode` at

@@ -1,7 +1,7 @@
 """The server's `/metrics` counters, read before and after a phase: the run's numbers are the deltas.
 
-vLLM's counters are cumulative since the server started (FACTS §8), so a rate read from one scrape
-mixes in every earlier request; only `after - before` belongs to the run. Names (FACTS §8, 0.33):
+vLLM's counters are cumulative since the server started (vllm-facts.md §8), so a rate read from one scrape
+mixes in every earlier request; only `after - before` belongs to the run. Names (vllm-facts.md §8, 0.33):
 prefix cache `vllm:prefix_cache_{queries,hits}_total` (in tokens; older `vllm:gpu_prefix_cache_*`),
 spec decode `vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total`. Label sets (engines,
 models) are summed. The server's age comes from `process_start_time_seconds`, else from the oldest
@@ -136,7 +136,7 @@ class MetricsDelta:
 
     @property
     def acceptance(self) -> float | None:
-        """Accepted draft tokens / proposed draft tokens over the phase (FACTS §8)."""
+        """Accepted draft tokens / proposed draft tokens over the phase (vllm-facts.md §8)."""
         if self.draft_tokens is None or self.accepted_tokens is None or self.draft_tokens <= 0:
             return None
         return self.accepted_tokens / self.draft_tokens

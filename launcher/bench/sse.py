@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# vLLM 0.33 streams `reasoning`; older releases `reasoning_content` (FACTS §7, §11).
+# vLLM 0.33 streams `reasoning`; older releases `reasoning_content` (vllm-facts.md §7, §11).
 REASONING_FIELDS = ("reasoning", "reasoning_content")
 
 

@@ -2,7 +2,7 @@
 
 The bench measures what already runs; a server that is not there is the operator's error (exit 2)
 with a hint, not a traceback. The model comes from `--model`, else the profile's first served
-name, else the first card of `/v1/models` (FACTS §7), which also gives `max_model_len`.
+name, else the first card of `/v1/models` (vllm-facts.md §7), which also gives `max_model_len`.
 """
 
 from __future__ import annotations

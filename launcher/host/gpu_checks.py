@@ -1,7 +1,7 @@
 """The GPU checks: free memory vs what vLLM will demand, vLLM orphans, one model per GPU set.
 
 vLLM 0.33 refuses to start unless each GPU's free memory is at least gpu_memory_utilization ×
-total (`request_memory`, FACTS §5). Checking that here, naming every process that holds the
+total (`request_memory`, vllm-facts.md §5.2). Checking that here, naming every process that holds the
 memory, turns "Free memory on device ... is less than desired GPU memory utilization" after a
 minute of loading into a refusal that says whom to stop, before anything starts.
 """

@@ -12,7 +12,7 @@ from launcher.errors import BadInput
 from launcher.profile.keys import PREFLIGHT
 from launcher.profile.plan import LaunchPlan
 
-# vLLM 0.33's default --gpu-memory-utilization (FACTS §9; older releases: 0.9).
+# vLLM 0.33's default --gpu-memory-utilization (vllm-facts.md §9; older releases: 0.9).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 SIM_PROGRAM = "vllm-sim"
 SIM_GPU_FLAG = "--sim-gpu-allocate"

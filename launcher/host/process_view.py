@@ -1,6 +1,6 @@
 """A process as the host checks see it: pid, parent, command line, user; and what vLLM's look like.
 
-vLLM titles its engine and workers `PREFIX::EngineCore`, `PREFIX::Worker_TP0`, ... (FACTS §6; the
+vLLM titles its engine and workers `PREFIX::EngineCore`, `PREFIX::Worker_TP0`, ... (vllm-facts.md §6; the
 prefix is `VLLM_PROCESS_NAME_PREFIX`, default `VLLM`). /proc/PID/comm keeps only 15 bytes, so the
 title is matched on the command line, never on `name()`. The API server keeps its own command line
 (`vllm serve ...`).
@@ -18,7 +18,7 @@ from pathlib import PurePath
 import psutil
 
 DEFAULT_PREFIX = "VLLM"
-# Roles vLLM 0.33 titles its processes with (FACTS §6); a prefix we were not told about only
+# Roles vLLM 0.33 titles its processes with (vllm-facts.md §6); a prefix we were not told about only
 # counts when followed by one of these, so an unrelated `Foo::Bar` process is never vLLM's.
 _KNOWN_ROLE = re.compile(r"^[^\s:/]+::(EngineCore|Worker|APIServer|DPCoordinator)(_\w+)?\b")
 _LABEL_MAX = 72

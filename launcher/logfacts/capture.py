@@ -1,6 +1,6 @@
 """CUDA-graph capture as the log shows it, keeping V2's throwaway profiling capture apart.
 
-FACTS §3 item 4: V2's memory profiler runs a real capture *before* the KV cache exists (all
+vllm-facts.md §3.4: V2's memory profiler runs a real capture *before* the KV cache exists (all
 PIECEWISE graphs, 2 FULL ones) and prints bars and a `Graph capturing finished` line of its own.
 Only the capture after the `KV cache size` line (older: `# GPU blocks`) and before `init engine`
 counts. Bars come from one rank only (the global first rank); when older releases prefixed and

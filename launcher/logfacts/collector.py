@@ -54,7 +54,7 @@ class Collector:
                 self.emit(EventKind.LOADING_WEIGHTS, rec, line_no, desc=desc, n=n, total=total)
             return
         if "decode, " in desc or "mixed prefill-decode" in desc:
-            s.set("model_runner", "v1", ASKED)  # only the V1 runner labels its bars (FACTS §3 item 3)
+            s.set("model_runner", "v1", ASKED)  # only the V1 runner labels its bars (vllm-facts.md §3.3)
         s.set("enforce_eager", False, ASKED)  # graphs are being captured (a config line outranks this)
         phase = s.capture.on_bar(desc, n, total, rec.proc)
         if phase == "final":

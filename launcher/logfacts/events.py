@@ -9,7 +9,7 @@ from typing import Any
 
 
 class EventKind(StrEnum):
-    """Startup phases and outcomes, in the order a healthy 0.33 startup shows them (FACTS §2)."""
+    """Startup phases and outcomes, in the order a healthy 0.33 startup shows them (vllm-facts.md §2)."""
 
     BANNER = "banner"  # version banner: a (new) startup begins; detail: version, startup
     ENGINE_CONFIGURED = "engine_configured"  # `Initializing a V1 LLM engine (v…) with config:`

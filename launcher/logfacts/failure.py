@@ -1,4 +1,4 @@
-"""Why a startup died: the failure lines of FACTS §5, ranked so the most specific cause wins.
+"""Why a startup died: the failure lines of vllm-facts.md §5, ranked so the most specific cause wins.
 
 The root cause is often only in the last line of a traceback, and the generic `Engine core
 initialization failed` comes after it (from the API server); ranking keeps the specific cause
@@ -63,7 +63,7 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     # torch; V1 runner wrapper gpu_model_runner.py (0.13+)
     (re.compile(r"CUDA out of memory|OutOfMemoryError|Failed to load model - not enough GPU memory"
                 r"|CUDA error: out of memory"), Cause(FailureKind.OOM, SPECIFIC)),
-    # entrypoints/openai/api_server.py KeyError (0.6.3+), cli_args.py, parser_manager.py (FACTS §5),
+    # entrypoints/openai/api_server.py KeyError (0.6.3+), cli_args.py, parser_manager.py (vllm-facts.md §5),
     # argparse when `--tool-call-parser` had choices
     (re.compile(r"invalid tool call parser"
                 r"|--enable-auto-tool-choice requires (?:--tool-call-parser|tool_parser)"
@@ -103,14 +103,14 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     (re.compile(r"looks like a file path, but it failed to be opened|Failed to load the tokenizer"
                 r"|TemplateSyntaxError"),
      Cause(FailureKind.CHAT_TEMPLATE, SPECIFIC)),
-    # v1/engine/utils.py, core.py, multiproc_executor.py (FACTS §5 "How startup failures surface")
+    # v1/engine/utils.py, core.py, multiproc_executor.py (vllm-facts.md §5.1)
     (re.compile(r"^(?:RuntimeError: )?Engine core initialization failed|^EngineCore(?:_\w+)? failed to start"
                 r"|^WorkerProc failed to start|WorkerProc initialization failed|^WorkerProc hit an exception"
                 r"|Frontend process failed during engine core initialization"
                 r"|Engine process failed to start"),  # V0 MQLLMEngine, 0.6.2-0.10.2
      Cause(FailureKind.ENGINE_INIT, ENGINE)),
     # vLLM's config validation (pydantic): `ValidationError: 1 validation error for ModelConfig`, then
-    # the reason on `  Value error, ...`, e.g. the max_model_len check of config/model.py (FACTS §5)
+    # the reason on `  Value error, ...`, e.g. the max_model_len check of config/model.py (vllm-facts.md §5)
     # (older releases raise these as plain ValueErrors: model.py / config.py checks)
     (re.compile(r"^\s{0,2}Value error, |User-specified max_model_len \(\d+\) is greater than"
                 r"|must be divisible by tensor parallel size"

@@ -1,13 +1,13 @@
 """Raw log text → clean records: what a line says once the noise around vLLM's own text is gone.
 
-Noise seen in real logs (FACTS §1, public issue pastes):
+Noise seen in real logs (vllm-facts.md §1, public issue pastes):
 - ANSI colours, real (`\\x1b[32m`) or pasted literally (`^[[0;36m`); 0.33's ColoredFormatter
   colours the level and greys the timestamp, older `_add_prefix` coloured `(NAME pid=N)` cyan;
 - outer prefixes: docker-compose `vllm-1  | `, journald `Nov 29 06:25:47 host vllm[123]: ` (or
   short-iso), bare ISO timestamps (`docker logs -t`, CI), Ray's `(RayWorkerProc pid=N, ip=…) `;
 - tqdm redraws separated by `\\r`, and multi-line vLLM messages joined with `\\r\\n`: a physical
   line is split into `\\r` segments, each parsed on its own;
-- vLLM's prefix, optional in every part (FACTS §1 tolerant regex): `(EngineCore pid=4312) `,
+- vLLM's prefix, optional in every part (vllm-facts.md §1 tolerant prefix): `(EngineCore pid=4312) `,
   `(VllmWorker rank=3 pid=…) `, old `INFO 12-20 20:25:46 worker.py:241] msg`, new `[file.py:N]`.
 """
 
@@ -36,7 +36,7 @@ _OUTER_PREFIXES = (
     re.compile(r"[A-Za-z0-9][\w.-]*\s*\| ?"),
 )
 
-# FACTS §1 tolerant prefix, widened for `(VllmWorker rank=3 pid=N)`, Ray's `, ip=…`, the old form
+# vllm-facts.md §1 tolerant prefix, widened for `(VllmWorker rank=3 pid=N)`, Ray's `, ip=…`, the old form
 # without brackets around `file:line`, and milliseconds some forks add.
 VLLM_PREFIX = re.compile(
     r"(?:\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\) )?"
@@ -97,7 +97,7 @@ def strip_outer(line: str) -> str:
 
 
 def parse_segment(text: str) -> Record:
-    """Split a clean segment into vLLM's prefix fields and the message (FACTS §1)."""
+    """Split a clean segment into vLLM's prefix fields and the message (vllm-facts.md §1)."""
     m = VLLM_PREFIX.search(text)
     if m is not None:
         msg = RAY_REPEATED.sub("", text[m.end():]).rstrip()

@@ -2,7 +2,7 @@
 
 Patterns apply to the *message* part of a line (after the `(NAME pid=N) LEVEL MM-DD HH:MM:SS
 [file.py:N] ` prefix, see `lines.py`), are anchored at the message start unless said otherwise, and
-match on text, never on `file:line` (line numbers move between releases). Sources: FACTS.md §1–§5,
+match on text, never on `file:line` (line numbers move between releases). Sources: vllm-facts.md §1–§5,
 §11 (vLLM 0.33.0 wheel) and public issue logs for older releases ("older:" below).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-# ---- version banner (FACTS §2 row 1, §11) ---------------------------------------------------------
+# ---- version banner (vllm-facts.md §2 row 1, §11) ---------------------------------------------------------
 # 0.33 `entrypoints/common/startup.py` with VLLM_DISABLE_LOG_LOGO=1.
 VERSION_SERVER = re.compile(r"^vLLM server version (?P<version>\S+), serving model (?P<model>\S+)")
 # older (≤ ≈0.13) `entrypoints/openai/api_server.py`.
@@ -20,7 +20,7 @@ LOGO_GLYPHS = "█▄▀"
 VERSION_LOGO = re.compile(r"[█▄▀]\s+version\s+(?P<version>\d+\.\d+\S*)\s*$")
 MODEL_LOGO = re.compile(r"[█▄▀]\s+model\s+(?P<model>\S+)\s*$")
 
-# ---- arguments and config (FACTS §2 rows 2–4) -----------------------------------------------------
+# ---- arguments and config (vllm-facts.md §2 rows 2–4) -----------------------------------------------------
 NON_DEFAULT_ARGS = re.compile(r"^non-default args: (?P<args>\{.*)$")  # 0.33 startup.py:96; ≥ ≈0.9
 NAMESPACE_ARGS = re.compile(r"^args: (?P<args>Namespace\(.*)$")  # older api_server.py (≤ ≈0.8)
 # 0.33 `v1/engine/core.py:139`; older V0 `Initializing an LLM engine (v0.6.4) with config:`.
@@ -33,7 +33,7 @@ COMMAND_LINE = re.compile(
     r"(?:^|[\s'\"])(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server)\b(?P<args>.*)$"
 )
 
-# ---- model runner and loading (FACTS §2 rows 5–10) ------------------------------------------------
+# ---- model runner and loading (vllm-facts.md §2 rows 5–10) ------------------------------------------------
 RUNNER_V2 = re.compile(r"^Using V2 Model Runner")  # v1/worker/gpu_worker.py:513
 RUNNER_V1_FALLBACK = re.compile(r"^Model Runner V2 does not yet support")  # config/vllm.py:760
 LOAD_START_V2 = re.compile(r"^Loading model from scratch")  # v1/worker/gpu/model_runner.py:399
@@ -51,7 +51,7 @@ COMPILE_TOTAL = re.compile(
     r"t(?:ook|akes) (?P<secs>[\d.]+) s in total"
 )
 
-# ---- memory, KV cache, CUDA graphs (FACTS §2 rows 12–20, §3) --------------------------------------
+# ---- memory, KV cache, CUDA graphs (vllm-facts.md §2 rows 12–20, §3) --------------------------------------
 CG_PROFILE_V1 = re.compile(r"^Profiling CUDA graph memory: (?P<modes>.*)$")  # gpu_model_runner.py:6304
 CG_PROFILE_MODE = re.compile(r"(?P<mode>[A-Z_]+)=(?P<n>\d+) \(largest=(?P<largest>\d+)\)")
 MEMORY_PROFILING_OLD = re.compile(r"^Memory profiling (?:takes|results)")  # V0 worker.py (≤ 0.8)
@@ -80,7 +80,7 @@ INIT_ENGINE = re.compile(  # v1/engine/core.py:405; older `... took 25.99 second
 )
 ENFORCE_EAGER = re.compile(r"^(?:Enforce eager set|Cudagraph is disabled under eager mode)")  # vllm.py:1778
 
-# ---- tqdm bars (stderr, no prefix in 0.33; FACTS §3 item 3) -----------------------------------------
+# ---- tqdm bars (stderr, no prefix in 0.33; vllm-facts.md §3.3) -----------------------------------------
 # Searched anywhere in a `\r` segment: a bar may be glued to a log line written while it was active.
 # `Capturing CUDA graphs (PIECEWISE):  37%|███▋      | 19/51 [00:01<...]`, V1 `(decode, FULL)`,
 # V0 `Capturing CUDA graph shapes`, and vLLM's shard bar `...checkpoint shards: 100% Completed | 5/5 [`.
@@ -89,7 +89,7 @@ BAR = re.compile(
     r"(?:\s*\|[^|\r\n]*\||\s+Completed\s*\|)\s*(?P<n>\d+)/(?P<total>\d+)"
 )
 
-# ---- serving (FACTS §2 rows 23–25, §11) -----------------------------------------------------------
+# ---- serving (vllm-facts.md §2 rows 23–25, §11) -----------------------------------------------------------
 SERVER_START = re.compile(r"^Starting vLLM (?:API )?server(?: \d+)? on (?P<url>\S+)")
 UVICORN_RUNNING = re.compile(r"^Uvicorn running on (?P<url>\S+)")  # older uvicorn without a bound socket
 READY = re.compile(r"^Application startup complete\b")  # uvicorn, after the engine is up
@@ -99,7 +99,7 @@ SHUTDOWN = re.compile(
 URL_PORT = re.compile(r":(?P<port>\d{1,5})(?:/|$|\))")
 SOCKET_PORT = re.compile(r"\('[^']*', (?P<port>\d{1,5})\)")
 
-# ---- engine config line fields (FACTS §3 "How the sizes and the mode reach the log") --------------
+# ---- engine config line fields (vllm-facts.md §3.1) --------------
 CFG_MODEL = re.compile(r"^model='(?P<model>[^']*)'")
 CFG_INT = {
     "tensor_parallel_size": re.compile(r"\btensor_parallel_size=(?P<v>\d+)"),
@@ -127,7 +127,7 @@ CFG_SIZES = re.compile(r"""["']cudagraph_capture_sizes["']\s*:\s*\[(?P<sizes>[\d
 CFG_MAX_SIZE = re.compile(r"""["'](?:max_cudagraph_capture_size|max_capture_size)["']\s*:\s*(?P<n>\d+)""")
 CFG_SPECULATIVE = re.compile(r"\bspeculative_config=")
 
-# ---- runtime death after readiness (FACTS §5 "Engine dies at runtime") -----------------------------
+# ---- runtime death after readiness (vllm-facts.md §5.4) -----------------------------
 ENGINE_DIED = re.compile(
     r"EngineCore encountered a fatal error|engine core exited unexpectedly|EngineDeadError"
     r"|Worker proc \S+ died unexpectedly|Engine core process \S+ died unexpectedly"

@@ -4,7 +4,7 @@ A running server's log is almost all periodic stats and access lines; the lines 
 are a few hundred. `str.find` is a fast substring search, and `re` finds a pattern that starts
 with a literal quickly too (each extra pass costs ~0.3–1 ms per MB, docs/logs.md), so the scan is:
 - one regex on `] ` (the end of vLLM's prefix) followed by the head of a message the parser reads
-  (heads are constant format text in vLLM, FACTS §2–§5; all start with a literal or a tiny class,
+  (heads are constant format text in vLLM, vllm-facts.md §2–§5; all start with a literal or a tiny class,
   which keeps the alternation cheap on the millions of `] Engine 000: ...` stats lines);
 - long literals for unprefixed text: tqdm bars, uvicorn's readiness and bind errors, systemd exits;
 - `Traceback (most recent call last)`, which opens a window of following lines (the exception line

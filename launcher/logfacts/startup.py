@@ -163,7 +163,7 @@ def _marker(pattern: str, hit: tuple[str, int] | None) -> MarkerHit:
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
-    """vLLM timestamps are `MM-DD HH:MM:SS` local time without a year (FACTS §1): a leap year
+    """vLLM timestamps are `MM-DD HH:MM:SS` local time without a year (vllm-facts.md §1): a leap year
     parses 02-29, and an end before the start is taken to cross New Year."""
     if start is None or end is None:
         return None

@@ -2,7 +2,7 @@
 
 An arm started while production still held GPU 0 died with `Free memory on device cuda:0
 (0.3/31.73 GiB)` (field notes): a process that has exited is not yet memory the driver has freed.
-The rule is vLLM's own (FACTS §5): each target GPU needs gpu_memory_utilization × total free, and
+The rule is vLLM's own (vllm-facts.md §5.2): each target GPU needs gpu_memory_utilization × total free, and
 none of the stopped server's pids may still be listed on it.
 """
 

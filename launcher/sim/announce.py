@@ -1,4 +1,4 @@
-"""The API server's own log lines: config, going live, engine death, shutdown (FACTS §2, §5, §10)."""
+"""The API server's own log lines: config, going live, engine death, stop (vllm-facts.md §2, §5, §10)."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ class ApiServer:
             asyncio.get_running_loop().create_task(self._shutdown())
 
     def _keyboard_interrupt(self) -> None:
-        """SIGTERM before uvicorn runs is `KeyboardInterrupt("terminated")`, uncaught (FACTS §10)."""
+        """SIGTERM before uvicorn runs is `KeyboardInterrupt("terminated")`, uncaught (vllm-facts.md §10)."""
         announce.refused(self.log, ["KeyboardInterrupt: terminated"])
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)

@@ -1,6 +1,6 @@
 """The simulator's resolved settings: vLLM flags and sim flags turned into one picklable value.
 
-vLLM's defaults that depend on the GPU (FACTS §9) are taken from the simulated GPU size.
+vLLM's defaults that depend on the GPU (vllm-facts.md §9) are taken from the simulated GPU size.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class SimConfig:
 
     @property
     def model_label(self) -> str:
-        """The name clients must send and metrics carry: the first served name (FACTS §7)."""
+        """The name clients must send and metrics carry: the first served name (vllm-facts.md §7)."""
         return self.faults.serve_model_name or self.served_names[0]
 
     @property

@@ -1,4 +1,4 @@
-"""Which CUDA graphs vLLM would capture: the mode (FACTS §3) and, for the sizes, the one rule module
+"""Which CUDA graphs vLLM would capture: the mode (vllm-facts.md §3) and, for the sizes, the one rule module
 the gate and the dry run use too (`gates/cudagraph_sizes.py`)."""
 
 from __future__ import annotations

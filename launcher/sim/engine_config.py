@@ -1,4 +1,4 @@
-"""The engine's one long `Initializing a V1 LLM engine (v…) with config: …` line (FACTS §2 #4, §3)."""
+"""The one long `Initializing a V1 LLM engine (v…) with config: …` line (vllm-facts.md §2 #4, §3)."""
 
 from __future__ import annotations
 

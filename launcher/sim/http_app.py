@@ -1,4 +1,4 @@
-"""The aiohttp application: vLLM's routes, API-key check, uvicorn-style access log (FACTS §2 #26, §7)."""
+"""The aiohttp app: vLLM's routes, API-key check, uvicorn-style access log (vllm-facts.md §2 #26, §7)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from types import FrameType
 
 
 def set_title(name: str) -> None:
-    """`<VLLM_PROCESS_NAME_PREFIX>::<name>`, as vLLM's `set_process_title` (FACTS §6)."""
+    """`<VLLM_PROCESS_NAME_PREFIX>::<name>`, as vLLM's `set_process_title` (vllm-facts.md §6)."""
     try:
         import setproctitle
     except ImportError:  # vLLM silently does nothing without it, and so do we

@@ -1,7 +1,7 @@
 """Writes lines the way vLLM's processes do: prefixed log records on stdout, raw lines on stderr.
 
 Each record is one `os.write` so lines from the API, engine and workers interleave whole. Multi-line
-messages are re-prefixed and joined with `\\r\\n`, as vLLM's `NewLineFormatter` does (FACTS §1).
+messages are re-prefixed and joined with `\\r\\n`, as vLLM's `NewLineFormatter` does (vllm-facts.md §1).
 """
 
 from __future__ import annotations

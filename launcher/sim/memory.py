@@ -70,7 +70,7 @@ class MemoryPlan:
         return self.kv_tokens / self.max_model_len
 
     def free_memory_error(self, device: int, gib: Callable[[float], str] = "{:.2f}".format) -> str | None:
-        """vLLM's `request_memory` refusal (FACTS §5), or None when there is enough; `gib` formats
+        """vLLM's `request_memory` refusal (vllm-facts.md §5.2), or None when there is enough; `gib` formats
         GiB as the dialect does."""
         if self.free_gib >= self.requested_gib:
             return None
@@ -83,7 +83,7 @@ class MemoryPlan:
         )
 
     def kv_error(self) -> str | None:
-        """The KV-cache refusals of `kv_cache_planning.py` (FACTS §5), or None."""
+        """The KV-cache refusals of `kv_cache_planning.py` (vllm-facts.md §5.2), or None."""
         if self.kv_gib <= 0:
             return (
                 "ValueError: No available memory for the cache blocks. Try increasing "

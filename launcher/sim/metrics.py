@@ -1,4 +1,4 @@
-"""The `vllm:*` Prometheus metrics (FACTS §8), kept by the scheduler and rendered as text.
+"""The `vllm:*` Prometheus metrics (vllm-facts.md §8), kept by the scheduler and rendered as text.
 
 Counters get `_total` and `_created`, histograms `_bucket`/`_sum`/`_count`, every sample carries
 `model_name` and `engine`. With `--disable-log-stats` nothing `vllm:*` is exported.

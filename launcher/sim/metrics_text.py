@@ -1,6 +1,6 @@
 """`SimMetrics` and the request histograms as Prometheus text, in the dialect's exposition form.
 
-0.33 (FACTS §8): a counter is one family `# TYPE x counter` with `x_total` and `x_created` samples.
+0.33 (vllm-facts.md §8): a counter is one family `# TYPE x counter` with `x_total` and `x_created` samples.
 0.26.0 (its real page, tests/data/real-vllm-0.26/eager/metrics-after.txt): `# TYPE x_total counter`
 and a separate `# TYPE x_created gauge` family, a `_created` gauge family for each histogram too,
 and families in the page's order.

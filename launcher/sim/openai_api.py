@@ -1,4 +1,4 @@
-"""Request parsing and response shapes of vLLM 0.33's OpenAI-compatible API (FACTS §7).
+"""Request parsing and response shapes of vLLM 0.33's OpenAI-compatible API (vllm-facts.md §7).
 
 Non-streaming bodies carry every field (nulls included); stream chunks are `exclude_unset`: only
 fields vLLM sets appear. Ids: `chatcmpl-<X-Request-Id or uuid hex>`, tool calls

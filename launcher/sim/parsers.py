@@ -1,4 +1,4 @@
-"""Tool-call and reasoning parser names registered in vLLM 0.33 (FACTS §7), for the startup checks."""
+"""Tool-call and reasoning parser names registered in vLLM 0.33 (vllm-facts.md §7), for startup checks."""
 
 from __future__ import annotations
 

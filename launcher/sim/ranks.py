@@ -1,7 +1,7 @@
 """Where model-side lines come from: the engine itself (TP=1) or its `Worker_TPn` children (TP>1).
 
 With TP>1 vLLM logs per-rank lines from each worker and draws tqdm bars on global rank 0 only
-(FACTS §2); the engine drives its workers through pipes and waits for each step to be done.
+(vllm-facts.md §2); the engine drives its workers through pipes and waits for each step to be done.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ class Scheduler:
         if done:
             job.finished = True
             self.running.remove(job)
-            # the engine finished with EOS; "tool_calls" is the API's name for it (FACTS §7)
+            # the engine finished with EOS; "tool_calls" is the API's name for it (vllm-facts.md §7)
             engine_reason = "stop" if job.plan.finish_reason == "tool_calls" else job.plan.finish_reason
             self.metrics.success[engine_reason] += 1
             self.metrics.e2e.observe(now - job.arrival)

@@ -2,7 +2,7 @@
 
 Like vLLM's `FlexibleArgumentParser`: `_` or `-` in flag names, `-O3` for `--optimization-level 3`,
 dotted JSON flags (`-cc.cudagraph_mode=FULL`), unknown flags fail with usage, exit 2 and
-`vllm: error: unrecognized arguments: ...` (FACTS §5, §9). `--config FILE.yaml` is not supported.
+`vllm: error: unrecognized arguments: ...` (vllm-facts.md §5.6, §9). `--config FILE.yaml` is not supported.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The engine's startup as vLLM logs it (FACTS §2 rows 4-20, §3), with faults injected at phases.
+"""The engine's startup as vLLM logs it (vllm-facts.md §2 rows 4-20, §3), with faults injected at phases.
 
 Base durations at `--sim-speed 1` (seconds): loading 1.2, torch.compile 0.8, profiling 0.4,
 KV cache 0.1, JIT warmup 0.2, capture 0.8 for 102 graphs (scaled by the graph count).
@@ -256,7 +256,7 @@ class Startup:
     def _graphs(self) -> None:
         plan = self.plan
         if self.cfg.enforce_eager:
-            return  # capture_model is not called at all (FACTS §3.7)
+            return  # capture_model is not called at all (vllm-facts.md §3.7)
         if plan.mode == GraphMode.NONE:
             # 0.26 has only the V1 wording, for both runners (scripts/real-vllm/README.md)
             self._log("WARNING", "cg_skip", vllm_text.capture_skipped("V1" if self.d.notes else self.runner))

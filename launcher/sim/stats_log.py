@@ -1,4 +1,4 @@
-"""The periodic `Engine 000: Avg prompt throughput ...` line (FACTS §2), every VLLM_LOG_STATS_INTERVAL s.
+"""The periodic `Engine 000: Avg prompt throughput ...` line every VLLM_LOG_STATS_INTERVAL s (vllm-facts §2).
 
 Like vLLM, the line goes quiet (DEBUG) once the engine has been idle for two intervals.
 """

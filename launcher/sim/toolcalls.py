@@ -1,4 +1,4 @@
-"""Tool calling as vLLM 0.33 gates it (FACTS §5.5, §7) and a model that calls a fitting tool.
+"""Tool calling as vLLM 0.33 gates it (vllm-facts.md §5.5, §7) and a model that calls a fitting tool.
 
 The request checks come first (protocol validators, then the server's parser gate); then, for a
 request that may call, the simulated model picks the tool whose name/description shares words
@@ -80,7 +80,7 @@ def validate_tool_usage(body: dict[str, Any]) -> None:
 
 
 def check_server_support(choice: Any, parser_ready: bool, auto_tools: bool) -> str | None:
-    """The 400 vLLM returns when no tool parser exists (needs both flags, FACTS §5.5)."""
+    """The 400 vLLM returns when no tool parser exists (needs both flags, vllm-facts.md §5.5)."""
     if parser_ready or choice in (None, "none"):
         return None
     if choice == "auto" and not auto_tools:

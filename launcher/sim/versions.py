@@ -1,10 +1,10 @@
 """What differs between the vLLM versions the simulator speaks, in one table.
 
-`0.33` is vLLM 0.33.0 as FACTS.md describes it. `0.26` is vLLM 0.26.0 as two real runs on an H200
+`0.33` is vLLM 0.33.0 as docs/vllm-facts.md describes it. `0.26` is vLLM 0.26.0 as two real runs on an H200
 logged it (`tests/data/real-vllm-0.26/`, compared line by line with `scripts/real-vllm/fidelity.py`)
 and as its wheel's source reads (`scripts/real-vllm/README.md`): the V2 runner by default, V1 for
 ngram drafting; stdout/stderr prefixed by `_add_prefix` (uvicorn, tqdm); two KV lines; no
-`Starting torch.compile` and no JIT warm-up; one capture pass. Where FACTS §11's "older" column
+`Starting torch.compile` and no JIT warm-up; one capture pass. Where vllm-facts.md §11's "older" column
 disagrees with that run (EngineCore_DP0, `vLLM API server version`, old metric names), the run wins.
 """
 
@@ -110,9 +110,9 @@ V026 = Dialect(
     kv_one_line=False,
     # Not observed (no reasoning parser in the recorded runs): 0.26 already names its engine
     # `EngineCore` (PR #36822, ≈ March 2026), so it postdates the removal of `reasoning_content`
-    # from responses (PR #33402, Jan 2026, FACTS §7).
+    # from responses (PR #33402, Jan 2026, vllm-facts.md §7).
     reasoning_field="reasoning",
-    default_util=0.9,  # FACTS §11 "older"; unverified for 0.26 (the runs set 0.2)
+    default_util=0.9,  # vllm-facts.md §11 "older"; unverified for 0.26 (the runs set 0.2)
     # Observed: the real 0.26.0 /metrics (tests/data/bench/vllm-0.26.0-metrics-*.txt) uses the new names.
     metric_kv_usage="vllm:kv_cache_usage_perc",
     metric_prefix_queries="vllm:prefix_cache_queries",

@@ -1,6 +1,6 @@
 """The `[file.py:N]` each simulated log line carries, per vLLM version.
 
-Cosmetic for parsers (they match message text, FACTS §0), but a log that looks like the real one
+Cosmetic for parsers (they match message text, vllm-facts.md §0), but a log that looks like the real one
 is what operators and `scripts/real-vllm/fidelity.py` compare. A key `event@V1` / `event@V2` wins
 over `event` when that model runner is the one speaking. 0.26's come from the real vLLM 0.26.0
 logs in `tests/data/real-vllm-0.26/`; the ones marked "unverified" were not in those logs.

@@ -1,4 +1,4 @@
-"""The vLLM message texts the engine startup fills in (FACTS §2-§5), kept apart from the phase logic."""
+"""The vLLM message texts the engine startup fills in (vllm-facts.md §2-§5), apart from the phase logic."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def cudagraph_profiler_note(util: float, delta: float) -> str:
 
 
 def kv_size_lines(one_line: bool, tokens: int, max_len: int, concurrency: float) -> list[tuple[str, str]]:
-    """(source key, text): one line in 0.33, two in older vLLM (FACTS §11); thousands separators."""
+    """(source key, text): one line in 0.33, two in older vLLM (vllm-facts.md §11); thousands separators."""
     size = f"GPU KV cache size: {tokens:,} tokens"
     conc = f"Maximum concurrency for {max_len:,} tokens per request: {concurrency:.2f}x"
     if one_line:

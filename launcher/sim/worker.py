@@ -1,7 +1,7 @@
 """A `VLLM::Worker_TPn` process (TP>1): it prints its rank's lines when the engine asks, and dies with it.
 
 Like vLLM's workers it watches its parent through a pipe and logs `Parent process exited,
-terminating worker queues` when the engine goes away (FACTS §6), except with `--sim-orphans`.
+terminating worker queues` when the engine goes away (vllm-facts.md §6), except with `--sim-orphans`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The vLLM engine as a process group: start it, stream its output, notice its death, stop it all.
 
-vLLM does not call setpgrp (FACTS.md §6), so starting it in a new session makes `killpg` reach the
+vLLM does not call setpgrp (vllm-facts.md §6), so starting it in a new session makes `killpg` reach the
 API server, EngineCore and every worker. Stopping escalates TERM → grace → KILL on the whole group,
 then checks that no process of the group is left.
 

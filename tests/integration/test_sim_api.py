@@ -1,4 +1,4 @@
-"""vllm-sim's HTTP API against FACTS §7-8: shapes, tool gating, reasoning, auth, metrics, ground truth."""
+"""vllm-sim's HTTP API against vllm-facts.md §7-8: shapes, tool gating, reasoning, auth, metrics, truth."""
 
 from __future__ import annotations
 

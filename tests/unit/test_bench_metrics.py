@@ -9,7 +9,7 @@ import pytest
 from launcher.bench import checks
 from launcher.bench.server_metrics import MetricsSnapshot, parse_text
 
-# Shape of vLLM 0.33's exposition (FACTS §8): counters with `_total` and `_created`, two engines.
+# Shape of vLLM 0.33's exposition (vllm-facts.md §8): counters with `_total` and `_created`, two engines.
 BEFORE = """\
 # HELP vllm:prefix_cache_queries Prefix cache queries, in terms of number of queried tokens.
 # TYPE vllm:prefix_cache_queries counter

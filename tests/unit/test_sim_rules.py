@@ -46,7 +46,7 @@ def test_default_capture_sizes_are_51_up_to_512() -> None:
 
 def test_full_graphs_stop_at_max_num_seqs() -> None:
     p = plan(max_num_seqs=256)
-    assert p.max_size == 512 and len(p.full_sizes) == 35  # FACTS §3: FULL limited to sizes <= 256
+    assert p.max_size == 512 and len(p.full_sizes) == 35  # vllm-facts.md §3.6: FULL limited to sizes <= 256
 
 
 def test_user_sizes_are_deduplicated_sorted_and_filtered() -> None:
@@ -191,7 +191,7 @@ def test_spec_decode_rate_depends_on_text_only() -> None:
 
 
 def test_dialects_differ_where_the_real_026_run_says() -> None:
-    # tests/data/real-vllm-0.26/: the old forms of FACTS §11 (EngineCore_DP0, `vLLM API server
+    # tests/data/real-vllm-0.26/: the old forms of vllm-facts.md §11 (EngineCore_DP0, `vLLM API server
     # version`, `Starting vLLM API server 0`, gpu_cache_* metrics) are not 0.26.0's.
     new, old = DIALECTS["0.33"], DIALECTS["0.26"]
     for dialect in (new, old):

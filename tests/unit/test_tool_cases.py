@@ -1,4 +1,4 @@
-"""The tool-call judges on reply bodies shaped like vLLM 0.33's (FACTS.md §7)."""
+"""The tool-call judges on reply bodies shaped like vLLM 0.33's (vllm-facts.md §7)."""
 
 from __future__ import annotations
 
