@@ -11,8 +11,15 @@ from gates.setting import Setting
 
 COMMON: tuple[Setting, ...] = (
     Setting("required", bool, True, "A failure of this gate rejects the candidate (false: report only)."),
-    Setting("timeout_s", (int, float), None, "Deadline for this gate, from the moment it starts.", unit="s",
-            minimum=0.1, maximum=7 * 86400),
+    Setting(
+        "timeout_s",
+        (int, float),
+        None,
+        "Deadline for this gate, from the moment it starts.",
+        unit="s",
+        minimum=0.1,
+        maximum=7 * 86400,
+    ),
     Setting(
         "poll_s",
         (int, float),

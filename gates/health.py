@@ -18,8 +18,15 @@ class HealthGate(GateBase):
     name = "health"
     DEFAULT_TIMEOUT_S = 1800.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("request_timeout_s", (int, float), 5.0, "Timeout of each HTTP request.", unit="s",
-                minimum=0.1, maximum=600),
+        Setting(
+            "request_timeout_s",
+            (int, float),
+            5.0,
+            "Timeout of each HTTP request.",
+            unit="s",
+            minimum=0.1,
+            maximum=600,
+        ),
     )
 
     def check(self, ctx: GateContext) -> Outcome:

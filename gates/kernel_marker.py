@@ -19,8 +19,14 @@ class KernelMarkerGate(GateBase):
     name = "kernel_marker"
     DEFAULT_TIMEOUT_S = 1800.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("patterns", list, [], "Regexes that must each appear in the log after this start.",
-                items=str, regex=True),
+        Setting(
+            "patterns",
+            list,
+            [],
+            "Regexes that must each appear in the log after this start.",
+            items=str,
+            regex=True,
+        ),
         Setting(
             "after_ready_s",
             (int, float),

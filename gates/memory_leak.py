@@ -24,10 +24,15 @@ class MemoryLeakGate(GateBase):
     name = "memory_leak"
     TIMEOUT_NOTE = "windows × window_s × 1.5 + 60"
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("windows", int, 6, "Number of measurement windows (≥ baseline_window + consecutive).",
-                minimum=2, maximum=1000),
-        Setting("window_s", (int, float), 20.0, "Length of one window.", unit="s",
-                minimum=0.1, maximum=3600),
+        Setting(
+            "windows",
+            int,
+            6,
+            "Number of measurement windows (≥ baseline_window + consecutive).",
+            minimum=2,
+            maximum=1000,
+        ),
+        Setting("window_s", (int, float), 20.0, "Length of one window.", unit="s", minimum=0.1, maximum=3600),
         Setting(
             "baseline_window",
             int,
@@ -36,8 +41,7 @@ class MemoryLeakGate(GateBase):
             minimum=1,
             maximum=100,
         ),
-        Setting("consecutive", int, 3, "Growing windows in a row that make a leak.",
-                minimum=1, maximum=100),
+        Setting("consecutive", int, 3, "Growing windows in a row that make a leak.", minimum=1, maximum=100),
         Setting(
             "min_growth_mib",
             (int, float),
@@ -47,10 +51,15 @@ class MemoryLeakGate(GateBase):
             minimum=1,
             maximum=1e7,
         ),
-        Setting("concurrency", int, 4, "Parallel request streams while measuring.",
-                minimum=1, maximum=256),
-        Setting("prompt_paragraphs", int, 40, "Prompt length in paragraphs (≈ 45 tokens each).",
-                minimum=1, maximum=5000),
+        Setting("concurrency", int, 4, "Parallel request streams while measuring.", minimum=1, maximum=256),
+        Setting(
+            "prompt_paragraphs",
+            int,
+            40,
+            "Prompt length in paragraphs (≈ 45 tokens each).",
+            minimum=1,
+            maximum=5000,
+        ),
         Setting("max_tokens", int, 128, "Tokens asked per request.", minimum=1, maximum=1_000_000),
     )
 

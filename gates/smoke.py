@@ -41,8 +41,14 @@ class SmokeGate(GateBase):
     name = "smoke"
     DEFAULT_TIMEOUT_S = 600.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
-        Setting("checks", list, list(CHECKS), "Which checks to run: " + ", ".join(CHECKS) + ".",
-                items=str, choices=CHECKS),
+        Setting(
+            "checks",
+            list,
+            list(CHECKS),
+            "Which checks to run: " + ", ".join(CHECKS) + ".",
+            items=str,
+            choices=CHECKS,
+        ),
         Setting(
             "needle_contexts",
             list,
@@ -53,10 +59,23 @@ class SmokeGate(GateBase):
             minimum=64,
             maximum=10_000_000,
         ),
-        Setting("max_tokens", int, 1024, "Token budget per request (room for reasoning models).",
-                minimum=1, maximum=1_000_000),
-        Setting("request_timeout_s", (int, float), 300.0, "Timeout of each request.", unit="s",
-                minimum=0.1, maximum=3600),
+        Setting(
+            "max_tokens",
+            int,
+            1024,
+            "Token budget per request (room for reasoning models).",
+            minimum=1,
+            maximum=1_000_000,
+        ),
+        Setting(
+            "request_timeout_s",
+            (int, float),
+            300.0,
+            "Timeout of each request.",
+            unit="s",
+            minimum=0.1,
+            maximum=3600,
+        ),
     )
 
     def check(self, ctx: GateContext) -> Outcome:

@@ -43,8 +43,15 @@ class ToolCallGate(GateBase):
             minimum=1,
             maximum=1_000_000,
         ),
-        Setting("request_timeout_s", (int, float), 120.0, "Timeout of each request.", unit="s",
-                minimum=0.1, maximum=3600),
+        Setting(
+            "request_timeout_s",
+            (int, float),
+            120.0,
+            "Timeout of each request.",
+            unit="s",
+            minimum=0.1,
+            maximum=3600,
+        ),
     )
 
     def check(self, ctx: GateContext) -> Outcome:

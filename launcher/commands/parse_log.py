@@ -13,8 +13,13 @@ from launcher.logfacts.report import render_events, render_report
 @click.command("parse-log")
 @click.argument("log_file", metavar="FILE")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (null where the log does not say).")
-@click.option("--marker", "markers", multiple=True, metavar="REGEX",
-              help="Kernel-marker pattern to look for, e.g. IQ4XS_BMMVQ_READY (repeatable).")
+@click.option(
+    "--marker",
+    "markers",
+    multiple=True,
+    metavar="REGEX",
+    help="Kernel-marker pattern to look for, e.g. IQ4XS_BMMVQ_READY (repeatable).",
+)
 @click.option("--events", "with_events", is_flag=True, help="Also list the startup events, in log order.")
 def parse_log(log_file: str, as_json: bool, markers: tuple[str, ...], with_events: bool) -> None:
     """Read a vLLM log (FILE, or - for stdin) into facts: version, model, TP, KV pool,

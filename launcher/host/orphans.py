@@ -45,6 +45,8 @@ KEEP_ENVIRON_ENV = {"SPT_NOENV": "1"}
 def mark_env(deployment: str) -> dict[str, str]:
     """What vLLM's environment gets so that all its processes can be told to be this deployment's."""
     return {DEPLOYMENT_ENV: deployment, **KEEP_ENVIRON_ENV}
+
+
 INIT_NAMES = frozenset(
     {
         "init",

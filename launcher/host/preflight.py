@@ -82,9 +82,7 @@ def check_host(
     policy = HostPolicy.from_plan(plan)
     reap = reap or policy.reap_orphans
     if (force or named) and not reap:
-        raise BadInput(
-            "--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans"
-        )
+        raise BadInput("--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans")
     demand = gpu_demand(plan, environ)
     prefixes = prefixes_for(plan.env)
     deployment = deployment_id(options.state_dir, plan.name)

@@ -35,6 +35,13 @@ from launcher.logfacts.markers import BadMarker
 from launcher.logfacts.stream import LogStream, parse_text
 
 __all__ = [
-    "BadMarker", "EventKind", "LogEvent", "LogFacts", "LogStream", "UnreadableLog",
-    "parse_binary", "parse_file", "parse_text",
+    "BadMarker",
+    "EventKind",
+    "LogEvent",
+    "LogFacts",
+    "LogStream",
+    "UnreadableLog",
+    "parse_binary",
+    "parse_file",
+    "parse_text",
 ]

@@ -103,8 +103,12 @@ class Collector:
                 self._fail(Cause(FailureKind.OTHER, EXIT), rec, line_no)
             return
         cause = classify(rec, s.traceback_seen)
-        if cause is not None and cause.rank == EXPLICIT and s.first_exception is None \
-                and EXCEPTION_LINE.match(rec.msg):
+        if (
+            cause is not None
+            and cause.rank == EXPLICIT
+            and s.first_exception is None
+            and EXCEPTION_LINE.match(rec.msg)
+        ):
             s.first_exception = (rec.text, line_no, rec.msg)  # the root cause `engine_init` points back to
         if cause is None and p.ENGINE_DIED.search(rec.msg):
             cause = Cause(FailureKind.ENGINE_INIT, ENGINE)

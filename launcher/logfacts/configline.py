@@ -59,19 +59,36 @@ def cudagraph_mode(cfg: str) -> str | None:
 
 
 _ARG_KEYS = {
-    "model": "model", "port": "served_port", "tensor_parallel_size": "tensor_parallel_size",
-    "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
-    "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-    "max_num_batched_tokens": "max_num_batched_tokens", "gpu_memory_utilization": "gpu_memory_utilization",
-    "enforce_eager": "enforce_eager", "kv_cache_dtype": "kv_cache_dtype", "quantization": "quantization",
-    "speculative_config": "speculative_config", "tool_call_parser": "tool_call_parser",
+    "model": "model",
+    "port": "served_port",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size",
+    "max_model_len": "max_model_len",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "enforce_eager": "enforce_eager",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "quantization": "quantization",
+    "speculative_config": "speculative_config",
+    "tool_call_parser": "tool_call_parser",
     "served_model_name": "served_model_name",
 }
 _TYPES: dict[str, type] = {
-    "served_port": int, "tensor_parallel_size": int, "pipeline_parallel_size": int,
-    "data_parallel_size": int, "max_model_len": int, "max_num_seqs": int, "max_num_batched_tokens": int,
-    "gpu_memory_utilization": float, "enforce_eager": bool, "model": str, "kv_cache_dtype": str,
-    "quantization": str, "tool_call_parser": str,
+    "served_port": int,
+    "tensor_parallel_size": int,
+    "pipeline_parallel_size": int,
+    "data_parallel_size": int,
+    "max_model_len": int,
+    "max_num_seqs": int,
+    "max_num_batched_tokens": int,
+    "gpu_memory_utilization": float,
+    "enforce_eager": bool,
+    "model": str,
+    "kv_cache_dtype": str,
+    "quantization": str,
+    "tool_call_parser": str,
 }
 
 
@@ -108,10 +125,15 @@ def _is_type(value: Any, kind: type) -> bool:
 
 
 _FLAGS = {
-    "--tensor-parallel-size": "tensor_parallel_size", "-tp": "tensor_parallel_size",
-    "--pipeline-parallel-size": "pipeline_parallel_size", "-pp": "pipeline_parallel_size",
-    "--data-parallel-size": "data_parallel_size", "-dp": "data_parallel_size",
-    "--port": "served_port", "--max-model-len": "max_model_len", "--max-num-seqs": "max_num_seqs",
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "-tp": "tensor_parallel_size",
+    "--pipeline-parallel-size": "pipeline_parallel_size",
+    "-pp": "pipeline_parallel_size",
+    "--data-parallel-size": "data_parallel_size",
+    "-dp": "data_parallel_size",
+    "--port": "served_port",
+    "--max-model-len": "max_model_len",
+    "--max-num-seqs": "max_num_seqs",
     "--gpu-memory-utilization": "gpu_memory_utilization",
 }
 

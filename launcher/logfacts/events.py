@@ -39,5 +39,9 @@ class LogEvent:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), "line_no": self.line_no, "line": self.line,
-                "detail": dict(self.detail)}
+        return {
+            "kind": str(self.kind),
+            "line_no": self.line_no,
+            "line": self.line,
+            "detail": dict(self.detail),
+        }

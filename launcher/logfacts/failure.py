@@ -49,82 +49,129 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
     # v1/worker/gpu_worker.py (0.9.1+), `cuda:N` form v1/worker/utils.py (0.33)
     # `Error in memory profiling` (V0 worker.py, V1 gpu_worker.py, 0.6+): memory changed under vLLM
     # while it profiled, i.e. another process on the GPU
-    (re.compile(r"Free memory on device.*? on startup is less than|Error in memory profiling\. "),
-     Cause(FailureKind.FREE_MEMORY, SPECIFIC)),
+    (
+        re.compile(r"Free memory on device.*? on startup is less than|Error in memory profiling\. "),
+        Cause(FailureKind.FREE_MEMORY, SPECIFIC),
+    ),
     # V0 worker.py / V1 kv_cache_utils.py `No available memory for the cache blocks` (0.6+); V1 `To serve
     # at least one request with the model's max seq len` (0.8.x spelled `models's`) with its `... GiB KV
     # cache is needed, which is larger than the available KV cache memory`; V0 `The model's max seq len
     # (N) is larger than the maximum number of tokens that can be stored in KV cache (M)`
-    (re.compile(r"No available memory for the cache blocks"
-                r"|To serve at least one request with the models?'s max"
-                r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV"
-                r"|is larger than the available KV cache memory"),
-     Cause(FailureKind.KV_CACHE_TOO_SMALL, SPECIFIC)),
+    (
+        re.compile(
+            r"No available memory for the cache blocks"
+            r"|To serve at least one request with the models?'s max"
+            r"|max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV"
+            r"|is larger than the available KV cache memory"
+        ),
+        Cause(FailureKind.KV_CACHE_TOO_SMALL, SPECIFIC),
+    ),
     # torch; V1 runner wrapper gpu_model_runner.py (0.13+)
-    (re.compile(r"CUDA out of memory|OutOfMemoryError|Failed to load model - not enough GPU memory"
-                r"|CUDA error: out of memory"), Cause(FailureKind.OOM, SPECIFIC)),
+    (
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|Failed to load model - not enough GPU memory"
+            r"|CUDA error: out of memory"
+        ),
+        Cause(FailureKind.OOM, SPECIFIC),
+    ),
     # entrypoints/openai/api_server.py KeyError (0.6.3+), cli_args.py, parser_manager.py (vllm-facts.md §5),
     # argparse when `--tool-call-parser` had choices
-    (re.compile(r"invalid tool call parser"
-                r"|--enable-auto-tool-choice requires (?:--tool-call-parser|tool_parser)"
-                r"|cannot be used with the tokenizer|tool_parser:'[^']*' which has not been registered"
-                r"|argument --tool-call-parser: invalid choice|Tool parser '[^']*' not found"),
-     Cause(FailureKind.TOOL_PARSER, SPECIFIC)),
+    (
+        re.compile(
+            r"invalid tool call parser"
+            r"|--enable-auto-tool-choice requires (?:--tool-call-parser|tool_parser)"
+            r"|cannot be used with the tokenizer|tool_parser:'[^']*' which has not been registered"
+            r"|argument --tool-call-parser: invalid choice|Tool parser '[^']*' not found"
+        ),
+        Cause(FailureKind.TOOL_PARSER, SPECIFIC),
+    ),
     # api_server.py KeyError (0.7.2+), argparse choices (0.7.2-0.10), parser_manager.py TypeError (0.26),
     # abs_reasoning_parsers.py KeyError `Reasoning parser 'x' not found.` (0.13+, recorded on 0.26.0)
-    (re.compile(r"invalid reasoning parser|argument --reasoning-parser: invalid choice"
-                r"|Reasoning parser '[^']*' not found"
-                r"|--enable-reasoning requires --reasoning-parser"
-                r"|reasoning_parser_name='[^']*' has not been"),
-     Cause(FailureKind.REASONING_PARSER, SPECIFIC)),
+    (
+        re.compile(
+            r"invalid reasoning parser|argument --reasoning-parser: invalid choice"
+            r"|Reasoning parser '[^']*' not found"
+            r"|--enable-reasoning requires --reasoning-parser"
+            r"|reasoning_parser_name='[^']*' has not been"
+        ),
+        Cause(FailureKind.REASONING_PARSER, SPECIFIC),
+    ),
     # pynccl_wrapper.py `NCCL error: ...` (0.6+); torch.distributed's rendezvous and backend errors
     # (before the port rule: torch's rendezvous port in use is not the API server's port)
-    (re.compile(r"NCCL error|DistNetworkError|DistBackendError|DistStoreError"),
-     Cause(FailureKind.DISTRIBUTED, SPECIFIC)),
+    (
+        re.compile(r"NCCL error|DistNetworkError|DistBackendError|DistStoreError"),
+        Cause(FailureKind.DISTRIBUTED, SPECIFIC),
+    ),
     # entrypoints/launchers/launcher.py create_server_socket; uvicorn's own bind error in older releases
     (re.compile(r"Errno 98|[Aa]ddress already in use"), Cause(FailureKind.PORT_IN_USE, SPECIFIC)),
     # transformers_utils/config.py, default_loader.py; huggingface_hub's errors for a missing, gated or
     # offline model
-    (re.compile(r"Invalid repository ID or local directory specified|Cannot find any model weights with"
-                r"|Repository Not Found for url|RepositoryNotFoundError|Cannot access gated repo"
-                r"|GatedRepoError|OfflineModeIsEnabled|LocalEntryNotFoundError"
-                r"|is not a local folder and is not a valid model"
-                r"|We couldn't connect to 'https://huggingface\.co'|HTTPSConnectionPool\(host='huggingface\.co'"
-                r"|access a gated repo|HFValidationError"),
-     Cause(FailureKind.MODEL_NOT_FOUND, SPECIFIC)),
+    (
+        re.compile(
+            r"Invalid repository ID or local directory specified|Cannot find any model weights with"
+            r"|Repository Not Found for url|RepositoryNotFoundError|Cannot access gated repo"
+            r"|GatedRepoError|OfflineModeIsEnabled|LocalEntryNotFoundError"
+            r"|is not a local folder and is not a valid model"
+            r"|We couldn't connect to 'https://huggingface\.co'|HTTPSConnectionPool\(host='huggingface\.co'"
+            r"|access a gated repo|HFValidationError"
+        ),
+        Cause(FailureKind.MODEL_NOT_FOUND, SPECIFIC),
+    ),
     # worker.py / platforms/cuda.py (bf16 on a V100), config/vllm.py quantization minimum capability;
     # CUDA's own `no kernel image` for a kernel not built for this GPU
-    (re.compile(r"Bfloat16 is only supported on GPUs with compute capability"
-                r"|is not supported for the current GPU\. Minimum capability"
-                r"|no kernel image is available for execution on the device"
-                r"|FlashAttention only supports Ampere GPUs or newer"),
-     Cause(FailureKind.GPU_CAPABILITY, SPECIFIC)),
+    (
+        re.compile(
+            r"Bfloat16 is only supported on GPUs with compute capability"
+            r"|is not supported for the current GPU\. Minimum capability"
+            r"|no kernel image is available for execution on the device"
+            r"|FlashAttention only supports Ampere GPUs or newer"
+        ),
+        Cause(FailureKind.GPU_CAPABILITY, SPECIFIC),
+    ),
     # entrypoints/chat_utils.py; tokenizers/hf.py (transformers_utils/tokenizer.py before 0.11)
-    (re.compile(r"looks like a file path, but it failed to be opened|Failed to load the tokenizer"
-                r"|TemplateSyntaxError"),
-     Cause(FailureKind.CHAT_TEMPLATE, SPECIFIC)),
+    (
+        re.compile(
+            r"looks like a file path, but it failed to be opened|Failed to load the tokenizer"
+            r"|TemplateSyntaxError"
+        ),
+        Cause(FailureKind.CHAT_TEMPLATE, SPECIFIC),
+    ),
     # v1/engine/utils.py, core.py, multiproc_executor.py (vllm-facts.md §5.1)
-    (re.compile(r"^(?:RuntimeError: )?Engine core initialization failed|^EngineCore(?:_\w+)? failed to start"
-                r"|^WorkerProc failed to start|WorkerProc initialization failed|^WorkerProc hit an exception"
-                r"|Frontend process failed during engine core initialization"
-                r"|Engine process failed to start"),  # V0 MQLLMEngine, 0.6.2-0.10.2
-     Cause(FailureKind.ENGINE_INIT, ENGINE)),
+    (
+        re.compile(
+            r"^(?:RuntimeError: )?Engine core initialization failed|^EngineCore(?:_\w+)? failed to start"
+            r"|^WorkerProc failed to start|WorkerProc initialization failed|^WorkerProc hit an exception"
+            r"|Frontend process failed during engine core initialization"
+            r"|Engine process failed to start"
+        ),  # V0 MQLLMEngine, 0.6.2-0.10.2
+        Cause(FailureKind.ENGINE_INIT, ENGINE),
+    ),
     # vLLM's config validation (pydantic): `ValidationError: 1 validation error for ModelConfig`, then
     # the reason on `  Value error, ...`, e.g. the max_model_len check of config/model.py (vllm-facts.md §5)
     # (older releases raise these as plain ValueErrors: model.py / config.py checks)
-    (re.compile(r"^\s{0,2}Value error, |User-specified max_model_len \(\d+\) is greater than"
-                r"|must be divisible by tensor parallel size"
-                r"|max_num_batched_tokens \(\d+\) is\s+smaller than"),
-     Cause(FailureKind.CONFIG, SPECIFIC)),
+    (
+        re.compile(
+            r"^\s{0,2}Value error, |User-specified max_model_len \(\d+\) is greater than"
+            r"|must be divisible by tensor parallel size"
+            r"|max_num_batched_tokens \(\d+\) is\s+smaller than"
+        ),
+        Cause(FailureKind.CONFIG, SPECIFIC),
+    ),
     # core_client.py ready timeout; argparse (`vllm: error:`, `api_server.py: error:`)
-    (re.compile(r"Timed out waiting for engine core processes to start|^[\w.-]+: error: "),
-     Cause(FailureKind.OTHER, EXPLICIT)),
+    (
+        re.compile(r"Timed out waiting for engine core processes to start|^[\w.-]+: error: "),
+        Cause(FailureKind.OTHER, EXPLICIT),
+    ),
 )
 # Where a failure line can be, for the prefilter and for skimming superseded startups: the rules'
 # texts unanchored, with the argparse rule cut to its literal (a leading class would test every byte).
-SCAN = re.compile("|".join(
-    rx.pattern.replace("^(?:RuntimeError: )?", "").replace("^\\s{0,2}", "").replace("^", "")
-    for rx, _ in _RULES[:-1]) + "|Timed out waiting for engine core|: error: ")
+SCAN = re.compile(
+    "|".join(
+        rx.pattern.replace("^(?:RuntimeError: )?", "").replace("^\\s{0,2}", "").replace("^", "")
+        for rx, _ in _RULES[:-1]
+    )
+    + "|Timed out waiting for engine core|: error: "
+)
 _UNCAUGHT = Cause(FailureKind.OTHER, EXPLICIT)
 _ERROR_LEVELS = (None, "ERROR", "CRITICAL")
 

@@ -30,8 +30,10 @@ _OUTER_PREFIXES = (
     # journald short: `Nov 29 06:25:47 gpu01 vllm[4101]: `
     re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?: "),
     # journald short-iso / bare ISO timestamps (`docker logs -t`, CI runners, `[2026-02-24T20:21:58Z]`)
-    re.compile(r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
-               r"(?: \S+ [^\s\[:]+(?:\[\d+\])?:)? "),
+    re.compile(
+        r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?"
+        r"(?: \S+ [^\s\[:]+(?:\[\d+\])?:)? "
+    ),
     # docker-compose: `vllm-1  | `, `vllm_1    | `
     re.compile(r"[A-Za-z0-9][\w.-]*\s*\| ?"),
 )
@@ -47,8 +49,13 @@ _BARE_PROC = re.compile(r"(?:\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?
 _UVICORN = re.compile(r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)")
 _RECORD_STARTS = (
-    "Traceback (most recent call last)", "  File ", "During handling of the above exception",
-    "The above exception was the direct cause", "Process ", "usage: ", "vllm: error",
+    "Traceback (most recent call last)",
+    "  File ",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+    "Process ",
+    "usage: ",
+    "vllm: error",
 )
 _TAG_START = re.compile(r"\[[\w .:/=-]+\]|[IWEF]\d{4} \d\d:\d\d|\S+:\d+:\d+ \[\d+\] NCCL")
 
@@ -89,7 +96,7 @@ def strip_outer(line: str) -> str:
         for rx in _OUTER_PREFIXES:
             m = rx.match(line)
             if m and m.end() < len(line):
-                line = line[m.end():]
+                line = line[m.end() :]
                 break
         else:
             return line
@@ -100,7 +107,7 @@ def parse_segment(text: str) -> Record:
     """Split a clean segment into vLLM's prefix fields and the message (vllm-facts.md §1)."""
     m = VLLM_PREFIX.search(text)
     if m is not None:
-        msg = RAY_REPEATED.sub("", text[m.end():]).rstrip()
+        msg = RAY_REPEATED.sub("", text[m.end() :]).rstrip()
         pid = m.group("pid")
         return Record(text, msg, m.group("proc"), int(pid) if pid else None, m.group("level"), m.group("ts"))
     proc: str | None = None
@@ -108,11 +115,11 @@ def parse_segment(text: str) -> Record:
     rest = text
     bare = _BARE_PROC.match(text)
     if bare is not None:  # older `_add_prefix`: stderr, uvicorn and tracebacks got `(NAME pid=N) `
-        proc, pid_text, rest = bare.group("proc"), bare.group("pid"), text[bare.end():]
+        proc, pid_text, rest = bare.group("proc"), bare.group("pid"), text[bare.end() :]
     level: str | None = None
     uv = _UVICORN.match(rest)
     if uv is not None:
-        level, rest = uv.group("level"), rest[uv.end():]
+        level, rest = uv.group("level"), rest[uv.end() :]
     msg = RAY_REPEATED.sub("", rest).rstrip()
     return Record(text, msg, proc, int(pid_text) if pid_text else None, level, None)
 

@@ -36,12 +36,15 @@ def _refuse_endless(st: os.stat_result, name: str, stdin: bool) -> None:
         why = "it is a device, which may never end (/dev/zero never does)"
     else:
         why = "it is not a regular file"
-    raise UnreadableLog(f"cannot read log file {name}: {why}; nothing was read. Give a regular file, or "
-                        "pipe the log in: `cat LOG | launch parse-log -`")
+    raise UnreadableLog(
+        f"cannot read log file {name}: {why}; nothing was read. Give a regular file, or "
+        "pipe the log in: `cat LOG | launch parse-log -`"
+    )
 
 
-def parse_binary(handle: BinaryIO, markers: Iterable[str] = (), chunk_bytes: int = CHUNK_BYTES,
-                 events: bool = True) -> tuple[LogFacts, list[LogEvent]]:
+def parse_binary(
+    handle: BinaryIO, markers: Iterable[str] = (), chunk_bytes: int = CHUNK_BYTES, events: bool = True
+) -> tuple[LogFacts, list[LogEvent]]:
     """`events=False`: facts only (and an empty list): superseded startups are skimmed for their
     outcome and no event is kept, so a restart loop of any size parses fast in flat memory."""
     stream = LogStream(markers, skim=not events)
@@ -54,8 +57,9 @@ def parse_binary(handle: BinaryIO, markers: Iterable[str] = (), chunk_bytes: int
     return stream.facts, kept + got if events else []
 
 
-def parse_file(path: str | Path, markers: Iterable[str] = (), chunk_bytes: int = CHUNK_BYTES,
-               events: bool = True) -> tuple[LogFacts, list[LogEvent]]:
+def parse_file(
+    path: str | Path, markers: Iterable[str] = (), chunk_bytes: int = CHUNK_BYTES, events: bool = True
+) -> tuple[LogFacts, list[LogEvent]]:
     """`path` "-" reads stdin. Raises `UnreadableLog` (exit 2) when the file cannot be read."""
     if str(path) == "-":
         try:

@@ -121,7 +121,11 @@ CFG_CG_MODE = re.compile(
 )
 # CUDAGraphMode values (config/compilation.py): NONE=0, PIECEWISE=1, FULL=2, (FULL, NONE), (FULL, PIECEWISE).
 CG_MODE_VALUES = {
-    "0": "NONE", "1": "PIECEWISE", "2": "FULL", "2,0": "FULL_DECODE_ONLY", "2,1": "FULL_AND_PIECEWISE",
+    "0": "NONE",
+    "1": "PIECEWISE",
+    "2": "FULL",
+    "2,0": "FULL_DECODE_ONLY",
+    "2,1": "FULL_AND_PIECEWISE",
 }
 CFG_SIZES = re.compile(r"""["']cudagraph_capture_sizes["']\s*:\s*\[(?P<sizes>[\d,\s]*)\]""")
 CFG_MAX_SIZE = re.compile(r"""["'](?:max_cudagraph_capture_size|max_capture_size)["']\s*:\s*(?P<n>\d+)""")

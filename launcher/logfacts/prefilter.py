@@ -28,21 +28,55 @@ HEAD_CHARS = 4 * 1024 * 1024
 TRACEBACK_WINDOW = 400  # physical lines after a traceback header that are parsed
 
 _HEADS = (
-    r"vLLM ", r"[ █▄▀]", r"non-default args", r"args: ", r"Initializing an? ", r"Using ", r"Chunked prefill",
-    r"Model ", r"Loading ", r"Starting ", r"torch\.compile",
-    r"Profiling CUDA graph", r"Memory profiling", r"Available KV cache", r"GPU KV cache size", r"GPU \+ host",
-    r"CPU KV cache size", r"XPU KV cache size", r"Maximum concurrency", r"# GPU blocks", r"Capturing ",
-    r"Graph capturing", r"Skipping ", r"init engine", r"Enforce eager", r"Cudagraph is disabled",
-    r"Free memory on device", r"No available memory", r"To serve at least", r"EngineCore", r"Engine core",
-    r"WorkerProc ", r"Worker proc ", r"Frontend process", r"Failed to load model", r"\[shutdown\]",
-    r"Timed out waiting", r"User-specified max_model_len",
+    r"vLLM ",
+    r"[ █▄▀]",
+    r"non-default args",
+    r"args: ",
+    r"Initializing an? ",
+    r"Using ",
+    r"Chunked prefill",
+    r"Model ",
+    r"Loading ",
+    r"Starting ",
+    r"torch\.compile",
+    r"Profiling CUDA graph",
+    r"Memory profiling",
+    r"Available KV cache",
+    r"GPU KV cache size",
+    r"GPU \+ host",
+    r"CPU KV cache size",
+    r"XPU KV cache size",
+    r"Maximum concurrency",
+    r"# GPU blocks",
+    r"Capturing ",
+    r"Graph capturing",
+    r"Skipping ",
+    r"init engine",
+    r"Enforce eager",
+    r"Cudagraph is disabled",
+    r"Free memory on device",
+    r"No available memory",
+    r"To serve at least",
+    r"EngineCore",
+    r"Engine core",
+    r"WorkerProc ",
+    r"Worker proc ",
+    r"Frontend process",
+    r"Failed to load model",
+    r"\[shutdown\]",
+    r"Timed out waiting",
+    r"User-specified max_model_len",
 )
 _RECORD = re.compile(r"\] (?:" + "|".join(_HEADS) + ")")
 _LITERALS = (
-    "CUDA graph", "point shards",  # tqdm bars (`Capturing CUDA graphs (FULL): ...`), also glued to text
-    "Application startup complete", "Application shutdown complete", "Uvicorn running on",  # uvicorn
+    "CUDA graph",
+    "point shards",  # tqdm bars (`Capturing CUDA graphs (FULL): ...`), also glued to text
+    "Application startup complete",
+    "Application shutdown complete",
+    "Uvicorn running on",  # uvicorn
     "address already in use",  # uvicorn's own bind error (older releases)
-    "Main process exited", "exited with code",  # systemd, docker compose
+    "Main process exited",
+    "exited with code",  # systemd, docker compose
 )
 _HEAD_LITERALS = ("vllm serve", "vllm.entrypoints.openai.api_server", "vllm: error")
 TRACEBACK = "Traceback (most recent call last)"
@@ -83,8 +117,9 @@ class Prefilter:
         return Hits(sorted(starts), sorted(headers))
 
 
-def open_windows(text: str, begin: int, end: int, tracebacks: list[int], carried: int,
-                 candidates: set[int]) -> int:
+def open_windows(
+    text: str, begin: int, end: int, tracebacks: list[int], carried: int, candidates: set[int]
+) -> int:
     """Add the lines of traceback windows to `candidates`; return how many lines run past `end`."""
     left = 0
     for start, count in ((begin, carried), *((t, TRACEBACK_WINDOW) for t in tracebacks)):
@@ -180,8 +215,9 @@ def longest_literal(alternative: str) -> str:
 
 
 # A cheap `in` test per hint line before the rules' regexes run on it (~85 µs a line otherwise).
-_TRIGGERS = tuple(sorted({longest_literal(a) for rx in (failure.SCAN, ENGINE_DIED)
-                          for a in top_alternatives(rx.pattern)}))
+_TRIGGERS = tuple(
+    sorted({longest_literal(a) for rx in (failure.SCAN, ENGINE_DIED) for a in top_alternatives(rx.pattern)})
+)
 
 
 def banner_candidates(text: str, start: int, end: int) -> list[int]:

@@ -21,8 +21,13 @@ def render_report(facts: LogFacts) -> str:
     if len(facts.startups) > 1 or facts.startups_seen > 1:
         rows.append(("startups", _startups(facts)))
     if facts.lines_cut:
-        rows.append(("note", f"{facts.lines_cut} line(s) longer than the parser reads were cut "
-                             f"({facts.chars_cut:,} characters not read)"))
+        rows.append(
+            (
+                "note",
+                f"{facts.lines_cut} line(s) longer than the parser reads were cut "
+                f"({facts.chars_cut:,} characters not read)",
+            )
+        )
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {text}" for label, text in rows)
 
@@ -94,8 +99,11 @@ def _graphs(f: LogFacts) -> str:
 
 def _load(f: LogFacts) -> str:
     parts = [f"runner {f.model_runner or '?'}"]
-    for label, value, unit in (("weights", f.weights_gib, "GiB"), ("compile", f.compile_seconds, "s"),
-                               ("engine init", f.engine_init_seconds, "s")):
+    for label, value, unit in (
+        ("weights", f.weights_gib, "GiB"),
+        ("compile", f.compile_seconds, "s"),
+        ("engine init", f.engine_init_seconds, "s"),
+    ):
         if value is not None:
             parts.append(f"{label} {value} {unit}")
     return " · ".join(parts)
@@ -118,9 +126,11 @@ def _startups(f: LogFacts) -> str:
     """`12 in this log (ready 1, failed:free_memory 11): facts describe the last one` and the last few."""
     total = sum(f.startup_outcomes.values())
     counts = ", ".join(f"{label} {n}" for label, n in f.startup_outcomes.items())
-    recent = "; ".join(f"line {s.line_no if s.line_no is not None else '?'} "
-                       f"{s.outcome or 'no outcome'}{':' + s.failure_kind if s.failure_kind else ''}"
-                       for s in f.startups[-5:])
+    recent = "; ".join(
+        f"line {s.line_no if s.line_no is not None else '?'} "
+        f"{s.outcome or 'no outcome'}{':' + s.failure_kind if s.failure_kind else ''}"
+        for s in f.startups[-5:]
+    )
     shown = min(5, len(f.startups))
     return f"{total} in this log ({counts}); facts describe the last one. Last {shown}: {recent}"
 

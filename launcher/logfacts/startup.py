@@ -86,8 +86,13 @@ class Startup:
         if not self.activity:
             return None
         f = self.failure
-        return StartupSummary(self.banner_line_no, self.values.get("vllm_version"), self.outcome,
-                              str(f[0].kind) if f else None, f[2] if f else None)
+        return StartupSummary(
+            self.banner_line_no,
+            self.values.get("vllm_version"),
+            self.outcome,
+            str(f[0].kind) if f else None,
+            f[2] if f else None,
+        )
 
     def freeze(self, startups_seen: int, lines_read: int, history: History, cut: tuple[int, int]) -> LogFacts:
         v = self.values
@@ -129,7 +134,8 @@ class Startup:
             capture_gib=cap.final_done[1] if cap.final_done else None,
             capture_line=cap.done_line,
             startup_seconds=_seconds_between(self.banner_ts, self.serving_ts or self.init_ts)
-            if self.outcome == "ready" else None,
+            if self.outcome == "ready"
+            else None,
             outcome=self.outcome,
             failure_kind=str(failure[0].kind) if failure else None,
             failure_line=cause[0] if cause else None,
@@ -150,11 +156,30 @@ class Startup:
 
 
 _PLAIN = (
-    "vllm_version", "model", "served_model_name", "served_url", "served_port", "tensor_parallel_size",
-    "pipeline_parallel_size", "data_parallel_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-    "gpu_memory_utilization", "kv_cache_dtype", "quantization", "speculative_config", "tool_call_parser",
-    "weights_load_seconds", "model_runner", "enforce_eager", "cudagraph_mode", "capture_sizes",
-    "max_capture_size", "compile_seconds", "engine_init_seconds",
+    "vllm_version",
+    "model",
+    "served_model_name",
+    "served_url",
+    "served_port",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "quantization",
+    "speculative_config",
+    "tool_call_parser",
+    "weights_load_seconds",
+    "model_runner",
+    "enforce_eager",
+    "cudagraph_mode",
+    "capture_sizes",
+    "max_capture_size",
+    "compile_seconds",
+    "engine_init_seconds",
 )
 
 

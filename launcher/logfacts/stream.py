@@ -153,7 +153,7 @@ class LogStream:
         for pos in [start, *(at for at in decisive if at != start)]:
             counted += text.count("\n", counted_at, pos)
             counted_at = pos
-            self._line(text[pos:text.find("\n", pos, end)], base + counted + 1, 0)
+            self._line(text[pos : text.find("\n", pos, end)], base + counted + 1, 0)
             self._finish_pending()
         self._lines = base + counted + text.count("\n", counted_at, end)
         self._offset += end - start
@@ -237,8 +237,9 @@ class LogStream:
         if any(h in segment for h in _BAR_HINTS):
             bar_rec = Record(segment, segment, leading_proc(segment))
             for m in p.BAR.finditer(segment):
-                self._collector.on_bar(m.group("desc").strip(), int(m.group("n")), int(m.group("total")),
-                                       bar_rec, line_no)
+                self._collector.on_bar(
+                    m.group("desc").strip(), int(m.group("n")), int(m.group("total")), bar_rec, line_no
+                )
 
 
 def parse_text(text: str | bytes, markers: Iterable[str] = ()) -> tuple[LogFacts, list[LogEvent]]:

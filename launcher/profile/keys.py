@@ -27,7 +27,10 @@ TOP_LEVEL: tuple[Setting, ...] = (
 
 ENGINE: tuple[Setting, ...] = (
     Setting(
-        "command", list, ["vllm", "serve"], 'Argv prefix; `["vllm-sim", "serve"]` runs the simulator.',
+        "command",
+        list,
+        ["vllm", "serve"],
+        'Argv prefix; `["vllm-sim", "serve"]` runs the simulator.',
         items=str,
     ),
     Setting("model", str, None, "Model path or name: vLLM's positional MODEL argument (required)."),
@@ -57,8 +60,15 @@ PREFLIGHT: tuple[Setting, ...] = (
         False,
         "End vLLM orphans before starting (SIGTERM, grace, SIGKILL), as `--reap-orphans` does.",
     ),
-    Setting("reap_grace_s", float, 10.0, "How long a reaped process gets between SIGTERM and SIGKILL.", "s",
-            minimum=0, maximum=3600),
+    Setting(
+        "reap_grace_s",
+        float,
+        10.0,
+        "How long a reaped process gets between SIGTERM and SIGKILL.",
+        "s",
+        minimum=0,
+        maximum=3600,
+    ),
     Setting(
         "reap_deadline_s",
         float,

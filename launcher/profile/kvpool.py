@@ -78,4 +78,3 @@ def kv_pool(args: dict[str, Any], facts: dict[str, Any] | None) -> KvPool | None
         concurrency = facts.get("max_concurrency") or {}
         max_len = concurrency.get("max_model_len") if isinstance(concurrency, dict) else None
     return KvPool(facts["kv_cache_tokens"], max_len, human_int(norm.get("max_num_seqs")))
-

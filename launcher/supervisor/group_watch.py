@@ -84,9 +84,7 @@ class GroupWatch:
 
     Constructing starts nothing; `start()` starts the thread, `stop()` ends it (idempotent)."""
 
-    def __init__(
-        self, leader_pid: int, prefixes: Sequence[str], on_death: Callable[[Death], None]
-    ) -> None:
+    def __init__(self, leader_pid: int, prefixes: Sequence[str], on_death: Callable[[Death], None]) -> None:
         self.leader_pid = leader_pid
         self.prefixes = tuple(prefixes)
         self.on_death = on_death

@@ -112,4 +112,3 @@ class Reloading:
         if status.phase == Phase.SERVING_LAST_GOOD:
             return reload_requests.Verdict(int(ExitCode.ROLLED_BACK), why)
         return reload_requests.Verdict(int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
-
