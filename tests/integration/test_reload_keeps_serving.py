@@ -8,8 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,21 +15,6 @@ import pytest
 from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def launcher_factory(tmp_path: Path) -> Iterator[Any]:
-    made: list[Launcher] = []
-
-    def make(profile: str = "svc") -> Launcher:
-        launcher = Launcher(tmp_path / "profiles", tmp_path / "state", profile)
-        made.append(launcher)
-        return launcher
-
-    (tmp_path / "profiles").mkdir()
-    yield make
-    leftovers = [item for launcher in made for item in launcher.cleanup()]
-    assert leftovers == [], f"processes were left behind: {leftovers}"
 
 
 def rollback(launcher: Launcher, tag: str) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +15,10 @@ import psutil
 import pytest
 
 from launcher.procgroup import group_members
-from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+from tests.launcher_run import LAUNCH, free_port, write_profile
 from tests.simserver import wait_gone
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def launcher_factory(tmp_path: Path) -> Iterator[Any]:
-    made: list[Launcher] = []
-
-    def make(profile: str = "svc") -> Launcher:
-        launcher = Launcher(tmp_path / "profiles", tmp_path / "state", profile)
-        made.append(launcher)
-        return launcher
-
-    (tmp_path / "profiles").mkdir()
-    yield make
-    leftovers = [item for launcher in made for item in launcher.cleanup()]
-    assert leftovers == [], f"processes were left behind: {leftovers}"
 
 
 def _alive(pids: list[int]) -> list[int]:

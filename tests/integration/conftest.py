@@ -1,0 +1,27 @@
+"""Fixtures shared by the integration tests that drive the real `launch`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.launcher_run import Launcher
+
+
+@pytest.fixture
+def launcher_factory(tmp_path: Path) -> Iterator[Any]:
+    """Launchers on one scratch profiles/state dir; after the test, nothing they started may be left."""
+    made: list[Launcher] = []
+
+    def make(profile: str = "svc") -> Launcher:
+        launcher = Launcher(tmp_path / "profiles", tmp_path / "state", profile)
+        made.append(launcher)
+        return launcher
+
+    (tmp_path / "profiles").mkdir()
+    yield make
+    leftovers = [item for launcher in made for item in launcher.cleanup()]
+    assert leftovers == [], f"processes were left behind: {leftovers}"
