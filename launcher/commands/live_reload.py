@@ -16,14 +16,14 @@ from launcher.errors import BadInput, ExitCode
 
 DEFAULT_RELOAD_TIMEOUT_S = 1800.0  # a 27B model loads and captures graphs for minutes, not seconds
 
+# Keyed by the verdict's outcome (launcher/supervisor/reload_requests.py), not read from its words.
 VERDICTS = {
-    int(ExitCode.OK): "reloaded: the launcher serves the profile as it is now",
-    int(
-        ExitCode.ROLLED_BACK
-    ): "rolled back: the gates rejected the change; the last good launch is served again",
-    int(ExitCode.GATE_FAILED): "the reload failed: the change was rejected and nothing good could be served",
-    int(ExitCode.PREFLIGHT_REFUSED): "refused before anything was stopped: the running engine keeps serving",
-    int(ExitCode.BAD_INPUT): "refused: the profile does not render; the running engine keeps serving",
+    "promoted": "reloaded: the launcher serves the profile as it is now",
+    "unchanged": "reloaded: the launcher serves the profile as it is now",
+    "rolled_back": "rolled back: the gates rejected the change; the last good launch is served again",
+    "failed": "the reload failed: the change was rejected and nothing good could be served",
+    "refused": "refused before anything was stopped: the running engine keeps serving",
+    "invalid": "refused: the profile does not render; the running engine keeps serving",
 }
 
 
@@ -97,7 +97,10 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     before = read_status(profile_state_dir(state_dir, profile) / "status.json")
     verdict = reload_and_wait(state_dir, profile, timeout_s, on_status=ReloadProgress(before))
     code = verdict.exit_code
-    click.echo(VERDICTS.get(code, f"the reload ended with exit code {code}"))
+    said = VERDICTS.get(verdict.outcome)
+    if said is None or (verdict.outcome == "failed" and code != int(ExitCode.GATE_FAILED)):
+        said = f"the reload ended with exit code {code}"  # the launcher is leaving on an error
+    click.echo(said)
     if verdict.detail:
         click.echo(f"  {'why' if code else 'now'}: {verdict.detail}")
     return code

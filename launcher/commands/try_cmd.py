@@ -40,6 +40,7 @@ def try_cmd(
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import gate_attempt, start_attempt
     from launcher.supervisor.candidate import Candidate
+    from launcher.supervisor.events import Event
     from launcher.supervisor.history import History
     from launcher.supervisor.lock import ProfileLock
     from launcher.supervisor.progress import Progress, configure_logging
@@ -81,7 +82,7 @@ def try_cmd(
             progress.set_phase("gating", candidate=candidate.label)
             report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
             store.write_last_facts(name, attempt.facts())
-            history.append("try", profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
+            history.append(Event.TRY, profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
                            passed=report.passed, gates=report.to_json())  # fmt: skip
         finally:
             if attempt is not None:

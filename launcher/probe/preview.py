@@ -15,6 +15,7 @@ from launcher.bench.stats import median
 from launcher.probe.arms import Arm
 from launcher.probe.production import Production
 from launcher.probe.results import Settings
+from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
 
 RECENT_STARTS = 5
@@ -35,14 +36,14 @@ def start_times(history: History, profile: str, limit: int = RECENT_STARTS) -> S
     started: datetime | None = None
     for record in history.read(profile):
         event = record.get("event")
-        if event == "start":
+        if event == Event.START:
             started = _when(record)
-        elif event == "promoted" and started is not None:
+        elif event == Event.PROMOTED and started is not None:
             ended = _when(record)
             if ended is not None:
                 durations.append((ended - started).total_seconds())
             started = None
-        elif event in ("rejected", "engine_stopped"):
+        elif event in (Event.REJECTED, Event.ENGINE_STOPPED):
             started = None
     return StartTimes(tuple(durations[-limit:]))
 

@@ -22,6 +22,7 @@ from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step, probe_dir
 from launcher.probe.leftovers import end_processes, marked
 from launcher.procgroup import group_members
 from launcher.supervisor.control import running_launcher_pid
+from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
 
 ARM_GRACE_S = 10.0
@@ -103,7 +104,7 @@ def recover(
             not_pids={entry.probe_pid, os.getpid()},
         )
         History(state_dir / "history.jsonl").append(
-            "probe_recovered",
+            Event.PROBE_RECOVERED,
             profile=entry.profile,
             probe_id=entry.probe_id,
             step=str(entry.step),
@@ -138,7 +139,7 @@ def settle_before_serve(state_dir: Path, profile: str) -> None:
         left = end_arm(entry, SystemClock())
         journal.clear()
         History(state_dir / "history.jsonl").append(
-            "probe_recovered",
+            Event.PROBE_RECOVERED,
             profile=profile,
             probe_id=entry.probe_id,
             step=str(entry.step),

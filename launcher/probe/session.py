@@ -33,6 +33,7 @@ from launcher.probe.results import ArmOutcome, ArmRun, ProbeResult, Settings
 from launcher.probe.trial import Trial
 from launcher.settings import GlobalOptions
 from launcher.supervisor.control import running_launcher_pid
+from launcher.supervisor.events import Event
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
@@ -109,7 +110,7 @@ class ProbeSession:
                               out_dir=str(self.settings.out_dir))  # fmt: skip
                 self.entry = self.journal.write(entry)
                 arm_names = [a.name for a in self.arms]
-                self.history.append("probe_started", profile=self.profile, probe_id=self.probe_id,
+                self.history.append(Event.PROBE_STARTED, profile=self.profile, probe_id=self.probe_id,
                                     arms=arm_names, production=production.describe())  # fmt: skip
                 threading.Thread(target=self._stop_on_signal, name="probe-stop", daemon=True).start()
                 try:
@@ -127,7 +128,7 @@ class ProbeSession:
         downtime = None
         if self.down_since is not None and restored.ok and restored.serving is not None:
             downtime = self.clock.monotonic() - self.down_since
-        self.history.append("probe_finished", profile=self.profile, probe_id=self.probe_id,
+        self.history.append(Event.PROBE_FINISHED, profile=self.profile, probe_id=self.probe_id,
                             restored=restored.ok, downtime_s=downtime, error=error)  # fmt: skip
         done = {r.arm.name for r in runs}
         runs += [ArmRun(a, ArmOutcome.NOT_RUN) for a in self.arms if a.name not in done]

@@ -26,6 +26,7 @@ from launcher.probe.release import NotReleased, wait_released
 from launcher.probe.results import ArmOutcome, ArmRun, Settings
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.progress import Progress
@@ -126,7 +127,7 @@ class Trial:
         gates: Gates,
     ) -> ArmRun:
         self.history.append(
-            "probe_arm",
+            Event.PROBE_ARM,
             profile=candidate.profile,
             probe_id=self.probe_id,
             arm=arm.name,

@@ -65,8 +65,8 @@ def reload_and_wait(
     on_status: Callable[[dict[str, Any]], None] | None = None,
 ) -> Verdict:
     """Ask the profile's launcher to reload (a request with its own id, then SIGHUP) and wait for
-    that request's verdict: 0 serving the change or already serving it, 3 serving last-good, 4 the
-    candidate was refused and the engine kept, 2 the profile does not render, 1 failed.
+    that request's verdict, an outcome with its exit code: promoted or unchanged 0, rolled_back 3,
+    refused 4 and invalid 2 (the engine kept), failed 1 (or the code of the error the launcher left on).
     GateFailed when no verdict comes, with what the state dir says of why. `on_status` sees each
     status read while waiting (progress for a wait of up to 30 minutes)."""
     pid = running_launcher_pid(state_dir, profile)

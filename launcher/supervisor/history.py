@@ -12,6 +12,7 @@ from typing import Any
 from launcher.atomicfile import append_line
 from launcher.errors import BadInput
 from launcher.state.records import HISTORY, HISTORY_OPTIONAL, shape_problem
+from launcher.supervisor.events import Event
 
 
 def utc_now() -> str:
@@ -30,7 +31,7 @@ class History:
     # The append seam: the serve loop passes one that queues a failed write for a retry.
     write: Callable[[Path, str], None] = field(default=append_line)
 
-    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+    def append(self, event: Event, **fields: Any) -> dict[str, Any]:
         record = {"ts": utc_now(), "event": event, **fields}
         self.write(self.path, json.dumps(record, sort_keys=True, default=str, ensure_ascii=False))
         return record

@@ -15,6 +15,8 @@ from launcher.errors import ExitCode, GateError, PreflightRefused
 from launcher.profile.plan import build_plan
 from launcher.supervisor import reload_requests
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.events import Event
+from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog
 
@@ -22,9 +24,9 @@ if TYPE_CHECKING:
     from launcher.settings import GlobalOptions
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.history import History
     from launcher.supervisor.hooks import Hooks
     from launcher.supervisor.status import StatusBoard
+    from launcher.supervisor.transitions import Transitions
 
 
 class Reloading:
@@ -35,8 +37,8 @@ class Reloading:
     allow_unknown: bool
     hooks: Hooks
     store: StateStore
-    history: History
     board: StatusBoard
+    transitions: Transitions
     current: Attempt | None
 
     def _stop_current(self, why: str) -> None: ...
@@ -52,30 +54,33 @@ class Reloading:
         try:
             verdict, code = self._reload_once()
         except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
-            reload_requests.answer(profile_dir, ids, reload_requests.Verdict(int(err.exit_code), err.message))
+            reload_requests.answer(profile_dir, ids, Verdict(Outcome.FAILED, int(err.exit_code), err.message))
             raise
-        self.board.update(reload_seq=seq)
+        self.transitions.record(status={"reload_seq": seq})
         reload_requests.answer(profile_dir, ids, verdict)
         return code
 
-    def _reload_once(self) -> tuple[reload_requests.Verdict, int | None]:
+    def _reload_once(self) -> tuple[Verdict, int | None]:
         try:
             plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
             plan.raise_for_errors()
         except GateError as err:
             detail = f"reload refused: {err}; still serving"
-            return self._keep_serving("reload_refused", detail, ExitCode.BAD_INPUT)
+            return self._keep_serving(
+                Event.RELOAD_REFUSED, Verdict(Outcome.INVALID, int(ExitCode.BAD_INPUT), detail)
+            )
         candidate = Candidate.from_plan(plan)
         serving = self.current.candidate if self.current is not None else None
         if serving is not None and serving.same_launch(candidate):
             # A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200).
-            return self._keep_serving("reload_noop", f"already serving {candidate.fingerprint}", ExitCode.OK)
+            detail = f"already serving {candidate.fingerprint}"
+            return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:
-            return self._keep_serving(
-                "reload_refused", f"reload refused: {refusal}; still serving", ExitCode.PREFLIGHT_REFUSED
-            )
-        self.history.append("reload", profile=self.profile, label=candidate.label)
+            detail = f"reload refused: {refusal}; still serving"
+            verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
+            return self._keep_serving(Event.RELOAD_REFUSED, verdict)
+        self.transitions.record(Event.RELOAD, label=candidate.label)
         self._stop_current("reload")
         with Watchdog(self.hooks.notifier).keepalive():
             code = self._bring_up(candidate, reloading=True)
@@ -96,19 +101,17 @@ class Reloading:
             return refused.message
         return None
 
-    def _keep_serving(
-        self, event: str, detail: str, code: ExitCode
-    ) -> tuple[reload_requests.Verdict, int | None]:
-        self.history.append(event, profile=self.profile, reason=detail)
-        self.board.update(detail=detail)
-        self.hooks.notifier.ready(detail)
-        return reload_requests.Verdict(int(code), detail), None
+    def _keep_serving(self, event: Event, verdict: Verdict) -> tuple[Verdict, int | None]:
+        self.transitions.record(
+            event, status={"detail": verdict.detail}, ready=verdict.detail, reason=verdict.detail
+        )
+        return verdict, None
 
-    def _reload_verdict(self) -> reload_requests.Verdict:
+    def _reload_verdict(self) -> Verdict:
         status = self.board.current
         why = status.rollback_reason or status.detail or ""
         if status.phase == Phase.SERVING:
-            return reload_requests.Verdict(int(ExitCode.OK), f"serving {status.serving_fingerprint}")
+            return Verdict(Outcome.PROMOTED, int(ExitCode.OK), f"serving {status.serving_fingerprint}")
         if status.phase == Phase.SERVING_LAST_GOOD:
-            return reload_requests.Verdict(int(ExitCode.ROLLED_BACK), why)
-        return reload_requests.Verdict(int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
+            return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), why)
+        return Verdict(Outcome.FAILED, int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")

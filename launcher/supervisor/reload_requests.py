@@ -3,9 +3,11 @@ verdict of their own reload, never another's.
 
 The requester writes `reloads/<id>.request` and sends SIGHUP; the launcher takes every request
 present when its reload begins (before it renders the profile, so each request's edit is in it) and,
-when the reload has ended, writes `reloads/<id>.verdict.json` for each: the exit code the requester
-should end with and one paragraph saying why. A SIGHUP without a request (`systemctl reload`) just
-reloads. Files are written atomically; the requester removes its verdict once read.
+when the reload has ended, writes `reloads/<id>.verdict.json` for each: what came of it (`verdict`,
+one of `Outcome`), the exit code the requester should end with and one paragraph saying why. A
+SIGHUP without a request (`systemctl reload`) just reloads. Files are written atomically; the
+requester removes its verdict once read. A verdict file from a launcher older than the `verdict`
+field reads as the outcome its exit code implies.
 """
 
 from __future__ import annotations
@@ -15,17 +17,40 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from launcher.atomicfile import write_atomic
 
 STALE_S = 86400.0  # verdicts nobody came for (a requester that was killed) are removed after a day
 
 
+class Outcome(StrEnum):
+    """What came of a reload, as the requester reads it (no parsing of the detail's words)."""
+
+    PROMOTED = "promoted"  # the candidate passed its gates and serves (exit 0)
+    UNCHANGED = "unchanged"  # the same launch already serves: nothing restarted (exit 0)
+    REFUSED = "refused"  # preflight or the restart guard refused it; the engine kept serving (exit 4)
+    INVALID = "invalid"  # the profile does not render; the engine kept serving (exit 2)
+    ROLLED_BACK = "rolled_back"  # the gates rejected it; last-good serves (exit 3)
+    FAILED = "failed"  # nothing serves, or the launcher is leaving on an error (its exit code)
+
+
+# What a verdict file without the `verdict` field meant, by its exit code.
+_IMPLIED = {0: Outcome.PROMOTED, 2: Outcome.INVALID, 3: Outcome.ROLLED_BACK, 4: Outcome.REFUSED}
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    outcome: Outcome
     exit_code: int
     detail: str
+
+    @classmethod
+    def implied(cls, exit_code: int, detail: str) -> Verdict:
+        """The verdict an exit code alone stands for (a file written before the `verdict` field)."""
+        return cls(_IMPLIED.get(exit_code, Outcome.FAILED), exit_code, detail)
 
 
 def _dir(profile_dir: Path) -> Path:
@@ -50,7 +75,12 @@ def take(profile_dir: Path) -> list[str]:
 
 def answer(profile_dir: Path, ids: list[str], verdict: Verdict) -> None:
     for rid in ids:
-        body = {"id": rid, "exit_code": verdict.exit_code, "detail": verdict.detail}
+        body = {
+            "id": rid,
+            "verdict": str(verdict.outcome),
+            "exit_code": verdict.exit_code,
+            "detail": verdict.detail,
+        }
         write_atomic(_dir(profile_dir) / f"{rid}.verdict.json", json.dumps(body) + "\n")
     cutoff = time.time() - STALE_S
     for old in _dir(profile_dir).glob("*.verdict.json"):
@@ -64,9 +94,19 @@ def verdict(profile_dir: Path, rid: str) -> Verdict | None:
     path = _dir(profile_dir) / f"{rid}.verdict.json"
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
-        found = Verdict(int(body["exit_code"]), str(body.get("detail") or ""))
+        found = _from_body(body)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     with contextlib.suppress(OSError):
         path.unlink()
     return found
+
+
+def _from_body(body: Any) -> Verdict:
+    """The `verdict` field when it names an outcome; else (an older or newer launcher's file) the
+    outcome the exit code implies."""
+    implied = Verdict.implied(int(body["exit_code"]), str(body.get("detail") or ""))
+    try:
+        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail)
+    except ValueError:
+        return implied

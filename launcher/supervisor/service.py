@@ -24,6 +24,7 @@ from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.events import Event
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
@@ -32,6 +33,7 @@ from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload import Reloading
 from launcher.supervisor.signals import SignalInbox
 from launcher.supervisor.status import Phase, StatusBoard
+from launcher.supervisor.transitions import Transitions
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wayout import finalise, tidy_profile_dir
 
@@ -58,6 +60,7 @@ class Supervisor(Reloading):
         self.board = StatusBoard(
             self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
         )
+        self.transitions = Transitions(profile, self.board, self.history, self.progress, self.hooks.notifier)
         self.deployment = deployment_id(options.state_dir, profile)
         self.progress.engine_log = self.store.engine_log(profile)
         self.wake = threading.Event()
@@ -86,8 +89,9 @@ class Supervisor(Reloading):
                 raise
             finally:
                 self._stop_current("launcher exiting")
-                finalise(self.board, self.history, self.books, stopping=self.inbox.stop_requested.is_set(),
-                         error=error)  # fmt: skip
+                finalise(
+                    self.transitions, self.books, stopping=self.inbox.stop_requested.is_set(), error=error
+                )
                 self.inbox.restore()
                 self._exiting.set()
                 self.inbox.stop_requested.set()
@@ -142,15 +146,23 @@ class Supervisor(Reloading):
         return self._roll_back(candidate, report, reason)
 
     def _record_refusal(self, candidate: Candidate, reason: str) -> None:
-        self.board.update(phase=Phase.FAILED, detail=f"preflight refused: {reason}")
-        self.history.append("preflight_refused", profile=self.profile, label=candidate.label, reason=reason)
+        self.transitions.record(
+            Event.PREFLIGHT_REFUSED,
+            phase=Phase.FAILED,
+            status={"detail": f"preflight refused: {reason}"},
+            label=candidate.label,
+            reason=reason,
+        )
 
     def _start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
         if self.hooks.preflight is not None:
             self.hooks.preflight(candidate)
-        self.board.update(phase=phase, detail=candidate.label, gates=[])
-        self.progress.set_phase(str(phase), candidate=candidate.label)
-        self.hooks.notifier.status(f"{phase}: {candidate.label}")
+        self.transitions.record(
+            phase=phase,
+            status={"detail": candidate.label, "gates": []},
+            show={"candidate": candidate.label},
+            tell=f"{phase}: {candidate.label}",
+        )
         log_path = self.store.engine_log(self.profile)
         held = ExitStack()
         if self.hooks.gpu_locks is not None:
@@ -164,23 +176,30 @@ class Supervisor(Reloading):
         attempt.engine.on_exit(self.wake.set)
         attempt.engine.on_death(self.wake.set)
         self.current = attempt
-        self.history.append("start", profile=self.profile, label=candidate.label,
-                            fingerprint=candidate.fingerprint, engine_pid=attempt.engine.pid,
-                            argv=redact_argv(candidate.argv))  # fmt: skip
-        self.board.update(engine_pid=attempt.engine.pid, engine_started_at=attempt.started_at)
+        self.transitions.record(
+            Event.START,
+            status={"engine_pid": attempt.engine.pid, "engine_started_at": attempt.started_at},
+            label=candidate.label,
+            fingerprint=candidate.fingerprint,
+            engine_pid=attempt.engine.pid,
+            argv=redact_argv(candidate.argv),
+        )
         if phase is Phase.STARTING:
-            self.board.update(phase=Phase.GATING)
-            self.progress.set_phase(str(Phase.GATING))
+            self.transitions.record(phase=Phase.GATING, show={})
         inbox_stop = self.inbox.stop_requested.is_set
         report = gate_attempt(attempt, self.progress, inbox_stop, self.hooks.gpu_bytes)
         facts = attempt.facts()
         self.store.write_last_facts(
             self.profile, {**facts, "recorded_at": utc_now(), "label": candidate.label}
         )
-        self.history.append("gates", profile=self.profile, label=candidate.label,
-                            fingerprint=candidate.fingerprint, passed=report.passed,
-                            gates=report.to_json())  # fmt: skip
-        self.board.update(gates=report.to_json())
+        self.transitions.record(
+            Event.GATES,
+            status={"gates": report.to_json()},
+            label=candidate.label,
+            fingerprint=candidate.fingerprint,
+            passed=report.passed,
+            gates=report.to_json(),
+        )
         if self.inbox.stop_requested.is_set():
             return None
         return report
@@ -189,43 +208,63 @@ class Supervisor(Reloading):
         record = {**candidate.to_record(), "promoted_at": utc_now(), "gates": report.to_json()}
         self.store.write_last_good(self.profile, record)
         self.serving_last_good = False
-        self.history.append(
-            "promoted", profile=self.profile, label=candidate.label, fingerprint=candidate.fingerprint
+        self.transitions.record(
+            Event.PROMOTED,
+            phase=Phase.SERVING,
+            status={
+                "serving_profile": self.profile,
+                "serving_fingerprint": candidate.fingerprint,
+                "rollback_reason": None,
+                "detail": candidate.label,
+            },
+            show={"fingerprint": candidate.fingerprint},
+            ready=f"serving {candidate.label}",
+            label=candidate.label,
+            fingerprint=candidate.fingerprint,
         )
-        self.board.update(phase=Phase.SERVING, serving_profile=self.profile,
-                          serving_fingerprint=candidate.fingerprint, rollback_reason=None,
-                          detail=candidate.label)  # fmt: skip
-        self.progress.set_phase(str(Phase.SERVING), fingerprint=candidate.fingerprint)
-        self.hooks.notifier.ready(f"serving {candidate.label}")
 
     def _roll_back(self, rejected: Candidate, report: ChainReport | None, reason: str) -> int | None:
         self._stop_current("candidate rejected")
-        self.history.append("rejected", profile=self.profile, label=rejected.label,
-                            fingerprint=rejected.fingerprint, reason=reason)  # fmt: skip
+        self.transitions.record(
+            Event.REJECTED, label=rejected.label, fingerprint=rejected.fingerprint, reason=reason
+        )
         record = self.store.last_good_to_start(self.profile)
         if record is None:
-            self.board.update(
-                phase=Phase.FAILED, rollback_reason=reason, detail="no last-good launch recorded"
+            self.transitions.record(
+                phase=Phase.FAILED,
+                status={"rollback_reason": reason, "detail": "no last-good launch recorded"},
+                show={"reason": reason},
             )
-            self.progress.set_phase(str(Phase.FAILED), reason=reason)
             return int(ExitCode.GATE_FAILED)
         last_good = Candidate.from_record(record)
-        self.board.update(phase=Phase.ROLLING_BACK, rollback_reason=reason)
-        self.history.append("rollback", profile=self.profile, to=last_good.label, reason=reason)
+        self.transitions.record(
+            Event.ROLLBACK,
+            phase=Phase.ROLLING_BACK,
+            status={"rollback_reason": reason},
+            to=last_good.label,
+            reason=reason,
+        )
         lg_report = self._start_and_gate(last_good, Phase.ROLLING_BACK)
         if lg_report is None:
             return int(ExitCode.OK)
         if not lg_report.passed:
             self._stop_current("last-good rejected too")
-            self.board.update(phase=Phase.FAILED, detail="last-good failed its gates too")
-            self.history.append("failed", profile=self.profile, reason="last-good failed its gates too")
+            why = "last-good failed its gates too"
+            self.transitions.record(Event.FAILED, phase=Phase.FAILED, status={"detail": why}, reason=why)
             return int(ExitCode.GATE_FAILED)
         self.serving_last_good = True
-        self.board.update(phase=Phase.SERVING_LAST_GOOD, serving_profile=self.profile,
-                          serving_fingerprint=last_good.fingerprint, rollback_reason=reason)  # fmt: skip
-        self.history.append("serving_last_good", profile=self.profile, label=last_good.label)
-        self.progress.set_phase(str(Phase.SERVING_LAST_GOOD), reason=reason)
-        self.hooks.notifier.ready(f"serving last-good; {reason}")
+        self.transitions.record(
+            Event.SERVING_LAST_GOOD,
+            phase=Phase.SERVING_LAST_GOOD,
+            status={
+                "serving_profile": self.profile,
+                "serving_fingerprint": last_good.fingerprint,
+                "rollback_reason": reason,
+            },
+            show={"reason": reason},
+            ready=f"serving last-good; {reason}",
+            label=last_good.label,
+        )
         return None
 
     # ---- after promotion -------------------------------------------------------------------
@@ -246,8 +285,9 @@ class Supervisor(Reloading):
                 if sig in (signal.SIGTERM, signal.SIGINT):
                     self.hooks.notifier.stopping()
                     self._stop_current(f"{sig.name} received")
-                    self.board.update(phase=Phase.STOPPED, engine_pid=None)
-                    self.history.append("stopped", profile=self.profile, signal=sig.name)
+                    self.transitions.record(
+                        Event.STOPPED, phase=Phase.STOPPED, status={"engine_pid": None}, signal=sig.name
+                    )
                     return int(ExitCode.ROLLED_BACK if self.serving_last_good else ExitCode.OK)
                 if sig == signal.SIGHUP:
                     code = self._reload()
@@ -257,18 +297,22 @@ class Supervisor(Reloading):
             death = self.current.engine.death if self.current is not None else None
             if self.current is not None and death is not None:
                 died = death.describe()  # recorded first; stopping the rest drains the pipe after
-                self.history.append("engine_died", profile=self.profile, how=died, pid=death.pid,
-                                    process=death.name, noticed_at_epoch=_epoch_of(death.noticed_at),
-                                    facts=self.current.facts())  # fmt: skip
+                self.transitions.record(
+                    Event.ENGINE_DIED,
+                    phase=Phase.FAILED,
+                    status={"detail": f"engine died after promotion: {died}", "engine_pid": None},
+                    show={"detail": f"engine died: {died}"},
+                    how=died,
+                    pid=death.pid,
+                    process=death.name,
+                    noticed_at_epoch=_epoch_of(death.noticed_at),
+                    facts=self.current.facts(),
+                )
                 if self.hooks.restart_guard is not None:
                     candidate = self.current.candidate
                     self.hooks.restart_guard(candidate).record_failure(
                         candidate.fingerprint, f"engine {died}"
                     )
-                self.board.update(
-                    phase=Phase.FAILED, detail=f"engine died after promotion: {died}", engine_pid=None
-                )
-                self.progress.set_phase(str(Phase.FAILED), detail=f"engine died: {died}")
                 return int(ExitCode.ENGINE_DIED)
             if monitor is not None and self.current is not None:
                 self._watch_memory(monitor)
@@ -277,8 +321,12 @@ class Supervisor(Reloading):
         assert self.current is not None
         finding = monitor.sample(self.current.engine.process_tree(), self.hooks.gpu_bytes)
         if finding is not None:
-            self.history.append("leak_detected", profile=self.profile, reason=finding, action=monitor.action)
-            self.board.update(detail=f"memory leak: {finding}")
+            self.transitions.record(
+                Event.LEAK_DETECTED,
+                status={"detail": f"memory leak: {finding}"},
+                reason=finding,
+                action=monitor.action,
+            )
             if monitor.action in ("restart", "rollback"):
                 self.restart_requested = True  # a reload re-gates; rollback follows if it fails
                 self.wake.set()
@@ -292,7 +340,13 @@ class Supervisor(Reloading):
             return
         grace = float(self.current.candidate.supervisor.get("stop_grace_s", DEFAULT_STOP_GRACE_S))
         report = self.current.stop(grace_s=grace)
-        self.history.append("engine_stopped", profile=self.profile, label=self.current.candidate.label,
-                            why=why, graceful=report.graceful, killed=report.killed,
-                            leftovers=list(report.leftovers), seconds=round(report.seconds, 3))  # fmt: skip
+        self.transitions.record(
+            Event.ENGINE_STOPPED,
+            label=self.current.candidate.label,
+            why=why,
+            graceful=report.graceful,
+            killed=report.killed,
+            leftovers=list(report.leftovers),
+            seconds=round(report.seconds, 3),
+        )
         self.current = None

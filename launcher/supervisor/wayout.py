@@ -14,26 +14,38 @@ from launcher.atomicfile import remove_stray_temps
 from launcher.errors import GateError
 from launcher.state.store import StateStore
 from launcher.supervisor.bookkeeping import Bookkeeping
+from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
-from launcher.supervisor.status import Phase, StatusBoard, read_status
+from launcher.supervisor.status import Phase, read_status
+from launcher.supervisor.transitions import Transitions
 
 FINAL = (Phase.STOPPED, Phase.FAILED)
 
 
 def finalise(
-    board: StatusBoard, history: History, books: Bookkeeping, *, stopping: bool, error: BaseException | None
+    transitions: Transitions, books: Bookkeeping, *, stopping: bool, error: BaseException | None
 ) -> None:
     """Leave a final phase and a closing history record, whatever way the launcher leaves."""
-    phase = board.current.phase
+    phase = transitions.board.current.phase
     if phase not in FINAL:
-        profile = board.current.profile
         if stopping or isinstance(error, KeyboardInterrupt):
-            board.update(phase=Phase.STOPPED, engine_pid=None, detail=f"stopped by a signal during {phase}")
-            history.append("stopped", profile=profile, signal="SIGTERM/SIGINT", during=str(phase))
+            detail = f"stopped by a signal during {phase}"
+            transitions.record(
+                Event.STOPPED,
+                phase=Phase.STOPPED,
+                status={"engine_pid": None, "detail": detail},
+                signal="SIGTERM/SIGINT",
+                during=str(phase),
+            )
         else:
             why = _describe(error)
-            board.update(phase=Phase.FAILED, engine_pid=None, detail=f"{why} during {phase}")
-            history.append("failed", profile=profile, reason=why, during=str(phase))
+            transitions.record(
+                Event.FAILED,
+                phase=Phase.FAILED,
+                status={"engine_pid": None, "detail": f"{why} during {phase}"},
+                reason=why,
+                during=str(phase),
+            )
     books.retry()
 
 
@@ -49,7 +61,7 @@ def tidy_profile_dir(store: StateStore, profile: str, history: History) -> None:
     if previous is None or previous["phase"] in FINAL:
         return
     history.append(
-        "stopped", profile=profile, signal="unknown (launcher killed)", during=previous["phase"],
+        Event.STOPPED, profile=profile, signal="unknown (launcher killed)", during=previous["phase"],
         launcher_pid=previous.get("launcher_pid"), found_by="next start",
     )  # fmt: skip
 

@@ -46,7 +46,7 @@ def reload(board: StatusBoard, profiles_dir: Path, profile: str, record: Path) -
     ids = reload_requests.take(record.parent)
     code = _gate(board, profiles_dir, profile, record)
     verdict = {Phase.SERVING: 0, Phase.SERVING_LAST_GOOD: 3}.get(Phase(board.current.phase), 1)
-    reload_requests.answer(record.parent, ids, reload_requests.Verdict(verdict, str(board.current.detail)))
+    reload_requests.answer(record.parent, ids, reload_requests.Verdict.implied(verdict, str(board.current.detail)))
     return code
 
 

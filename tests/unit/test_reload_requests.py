@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from launcher.supervisor import reload_requests
-from launcher.supervisor.reload_requests import Verdict
+from launcher.supervisor.reload_requests import Outcome, Verdict
 
 
 def test_a_request_made_during_a_reload_waits_for_the_next_one(tmp_path: Path) -> None:
     first = reload_requests.request(tmp_path)
     taken = reload_requests.take(tmp_path)
     second = reload_requests.request(tmp_path)  # arrives while the first reload runs
-    reload_requests.answer(tmp_path, taken, Verdict(3, "rolled back: gate x"))
+    reload_requests.answer(tmp_path, taken, Verdict(Outcome.ROLLED_BACK, 3, "rolled back: gate x"))
     assert reload_requests.verdict(tmp_path, second) is None
-    assert reload_requests.verdict(tmp_path, first) == Verdict(3, "rolled back: gate x")
+    assert reload_requests.verdict(tmp_path, first) == Verdict(Outcome.ROLLED_BACK, 3, "rolled back: gate x")
     assert reload_requests.verdict(tmp_path, first) is None  # read once, then removed
-    reload_requests.answer(tmp_path, reload_requests.take(tmp_path), Verdict(0, "already serving ab12"))
-    assert reload_requests.verdict(tmp_path, second) == Verdict(0, "already serving ab12")
+    reload_requests.answer(tmp_path, reload_requests.take(tmp_path), Verdict(Outcome.UNCHANGED, 0, "already serving ab12"))
+    assert reload_requests.verdict(tmp_path, second) == Verdict(Outcome.UNCHANGED, 0, "already serving ab12")
+
+
+def test_the_outcome_travels_as_a_field_and_an_older_file_reads_by_its_exit_code(tmp_path: Path) -> None:
+    refused = Verdict(Outcome.REFUSED, 4, "reload refused: port 8000 is in use; still serving")
+    rid = reload_requests.request(tmp_path)
+    reload_requests.answer(tmp_path, reload_requests.take(tmp_path), refused)
+    body = json.loads((tmp_path / "reloads" / f"{rid}.verdict.json").read_text())
+    assert body == {"id": rid, "verdict": "refused", "exit_code": 4, "detail": refused.detail}
+    assert reload_requests.verdict(tmp_path, rid) == refused
+    for old, outcome in [(0, Outcome.PROMOTED), (2, Outcome.INVALID), (3, Outcome.ROLLED_BACK),
+                         (4, Outcome.REFUSED), (1, Outcome.FAILED), (5, Outcome.FAILED)]:  # fmt: skip
+        rid = reload_requests.request(tmp_path)
+        (tmp_path / "reloads" / f"{rid}.verdict.json").write_text(json.dumps({"id": rid, "exit_code": old}))
+        assert reload_requests.verdict(tmp_path, rid) == Verdict(outcome, old, "")
+    rid = reload_requests.request(tmp_path)  # a newer launcher's outcome: what its exit code implies
+    body = {"id": rid, "verdict": "postponed", "exit_code": 3, "detail": "d"}
+    (tmp_path / "reloads" / f"{rid}.verdict.json").write_text(json.dumps(body))
+    assert reload_requests.verdict(tmp_path, rid) == Verdict(Outcome.ROLLED_BACK, 3, "d")
 
 
 def test_a_garbled_verdict_file_is_no_verdict(tmp_path: Path) -> None:

@@ -1,0 +1,37 @@
+"""The history's event names, declared once: the supervisor, `launch try` and `launch probe`
+write them; the probe's preview, `launch logs`, the benches and the tests read them.
+
+The values are the strings history.jsonl has always carried, so a file written before this enum
+reads the same; an event name this launcher does not know (a newer launcher's) is kept as a string
+by the readers, never an error.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Event(StrEnum):
+    # one start of one candidate (supervisor/service.py)
+    START = "start"  # the engine was spawned: label, fingerprint, engine_pid, argv
+    GATES = "gates"  # the chain's report: passed, gates
+    PROMOTED = "promoted"  # recorded as last-good; READY=1
+    REJECTED = "rejected"  # the gates, preflight or the restart guard turned the candidate down
+    ROLLBACK = "rollback"  # last-good is started instead
+    SERVING_LAST_GOOD = "serving_last_good"
+    FAILED = "failed"  # nothing could be served, or the launcher left on an error
+    PREFLIGHT_REFUSED = "preflight_refused"  # refused before anything started (exit 4)
+    ENGINE_DIED = "engine_died"  # after promotion: how, pid, process
+    ENGINE_STOPPED = "engine_stopped"  # the launcher stopped it: why, graceful, killed, leftovers
+    STOPPED = "stopped"  # the launcher ended on a signal (or was found killed by the next start)
+    LEAK_DETECTED = "leak_detected"  # the leak monitor, after promotion
+    # reloads (supervisor/reload.py)
+    RELOAD = "reload"  # the serving engine is stopped for a new candidate
+    RELOAD_NOOP = "reload_noop"  # the same launch: nothing restarted
+    RELOAD_REFUSED = "reload_refused"  # the profile does not render, or preflight/the guard refused
+    # the other writers
+    TRY = "try"  # `launch try`
+    PROBE_STARTED = "probe_started"
+    PROBE_ARM = "probe_arm"
+    PROBE_FINISHED = "probe_finished"
+    PROBE_RECOVERED = "probe_recovered"  # the next start restored production after a killed probe
