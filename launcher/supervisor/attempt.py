@@ -14,6 +14,7 @@ from launcher.host.orphans import mark_env
 from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp, SystemClock
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess, StopReport
+from launcher.supervisor.engine_port import EngineFactory, EngineHandle
 from launcher.supervisor.history import utc_now
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
@@ -22,7 +23,7 @@ from launcher.supervisor.progress import Progress
 class EngineView:
     """gates.context.ServerView over the engine process."""
 
-    def __init__(self, engine: EngineProcess) -> None:
+    def __init__(self, engine: EngineHandle) -> None:
         self.engine = engine
 
     def alive(self) -> bool:
@@ -38,7 +39,7 @@ class EngineView:
 @dataclass
 class Attempt:
     candidate: Candidate
-    engine: EngineProcess
+    engine: EngineHandle
     log: LiveLog
     started_at: str = field(default_factory=utc_now)
     report: ChainReport | None = None
@@ -62,15 +63,22 @@ class Attempt:
 
 
 def start_attempt(
-    candidate: Candidate, log_path: Path, progress: Progress, *, deployment: str | None = None
+    candidate: Candidate,
+    log_path: Path,
+    progress: Progress,
+    *,
+    deployment: str | None = None,
+    engine_factory: EngineFactory = EngineProcess,
 ) -> Attempt:
-    """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py)."""
+    """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py);
+    `engine_factory` is the engine seam (engine_port.py): the real process group unless a test
+    passes a scripted engine."""
     markers = candidate.gate_tables.get("kernel_marker", {}).get("patterns", [])
     log = LiveLog(None, on_event=progress.on_log_event, markers=list(markers))  # the keeper writes the file
     env = candidate.process_env()
     if deployment is not None:
         env.update(mark_env(deployment))
-    engine = EngineProcess(candidate.argv, env, sink=log.feed, log_path=log_path)
+    engine = engine_factory(candidate.argv, env, sink=log.feed, log_path=log_path)
 
     def engine_gone() -> None:
         log.flush()

@@ -3,11 +3,13 @@ healthy engine is not stopped over it (before this, one ENOSPC on SIGHUP left no
 
 A failed write is logged, told to systemd (`STATUS=`) and kept; `retry()` (the serve loop calls it
 every tick) and every later write try again. Whole-file writes keep only the newest content per
-file; history lines keep their order and are never dropped while the launcher lives.
+file; history lines keep their order and are never dropped while the launcher lives. Writers
+on two threads (the serve loop and the stop-on-signal thread) take turns: one lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +33,7 @@ class Bookkeeping:
         self._append = append
         self._files: dict[Path, str] = {}
         self._lines: list[tuple[Path, str]] = []
+        self._lock = threading.RLock()
         self.failures = 0
         self.dropped_lines = 0
         self.last_error: str | None = None
@@ -41,19 +44,25 @@ class Bookkeeping:
 
     def write_file(self, path: Path, text: str) -> None:
         """Atomic whole-file write; on failure the newest content waits for `retry()`."""
-        self._files[path] = text
-        self.retry()
+        with self._lock:
+            self._files[path] = text
+            self.retry()
 
     def append_line(self, path: Path, line: str) -> None:
         """History append; queued behind any earlier line that could not be written yet."""
-        self._lines.append((path, line))
-        if len(self._lines) > MAX_QUEUED_LINES:
-            del self._lines[0]
-            self.dropped_lines += 1
-        self.retry()
+        with self._lock:
+            self._lines.append((path, line))
+            if len(self._lines) > MAX_QUEUED_LINES:
+                del self._lines[0]
+                self.dropped_lines += 1
+            self.retry()
 
     def retry(self) -> None:
         """Write what waits, oldest history line first; stops at the first failure."""
+        with self._lock:
+            self._retry()
+
+    def _retry(self) -> None:
         was_failing = self.last_error is not None
         try:
             while self._lines:

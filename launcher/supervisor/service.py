@@ -21,10 +21,11 @@ from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
-from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
+from launcher.supervisor.attempt import Attempt, start_attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.events import Event
+from launcher.supervisor.execute import Execute
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
@@ -47,11 +48,14 @@ def _epoch_of(monotonic_s: float) -> float:
 
 class Supervisor(Reloading):
     def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
-                 hooks: Hooks | None = None, progress: Progress | None = None) -> None:  # fmt: skip
+                 hooks: Hooks | None = None, progress: Progress | None = None,
+                 execute: Execute | None = None) -> None:  # fmt: skip
+        """`execute`: the engine seam (the real process and gate chain unless a test scripts them)."""
         self.options = options
         self.profile = profile
         self.allow_unknown = allow_unknown
         self.hooks = hooks or Hooks()
+        self.execute = execute or Execute()
         self.progress = progress or Progress(notifier=self.hooks.notifier)  # STATUS= while starting
         # Every state write goes through the bookkeeping: a full disk never stops a healthy engine.
         self.books = Bookkeeping(self.hooks.notifier.status)
@@ -168,7 +172,13 @@ class Supervisor(Reloading):
         if self.hooks.gpu_locks is not None:
             held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life
         try:
-            attempt = start_attempt(candidate, log_path, self.progress, deployment=self.deployment)
+            attempt = start_attempt(
+                candidate,
+                log_path,
+                self.progress,
+                deployment=self.deployment,
+                engine_factory=self.execute.engine,
+            )
         except BaseException:
             held.close()
             raise
@@ -187,7 +197,7 @@ class Supervisor(Reloading):
         if phase is Phase.STARTING:
             self.transitions.record(phase=Phase.GATING, show={})
         inbox_stop = self.inbox.stop_requested.is_set
-        report = gate_attempt(attempt, self.progress, inbox_stop, self.hooks.gpu_bytes)
+        report = self.execute.gates(attempt, self.progress, inbox_stop, self.hooks.gpu_bytes)
         facts = attempt.facts()
         self.store.write_last_facts(
             self.profile, {**facts, "recorded_at": utc_now(), "label": candidate.label}

@@ -1,0 +1,16 @@
+"""How the supervisor executes a start: which engine it makes and what judges it (engine_port.py).
+The defaults are the real ones; a unit test passes a scripted engine and scripted reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.supervisor.attempt import gate_attempt
+from launcher.supervisor.engine import EngineProcess
+from launcher.supervisor.engine_port import EngineFactory, GateRunner
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    engine: EngineFactory = EngineProcess
+    gates: GateRunner = gate_attempt

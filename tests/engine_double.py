@@ -1,0 +1,173 @@
+"""A scripted engine and scripted gate reports for the supervisor's seam (launcher/supervisor/
+engine_port.py): no process, no thread, no sleep. They record what happened; they mock nothing.
+
+Each start takes the next `Script` — how that engine behaves and what its gates report:
+
+    engines = ScriptedEngines(passes(), rejected_by("health", "503"), passes())
+    Supervisor(..., execute=Execute(engine=engines, gates=engines.report))
+
+A test makes a promoted engine die with `engines.latest.die(signal.SIGKILL)` (from a notifier
+callback, say), which is what `group_watch` reports of a real one.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gates.chain import ChainReport
+from gates.outcome import GateResult, Verdict
+from launcher.errors import GateError
+from launcher.supervisor.adapters import GpuBytesFn
+from launcher.supervisor.attempt import Attempt
+from launcher.supervisor.engine import LineSink, StopReport
+from launcher.supervisor.group_watch import Death
+from launcher.supervisor.progress import Progress
+
+FIRST_PID = 40_000  # never signalled: a scripted engine has no process
+
+
+@dataclass(frozen=True)
+class Script:
+    """One start: the gates' verdicts in order (name, passed, summary), an error `start()` raises
+    instead, and lines the engine prints as it starts (the log-facts parser reads them)."""
+
+    gates: tuple[tuple[str, bool, str], ...] = (("health", True, "200 OK"), ("tool_call", True, "2/2 cases"))
+    start_error: GateError | None = None
+    log: tuple[str, ...] = ()
+
+
+def passes(*log: str) -> Script:
+    return Script(log=log)
+
+
+def rejected_by(gate: str, summary: str) -> Script:
+    return Script(gates=(("health", True, "200 OK"), (gate, False, summary)))
+
+
+def fails_to_start(error: GateError) -> Script:
+    return Script(start_error=error)
+
+
+class ScriptedEngine:
+    """engine_port.EngineHandle, played from a script."""
+
+    def __init__(self, script: Script, pid: int, argv: Sequence[str], env: Mapping[str, str], sink: LineSink):
+        self.script = script
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.sink = sink
+        self._pid = pid
+        self.started = False
+        self.exited = threading.Event()
+        self.death: Death | None = None
+        self.stops: list[float] = []  # the grace of each stop()
+        self._on_exit: list[Callable[[], None]] = []
+        self._on_death: list[Callable[[], None]] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid if self.started else None
+
+    @property
+    def pgid(self) -> int | None:
+        return self.pid
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        self._on_exit.append(callback)
+
+    def on_death(self, callback: Callable[[], None]) -> None:
+        self._on_death.append(callback)
+
+    def start(self) -> None:
+        if self.script.start_error is not None:
+            raise self.script.start_error
+        self.started = True
+        for line in self.script.log:
+            self.sink("output", line + "\n")
+
+    def die(self, sig: signal.Signals = signal.SIGKILL, name: str = "API server") -> None:
+        """The engine dies on its own: recorded, callbacks run, as group_watch reports a real one."""
+        self.death = Death(self._pid, name, int(sig), time.monotonic())
+        for callback in self._on_death:
+            callback()
+        self._finish()
+
+    def exit_description(self) -> str | None:
+        if self.death is None or not self.exited.is_set():
+            return None
+        return self.death.how() if self.death.name == "API server" else self.death.describe()
+
+    def process_tree(self) -> list[int]:
+        return [] if self.pid is None or self.exited.is_set() else [self._pid]
+
+    def group_members(self) -> list[int]:
+        return self.process_tree()
+
+    def stop(self, grace_s: float = 30.0) -> StopReport:
+        self.stops.append(grace_s)
+        self._finish()
+        return StopReport(graceful=True, killed=False, leftovers=(), seconds=0.0)
+
+    def _finish(self) -> None:
+        if self.exited.is_set():
+            return
+        self.exited.set()
+        for callback in self._on_exit:
+            callback()
+
+
+class ScriptedEngines:
+    """The engine factory and the gate runner of the seam; one script per start, in order."""
+
+    def __init__(self, *scripts: Script) -> None:
+        self.scripts = list(scripts)
+        self.started: list[ScriptedEngine] = []
+        self.while_gating: list[Callable[[], None]] = []  # one step per gate run, before it judges
+
+    def add(self, *scripts: Script) -> None:
+        self.scripts.extend(scripts)
+
+    @property
+    def latest(self) -> ScriptedEngine:
+        return self.started[-1]
+
+    def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink, log_path: Path | None = None
+    ) -> ScriptedEngine:
+        assert self.scripts, f"start {len(self.started) + 1} was not scripted"
+        engine = ScriptedEngine(self.scripts.pop(0), FIRST_PID + len(self.started), argv, env, sink)
+        self.started.append(engine)
+        return engine
+
+    def report(
+        self,
+        attempt: Attempt,
+        progress: Progress,
+        should_stop: Callable[[], bool],
+        gpu_bytes: GpuBytesFn | None = None,
+    ) -> ChainReport:
+        """The scripted verdicts; a stop request or a dead engine fails the gate being asked, as
+        the chain runner does."""
+        if self.while_gating:
+            self.while_gating.pop(0)()
+        engine = attempt.engine
+        assert isinstance(engine, ScriptedEngine)
+        results: list[GateResult] = []
+        for name, passed, summary in engine.script.gates:
+            if results and results[-1].blocks_promotion:
+                skipped = "not run: an earlier required gate failed"
+                results.append(GateResult(name, Verdict.SKIP, skipped, {}, 0.0))
+                continue
+            died = engine.exit_description()
+            if should_stop():
+                passed, summary = False, f"stopped by a signal while waiting: {summary}"
+            elif died is not None:
+                passed, summary = False, f"engine {died} while waiting: {summary}"
+            results.append(GateResult(name, Verdict.PASS if passed else Verdict.FAIL, summary, {}, 0.0))
+        attempt.report = ChainReport(tuple(results))
+        return attempt.report
