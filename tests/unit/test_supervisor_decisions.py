@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from launcher.supervisor.status import read_status
 from tests.engine_double import ScriptedEngines, fails_to_start, passes, rejected_by
 from tests.launcher_run import write_profile
 
+DEADLINE_S = 20.0  # a decision that never comes ends the run with a SIGTERM, and the test fails
 PORT = 18123  # nothing listens: the engine is scripted and preflight is a double
 KV_LINE = "INFO 11-29 06:26:59 [kv_cache_utils.py:1147] GPU KV cache size: 180,224 tokens"
 
@@ -119,7 +121,21 @@ class Box:
             progress=Progress(self.progress, notifier=self.notices),
             execute=Execute(engine=self.engines, gates=self.engines.report),
         )
-        return supervisor.run()
+        overdue = threading.Event()
+
+        def past_deadline() -> None:  # what the signal handler does with a SIGTERM
+            overdue.set()
+            supervisor.inbox._record(signal.SIGTERM, None)
+
+        timer = threading.Timer(DEADLINE_S, past_deadline)
+        timer.start()
+        try:
+            code = supervisor.run()
+        finally:
+            timer.cancel()
+        assert not overdue.is_set(), f"no decision within {DEADLINE_S:g} s"
+        assert not self.notices.at_ready, "a scripted step was never reached"
+        return code
 
     # what a test does at a READY=1
     def then(self, *steps: Callable[[], None]) -> None:
