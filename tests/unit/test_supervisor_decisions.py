@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +75,31 @@ class Preflight:
 
     def __init__(self) -> None:
         self.refuse: dict[str, str] = {}  # fingerprint -> why
+        self.refuse_once_stopped: dict[str, str] = {}  # only when no serving engine is counted as free
         self.calls: list[tuple[str, frozenset[int]]] = []
 
     def __call__(self, candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
         self.calls.append((candidate.fingerprint, serving))
         why = self.refuse.get(candidate.fingerprint)
+        if why is None and not serving:
+            why = self.refuse_once_stopped.get(candidate.fingerprint)
         if why is not None:
             raise PreflightRefused(f"preflight refused: {why}")
+
+
+class GpuLocks:
+    """The GPU-lock seam: records when each candidate's locks are taken and given back."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    @contextmanager
+    def __call__(self, candidate: Candidate) -> Iterator[None]:
+        self.log.append(f"take {candidate.label}")
+        try:
+            yield
+        finally:
+            self.log.append(f"release {candidate.label}")
 
 
 class Terminal(io.StringIO):
@@ -98,6 +117,7 @@ class Box:
         self.engines = engines
         self.notices = Notices()
         self.preflight = Preflight()
+        self.gpu_locks = GpuLocks()
         self.guard = RestartGuard(StateStore(self.state), "svc", max_failures=2, window_s=600.0)
         self.progress = Terminal()
         self.requests: list[str] = []
@@ -113,7 +133,12 @@ class Box:
         return build_plan(self.profiles, "svc").fingerprint()
 
     def run(self) -> int:
-        hooks = Hooks(preflight=self.preflight, notifier=self.notices, restart_guard=lambda _: self.guard)
+        hooks = Hooks(
+            preflight=self.preflight,
+            notifier=self.notices,
+            restart_guard=lambda _: self.guard,
+            gpu_locks=self.gpu_locks,
+        )
         supervisor = Supervisor(
             GlobalOptions(self.profiles, self.state),
             "svc",
@@ -487,3 +512,50 @@ def test_an_error_during_a_reload_reaches_the_requester_before_the_launcher_leav
         box.run()
     assert box.verdict() == Verdict(Outcome.FAILED, 2, "cannot start 'vllm-sim': not found")
     assert box.status()["phase"] == "failed" and box.events()[-1] == "failed"
+
+
+def test_a_reload_preflight_refuses_once_the_engine_stopped_goes_back_to_last_good(tmp_path: Path) -> None:
+    box = box_with(tmp_path, passes(), passes())
+    good = box.write()
+    bad = box.write(max_num_seqs=8)
+    box.preflight.refuse_once_stopped[bad] = "port 18123 is in use"  # the old engine's port never came free
+    box.write()
+    box.then(box.reload(max_num_seqs=8), box.stop)
+    assert box.run() == 3
+    verdict = box.verdict()
+    assert verdict is not None and (verdict.outcome, verdict.exit_code) == (Outcome.ROLLED_BACK, 3)
+    assert (
+        verdict.detail == f"candidate svc@{bad} refused by preflight: preflight refused: port 18123 is in use"
+    )
+    assert without_stops(box.events())[3:] == [
+        "reload",
+        "rejected",
+        "rollback",
+        "start",
+        "gates",
+        "serving_last_good",
+        "stopped",
+    ]
+    assert box.status()["serving_fingerprint"] == good and len(box.engines.started) == 2
+
+
+def test_a_stop_while_last_good_is_gated_ends_with_exit_0(tmp_path: Path) -> None:
+    box = box_with(tmp_path, passes())
+    box.then(box.stop)
+    box.run()
+    box.write(max_num_seqs=8)
+    box.engines.add(rejected_by("health", "503"), passes())
+    box.engines.while_gating.extend([lambda: None, box.stop])  # the candidate's gates, then last-good's
+    assert box.run() == 0
+    assert box.status()["detail"] == "stopped by a signal during rolling_back"
+    assert box.events()[-1] == "stopped" and box.record(Event.STOPPED)["signal"] == "SIGTERM"
+
+
+def test_gpu_locks_are_held_for_an_engine_s_life_and_given_back_when_it_cannot_start(tmp_path: Path) -> None:
+    box = box_with(tmp_path, passes(), fails_to_start(BadInput("cannot start 'vllm-sim': not found")))
+    first = f"candidate svc@{box.write()}"
+    box.then(box.reload(max_num_seqs=8))
+    with pytest.raises(BadInput):
+        box.run()
+    second = f"candidate svc@{build_plan(box.profiles, 'svc').fingerprint()}"
+    assert box.gpu_locks.log == [f"take {first}", f"release {first}", f"take {second}", f"release {second}"]
