@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from contextlib import ExitStack
 
 from gates.chain import ChainReport
 from launcher.errors import ExitCode, PreflightRefused
@@ -21,16 +20,17 @@ from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
-from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
+from launcher.supervisor.attempt import Attempt, gate_attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
+from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.monitor import LeakMonitor
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload import Reloading
-from launcher.supervisor.signals import SignalInbox
+from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wayout import finalise, tidy_profile_dir
@@ -65,7 +65,6 @@ class Supervisor(Reloading):
         self.current: Attempt | None = None
         self.serving_last_good = False
         self.restart_requested = False
-        self._exiting = threading.Event()
         self._stop_lock = threading.RLock()
 
     # ---- entry point -------------------------------------------------------------------------
@@ -76,11 +75,11 @@ class Supervisor(Reloading):
         with ProfileLock(self.store.profile_dir(self.profile), self.profile):
             tidy_profile_dir(self.store, self.profile, self.history)
             self.inbox.install()
-            stopper = threading.Thread(target=self._stop_on_signal, name="stop-on-signal", daemon=True)
-            stopper.start()
+            stopper = StopOnSignal(self.inbox.stop_requested, self._stop_on_signal, name="stop-on-signal")
             error: BaseException | None = None
             try:
-                return self._run(plan)
+                with stopper:
+                    return self._run(plan)
             except BaseException as err:
                 error = err
                 raise
@@ -89,15 +88,11 @@ class Supervisor(Reloading):
                 finalise(self.board, self.history, self.books, stopping=self.inbox.stop_requested.is_set(),
                          error=error)  # fmt: skip
                 self.inbox.restore()
-                self._exiting.set()
-                self.inbox.stop_requested.set()
 
     def _stop_on_signal(self) -> None:
-        """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from here
-        ends that call at once, so the chain returns and the launcher exits within the grace."""
-        self.inbox.stop_requested.wait()
-        if not self._exiting.is_set():
-            self._stop_current("stop requested while starting or gating")
+        """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from the
+        helper ends that call at once, so the chain returns and the launcher exits within the grace."""
+        self._stop_current("stop requested while starting or gating")
 
     def _run(self, plan: LaunchPlan) -> int:
         outcome = self._bring_up(Candidate.from_plan(plan))
@@ -152,15 +147,8 @@ class Supervisor(Reloading):
         self.progress.set_phase(str(phase), candidate=candidate.label)
         self.hooks.notifier.status(f"{phase}: {candidate.label}")
         log_path = self.store.engine_log(self.profile)
-        held = ExitStack()
-        if self.hooks.gpu_locks is not None:
-            held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life
-        try:
-            attempt = start_attempt(candidate, log_path, self.progress, deployment=self.deployment)
-        except BaseException:
-            held.close()
-            raise
-        attempt.held = held
+        attempt = launch_attempt(candidate, log_path, self.progress, gpu_locks=self.hooks.gpu_locks,
+                                 deployment=self.deployment)  # fmt: skip
         attempt.engine.on_exit(self.wake.set)
         attempt.engine.on_death(self.wake.set)
         self.current = attempt
