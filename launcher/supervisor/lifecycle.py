@@ -6,15 +6,13 @@ gone (`Attempt.stop`). One model per GPU set holds for every engine any of the t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from pathlib import Path
 
 from launcher.supervisor.attempt import Attempt, start_attempt
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.hooks import GpuLocksFn
 from launcher.supervisor.progress import Progress
-
-GpuLocksFn = Callable[[Candidate], AbstractContextManager[object]]
 
 
 def launch_attempt(
