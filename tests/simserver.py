@@ -178,7 +178,7 @@ def sim_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment minus any VLLM_* of the caller; the committed 0.33.0 schema snapshot is used
     unless the snapshot is missing (then the small test schema above)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    # the startup at 1000x the real tiny model's (~58 s, launcher/sim/timing.py): 0.06 s
+    # the startup at 1000x the real tiny model's (~58 s, vllm_sim/timing.py): 0.06 s
     env.update({"VLLM_DISABLE_LOG_LOGO": "1", "PYTHONUNBUFFERED": "1", "VLLM_SIM_STARTUP_SPEED": "1000"})
     if not SNAPSHOT.exists():
         env["VLLM_SIM_SCHEMA"] = str(schema_file())

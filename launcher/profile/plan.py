@@ -123,7 +123,7 @@ def _schema_for(choice: str, command: Any) -> VllmSchema:
     schema = load_snapshot() if choice in ("snapshot", "none") else load_schema()
     program = Path(command[0]).name if isinstance(command, list) and command else ""
     if program == SIM_PROGRAM:
-        from launcher.sim.flags import sim_option_specs
+        from vllm_sim.flags import sim_option_specs
 
         extra = {spec.option: spec for spec in sim_option_specs()}
         schema = dataclasses.replace(

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from launcher.profile.schema import VllmSchema, load_file, load_schema
-from launcher.sim.config import StartupRefused, from_namespace
-from launcher.sim.serve_args import SimArgumentError, parse
-from launcher.sim.versions import dialect_for
+from vllm_sim.config import StartupRefused, from_namespace
+from vllm_sim.serve_args import SimArgumentError, parse
+from vllm_sim.versions import dialect_for
 
 
 def _schema() -> VllmSchema:
@@ -45,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     if ns.subparser != "serve":
         print("usage: vllm-sim serve MODEL [vLLM flags] [--sim-* flags]", file=sys.stderr)
         return 2
-    from launcher.sim.api_server import ApiServer
-    from launcher.sim.logline import LogWriter
+    from vllm_sim.api_server import ApiServer
+    from vllm_sim.logline import LogWriter
 
     try:
         cfg = from_namespace(ns, schema)
     except StartupRefused as err:
-        from launcher.sim import announce
+        from vllm_sim import announce
 
         announce.refused(LogWriter("APIServer", dialect_for(ns.sim_vllm_version)), err.lines)
         return 1

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from launcher.profile.schema import OptionSpec, VllmSchema
-from launcher.sim.flags import SIM_FLAGS, env_default
+from vllm_sim.flags import SIM_FLAGS, env_default
 
 _DOTTED = re.compile(r"^(--?[A-Za-z0-9][\w-]*)\.([\w.]+?)(\+)?(?:=(.*))?$", re.DOTALL)
 _OPT_LEVEL = re.compile(r"^-O=?(\d)$")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 
-from launcher.sim.logline import LogWriter
-from launcher.sim.toolcalls import PlannedCall
-from launcher.sim.tracebacks import SITE, STDLIB, Frame, traceback_text
-from launcher.sim.versions import Dialect
+from vllm_sim.logline import LogWriter
+from vllm_sim.toolcalls import PlannedCall
+from vllm_sim.tracebacks import SITE, STDLIB, Frame, traceback_text
+from vllm_sim.versions import Dialect
 
 
 def log_unknown_model(log: LogWriter, d: Dialect, model: str) -> None:

@@ -20,12 +20,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from launcher.sim.config import SimConfig
-from launcher.sim.generation import Plan
-from launcher.sim.metrics import SimMetrics
-from launcher.sim.prefix_cache import PrefixCache
-from launcher.sim.request_metrics import RequestMetrics
-from launcher.sim.specdecode import SpecDecode
+from vllm_sim.config import SimConfig
+from vllm_sim.generation import Plan
+from vllm_sim.metrics import SimMetrics
+from vllm_sim.prefix_cache import PrefixCache
+from vllm_sim.request_metrics import RequestMetrics
+from vllm_sim.specdecode import SpecDecode
 
 
 @dataclass(frozen=True, slots=True)

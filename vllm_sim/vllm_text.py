@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from launcher.sim.memory import CONTEXT_GIB, MemoryPlan
+from vllm_sim.memory import CONTEXT_GIB, MemoryPlan
 
 
 def compile_cache_dir(tag: str, rank: int) -> str:

@@ -10,11 +10,11 @@ import hashlib
 import os
 import resource
 
-from launcher.sim.config import SimConfig
-from launcher.sim.logline import LogWriter
-from launcher.sim.memory import CONTEXT_GIB, GIB, MemoryPlan
-from launcher.sim.ranks import Ranks
-from launcher.sim.versions import Dialect
+from vllm_sim.config import SimConfig
+from vllm_sim.logline import LogWriter
+from vllm_sim.memory import CONTEXT_GIB, GIB, MemoryPlan
+from vllm_sim.ranks import Ranks
+from vllm_sim.versions import Dialect
 
 FD_TARGET = 65535  # vLLM raises the soft fd limit to this at start
 IR_OP = (

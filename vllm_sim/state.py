@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from launcher.sim.config import SimConfig
-from launcher.sim.groundtruth import GroundTruth
-from launcher.sim.host_metrics import HttpStats
-from launcher.sim.logline import LogWriter
-from launcher.sim.metrics import SimMetrics
-from launcher.sim.scheduler import Scheduler
-from launcher.sim.versions import Dialect
+from vllm_sim.config import SimConfig
+from vllm_sim.groundtruth import GroundTruth
+from vllm_sim.host_metrics import HttpStats
+from vllm_sim.logline import LogWriter
+from vllm_sim.metrics import SimMetrics
+from vllm_sim.scheduler import Scheduler
+from vllm_sim.versions import Dialect
 
 
 @dataclass(eq=False)

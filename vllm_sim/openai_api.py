@@ -14,9 +14,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.sim import tokenizer
-from launcher.sim.generation import Channel, Plan, Tok
-from launcher.sim.toolcalls import RequestInvalid
+from vllm_sim import tokenizer
+from vllm_sim.generation import Channel, Plan, Tok
+from vllm_sim.toolcalls import RequestInvalid
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from launcher.sim.metrics import E2E_BUCKETS, ITL_BUCKETS, Histogram
+from vllm_sim.metrics import E2E_BUCKETS, ITL_BUCKETS, Histogram
 
 ITERATION_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
 N_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0)

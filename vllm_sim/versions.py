@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gates.cudagraph_sizes import spec_runner
-from launcher.sim.vllm_sources import SOURCES_026, SOURCES_033
+from vllm_sim.vllm_sources import SOURCES_026, SOURCES_033
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class Dialect:
     engine_follows_api_server: bool = True  # the engine exits when the API server dies (SIGKILL)
     gib_rounded: bool = False  # GiB in messages by `format_gib` = round(x, 2) (139.8), not "%.2f" (139.80)
     no_failed_procs: bool = False  # `Failed core proc(s): {}` when the engine's start failed
-    # 0.26.0's traceback frames (launcher/sim/tracebacks.py `_026`), the engine's second traceback
+    # 0.26.0's traceback frames (vllm_sim/tracebacks.py `_026`), the engine's second traceback
     # under `Process EngineCore:`, and the parsers checked after the banner and args (setup_server)
     real_frames: bool = False
     created_families: bool = False  # /metrics: `x_total` counter and `x_created` gauge families

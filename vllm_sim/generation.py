@@ -11,9 +11,9 @@ import random
 from dataclasses import dataclass
 from enum import StrEnum
 
-from launcher.sim import tokenizer
-from launcher.sim.answers import Answer, continuation
-from launcher.sim.toolcalls import PlannedCall
+from vllm_sim import tokenizer
+from vllm_sim.answers import Answer, continuation
+from vllm_sim.toolcalls import PlannedCall
 
 
 class Channel(StrEnum):

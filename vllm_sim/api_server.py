@@ -19,20 +19,20 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
 from launcher.profile.schema import VllmSchema
-from launcher.sim import announce
-from launcher.sim.config import SimConfig
-from launcher.sim.engine import engine_main
-from launcher.sim.groundtruth import GroundTruth
-from launcher.sim.logline import LogWriter
-from launcher.sim.metrics import SimMetrics
-from launcher.sim.scheduler import Job, Scheduler
-from launcher.sim.tracebacks import API_BIND_026, API_FRAMES
-from launcher.sim.versions import dialect_for
+from vllm_sim import announce
+from vllm_sim.config import SimConfig
+from vllm_sim.engine import engine_main
+from vllm_sim.groundtruth import GroundTruth
+from vllm_sim.logline import LogWriter
+from vllm_sim.metrics import SimMetrics
+from vllm_sim.scheduler import Job, Scheduler
+from vllm_sim.tracebacks import API_BIND_026, API_FRAMES
+from vllm_sim.versions import dialect_for
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from launcher.sim.state import ServerState
+    from vllm_sim.state import ServerState
 
 ENGINE_STOP_S = 5.0
 
@@ -165,9 +165,9 @@ class ApiServer:
         # aiohttp is imported only now, so its ~0.5 s import overlaps the engine's startup.
         from aiohttp import web
 
-        from launcher.sim.http_app import ROUTES, build_app
-        from launcher.sim.state import ServerState
-        from launcher.sim.stats_log import StatsLog
+        from vllm_sim.http_app import ROUTES, build_app
+        from vllm_sim.state import ServerState
+        from vllm_sim.stats_log import StatsLog
 
         mem = self.cfg.memory()
         metrics = SimMetrics()

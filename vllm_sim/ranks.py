@@ -10,7 +10,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Protocol
 
-from launcher.sim.logline import LogWriter, tqdm_line
+from vllm_sim.logline import LogWriter, tqdm_line
 
 BAR_STEPS = 5
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from launcher.sim.config import SimConfig
-from launcher.sim.versions import Dialect
+from vllm_sim.config import SimConfig
+from vllm_sim.versions import Dialect
 
 
 def compilation_repr(cfg: SimConfig) -> str:
@@ -31,7 +31,7 @@ def spec_repr(cfg: SimConfig) -> str:
 
 def engine_config_line(cfg: SimConfig, dialect: Dialect) -> str:
     if dialect.notes:
-        from launcher.sim.config_text_026 import engine_config_line_026
+        from vllm_sim.config_text_026 import engine_config_line_026
 
         return engine_config_line_026(cfg, dialect)
     served = cfg.served_names[0]

@@ -12,15 +12,15 @@ from typing import Any
 
 from aiohttp import web
 
-from launcher.sim import openai_api as api
-from launcher.sim.answers import Answer, compose, is_chinese
-from launcher.sim.delivery import deliver, engine_dead
-from launcher.sim.generation import build_plan
-from launcher.sim.openai_api import dumps
-from launcher.sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
-from launcher.sim.state import STATE, ServerState
-from launcher.sim.structured import forced_text, hermes_calls, hermes_raw_calls
-from launcher.sim.toolcalls import (
+from vllm_sim import openai_api as api
+from vllm_sim.answers import Answer, compose, is_chinese
+from vllm_sim.delivery import deliver, engine_dead
+from vllm_sim.generation import build_plan
+from vllm_sim.openai_api import dumps
+from vllm_sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
+from vllm_sim.state import STATE, ServerState
+from vllm_sim.structured import forced_text, hermes_calls, hermes_raw_calls
+from vllm_sim.toolcalls import (
     PlannedCall,
     RequestInvalid,
     apply_fault,

@@ -13,15 +13,15 @@ import time
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from launcher.sim.ballast import Ballast, GpuHold
-from launcher.sim.config import SimConfig
-from launcher.sim.lifecycle import TermPolicy, set_title
-from launcher.sim.logline import LogWriter
-from launcher.sim.ranks import LocalRanks, Ranks, RemoteRanks
-from launcher.sim.startup import Startup, StartupFailed
-from launcher.sim.tracebacks import ENGINE_FRAMES, PROCESS_026, engine_frames_026, traceback_text
-from launcher.sim.versions import dialect_for
-from launcher.sim.worker import worker_main
+from vllm_sim.ballast import Ballast, GpuHold
+from vllm_sim.config import SimConfig
+from vllm_sim.lifecycle import TermPolicy, set_title
+from vllm_sim.logline import LogWriter
+from vllm_sim.ranks import LocalRanks, Ranks, RemoteRanks
+from vllm_sim.startup import Startup, StartupFailed
+from vllm_sim.tracebacks import ENGINE_FRAMES, PROCESS_026, engine_frames_026, traceback_text
+from vllm_sim.versions import dialect_for
+from vllm_sim.worker import worker_main
 
 WORKER_FAILED = (
     "Exception: WorkerProc initialization failed due to an exception in a background process. "

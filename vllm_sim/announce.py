@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 from launcher.profile.schema import VllmSchema
-from launcher.sim import notes
-from launcher.sim.config import SimConfig
-from launcher.sim.config_text_026 import shown_args_026
-from launcher.sim.cudagraph import GraphMode
-from launcher.sim.logline import LogWriter
-from launcher.sim.tracebacks import (
+from vllm_sim import notes
+from vllm_sim.config import SimConfig
+from vllm_sim.config_text_026 import shown_args_026
+from vllm_sim.cudagraph import GraphMode
+from vllm_sim.logline import LogWriter
+from vllm_sim.tracebacks import (
     API_CONFIG_026,
     API_FRAMES,
     API_SETUP_026,
@@ -19,7 +19,7 @@ from launcher.sim.tracebacks import (
     Frame,
     traceback_text,
 )
-from launcher.sim.versions import Dialect
+from vllm_sim.versions import Dialect
 
 ARCHITECTURES = (
     ("qwen3", "Qwen3ForCausalLM"),

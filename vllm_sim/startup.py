@@ -11,14 +11,14 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 
-from launcher.sim import notes, vllm_text
-from launcher.sim.config import SimConfig
-from launcher.sim.cudagraph import GraphMode
-from launcher.sim.engine_config import engine_config_line
-from launcher.sim.logline import LogWriter
-from launcher.sim.memory import MemoryPlan
-from launcher.sim.ranks import Ranks
-from launcher.sim.versions import Dialect
+from vllm_sim import notes, vllm_text
+from vllm_sim.config import SimConfig
+from vllm_sim.cudagraph import GraphMode
+from vllm_sim.engine_config import engine_config_line
+from vllm_sim.logline import LogWriter
+from vllm_sim.memory import MemoryPlan
+from vllm_sim.ranks import Ranks
+from vllm_sim.versions import Dialect
 
 
 class Phase(StrEnum):

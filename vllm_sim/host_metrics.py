@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from launcher.sim.metrics import Histogram
+from vllm_sim.metrics import Histogram
 
 HIGHR_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
                  7.5, 10.0, 30.0, 60.0)  # fmt: skip

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.profile.schema import VllmSchema
-from launcher.sim import cudagraph
-from launcher.sim.faults import Faults, faults_from
-from launcher.sim.memory import MemoryPlan, plan_memory
-from launcher.sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
-from launcher.sim.serve_args import given_args, human_int
-from launcher.sim.timing import Timing, timing_from
-from launcher.sim.versions import dialect_for
+from vllm_sim import cudagraph
+from vllm_sim.faults import Faults, faults_from
+from vllm_sim.memory import MemoryPlan, plan_memory
+from vllm_sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
+from vllm_sim.serve_args import given_args, human_int
+from vllm_sim.timing import Timing, timing_from
+from vllm_sim.versions import dialect_for
 
 
 class StartupRefused(Exception):

@@ -8,9 +8,9 @@ and families in the page's order.
 
 from __future__ import annotations
 
-from launcher.sim.metrics import FINISH_REASONS, Histogram, SimMetrics
-from launcher.sim.request_metrics import RequestMetrics
-from launcher.sim.versions import Dialect
+from vllm_sim.metrics import FINISH_REASONS, Histogram, SimMetrics
+from vllm_sim.request_metrics import RequestMetrics
+from vllm_sim.versions import Dialect
 
 Family = tuple[str, str, list[str]]  # kind, help, samples
 

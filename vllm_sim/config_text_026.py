@@ -11,8 +11,8 @@ import contextlib
 import json
 from typing import Any
 
-from launcher.sim.config import SimConfig
-from launcher.sim.versions import Dialect
+from vllm_sim.config import SimConfig
+from vllm_sim.versions import Dialect
 
 SPLITTING_OPS = (
     "unified_attention_with_output", "unified_mla_attention_with_output", "mamba_mixer2", "mamba_mixer",

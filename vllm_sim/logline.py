@@ -10,7 +10,7 @@ import contextlib
 import os
 import time
 
-from launcher.sim.versions import Dialect
+from vllm_sim.versions import Dialect
 
 BAR_WIDTH = 10
 _PARTIAL = " ▏▎▍▌▋▊▉"

@@ -11,13 +11,13 @@ import os
 import time
 from multiprocessing.connection import Connection
 
-from launcher.sim.ballast import GpuHold
-from launcher.sim.config import SimConfig
-from launcher.sim.lifecycle import TermPolicy, set_title
-from launcher.sim.logline import LogWriter
-from launcher.sim.ranks import draw_bar
-from launcher.sim.tracebacks import WORKER_FRAMES, traceback_text
-from launcher.sim.versions import dialect_for
+from vllm_sim.ballast import GpuHold
+from vllm_sim.config import SimConfig
+from vllm_sim.lifecycle import TermPolicy, set_title
+from vllm_sim.logline import LogWriter
+from vllm_sim.ranks import draw_bar
+from vllm_sim.tracebacks import WORKER_FRAMES, traceback_text
+from vllm_sim.versions import dialect_for
 
 
 class WorkerProcess:

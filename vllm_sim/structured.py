@@ -9,7 +9,7 @@ import re
 import secrets
 from typing import Any
 
-from launcher.sim.toolcalls import PlannedCall
+from vllm_sim.toolcalls import PlannedCall
 
 _META = set(".^$*+?()[]{}|")
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)

@@ -12,14 +12,14 @@ from typing import Any
 
 from aiohttp import web
 
-from launcher.sim import openai_api as api
-from launcher.sim import tokenizer
-from launcher.sim.generation import Channel, Plan
-from launcher.sim.groundtruth import TruthRow
-from launcher.sim.openai_api import dumps
-from launcher.sim.scheduler import Job
-from launcher.sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
-from launcher.sim.state import ServerState
+from vllm_sim import openai_api as api
+from vllm_sim import tokenizer
+from vllm_sim.generation import Channel, Plan
+from vllm_sim.groundtruth import TruthRow
+from vllm_sim.openai_api import dumps
+from vllm_sim.scheduler import Job
+from vllm_sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
+from vllm_sim.state import ServerState
 
 
 def engine_dead() -> web.Response:

@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from launcher.sim import serving
-from launcher.sim.host_metrics import gc_lines, http_lines, process_lines
-from launcher.sim.metrics_text import MetricsText
-from launcher.sim.openai_api import dumps
-from launcher.sim.state import STATE, ServerState
+from vllm_sim import serving
+from vllm_sim.host_metrics import gc_lines, http_lines, process_lines
+from vllm_sim.metrics_text import MetricsText
+from vllm_sim.openai_api import dumps
+from vllm_sim.state import STATE, ServerState
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 ROUTES: tuple[tuple[str, str], ...] = (

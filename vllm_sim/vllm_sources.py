@@ -65,7 +65,7 @@ SOURCES_033: dict[str, str] = {
     "model_loaded": "model_runner.py:428",
     "cg_done": "model_runner.py:1163",
     "cg_skip": "model_runner.py:930",
-    # request-time ERRORs: 0.26.0's lines (launcher/sim/request_errors.py), unverified for 0.33
+    # request-time ERRORs: 0.26.0's lines (vllm_sim/request_errors.py), unverified for 0.33
     "unknown_model": "serving.py:228",
     "tool_parse_error": "hermes_tool_parser.py:117",
 }
