@@ -27,11 +27,11 @@ from typing import Any
 import psutil
 
 SIM = Path(sys.executable).with_name("vllm-sim")
-SNAPSHOT = Path(__file__).resolve().parent.parent / "launcher" / "data" / "vllm-serve-schema-0.33.0.json"
+SNAPSHOT = Path(__file__).resolve().parent.parent / "vllm_flags" / "data" / "vllm-serve-schema-0.33.0.json"
 READY_LINE = "Application startup complete."
 LAST_ROUTE = "Route: /v1/completions, Methods: POST"  # the last stdout line before ready
 
-# A small vLLM option schema in the snapshot format (`launcher/profile/schema.py`): the flags the
+# A small vLLM option schema in the snapshot format (`vllm_flags/schema.py`): the flags the
 # simulator's tests use. Built here on purpose: it is test data, not a snapshot of vLLM.
 _V = "value"
 TEST_OPTIONS: dict[str, dict[str, Any]] = {

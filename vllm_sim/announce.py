@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from launcher.profile.schema import VllmSchema
+from vllm_flags.schema import VllmSchema
 from vllm_sim import notes
 from vllm_sim.config import SimConfig
 from vllm_sim.config_text_026 import shown_args_026

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING
 
-from launcher.profile.schema import VllmSchema
+from vllm_flags.schema import VllmSchema
 from vllm_sim import announce
 from vllm_sim.config import SimConfig
 from vllm_sim.engine import engine_main

@@ -1,7 +1,8 @@
 """`vllm-sim serve MODEL [vLLM flags] [--sim-* flags]`: the console script.
 
 The option schema comes from `VLLM_SIM_SCHEMA` (a snapshot JSON file) when set, else from the
-committed snapshot of vLLM 0.33.0's parser (`launcher.profile.schema.load_schema`).
+committed snapshot of vLLM 0.33.0's parser (`vllm_flags.schema.load_snapshot`), never from an
+installed vLLM.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from launcher.profile.schema import VllmSchema, load_file, load_schema
+from vllm_flags.schema import VllmSchema, load_file, load_snapshot
 from vllm_sim.config import StartupRefused, from_namespace
 from vllm_sim.serve_args import SimArgumentError, parse
 from vllm_sim.versions import dialect_for
@@ -20,7 +21,7 @@ def _schema() -> VllmSchema:
     path = os.environ.get("VLLM_SIM_SCHEMA")
     if path:
         return load_file(Path(path))
-    return load_schema(prefer_installed=False)
+    return load_snapshot()
 
 
 def main(argv: list[str] | None = None) -> int:

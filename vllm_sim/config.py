@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.profile.schema import VllmSchema
+from vllm_flags.schema import VllmSchema
 from vllm_sim import cudagraph
 from vllm_sim.faults import Faults, faults_from
 from vllm_sim.memory import MemoryPlan, plan_memory

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from launcher.profile.schema import OptionSpec, VllmSchema
-from vllm_sim.flags import SIM_FLAGS, env_default
+from vllm_flags.schema import OptionSpec, VllmSchema
+from vllm_flags.sim_flags import SIM_FLAGS, env_default
 
 _DOTTED = re.compile(r"^(--?[A-Za-z0-9][\w-]*)\.([\w.]+?)(\+)?(?:=(.*))?$", re.DOTALL)
 _OPT_LEVEL = re.compile(r"^-O=?(\d)$")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from launcher.logfacts.logfile import parse_file
-from launcher.profile.schema import load_snapshot
 from tests.simserver import SIM, free_port, sim_env
+from vllm_flags.schema import load_snapshot
 from vllm_sim.config import from_namespace
 from vllm_sim.memory import plan_memory
 from vllm_sim.serve_args import parse

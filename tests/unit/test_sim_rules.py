@@ -7,11 +7,11 @@ import random
 import pytest
 
 from gates.cudagraph_sizes import CaptureConfig, expected_graphs
-from launcher.profile.schema import VllmSchema
 from tests.simserver import TEST_SCHEMA
+from vllm_flags.schema import VllmSchema
+from vllm_flags.sim_flags import SIM_FLAGS, env_default, sim_option_specs
 from vllm_sim import cudagraph, tokenizer
 from vllm_sim.config import StartupRefused, from_namespace
-from vllm_sim.flags import SIM_FLAGS, env_default, sim_option_specs
 from vllm_sim.memory import plan_memory
 from vllm_sim.prefix_cache import PrefixCache
 from vllm_sim.serve_args import human_int, normalize_argv, parse
@@ -292,7 +292,7 @@ def test_the_committed_snapshot_has_every_flag_the_simulator_reads() -> None:
 
     if not SNAPSHOT.exists():
         pytest.skip("no committed vLLM schema snapshot yet")
-    from launcher.profile.schema import load_file
+    from vllm_flags.schema import load_file
 
     real = load_file(SNAPSHOT)
     for option, spec in TEST_SCHEMA["options"].items():
@@ -305,10 +305,10 @@ def test_the_committed_snapshot_has_every_flag_the_simulator_reads() -> None:
 
 def test_simulator_doc_carries_the_generated_flag_table() -> None:
     from tests.conftest import REPO
-    from vllm_sim.flags import reference_markdown
+    from vllm_flags.sim_flags import reference_markdown
 
     doc = (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
-    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table from vllm_sim/flags.py"
+    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table from vllm_flags/sim_flags.py"
 
 
 def test_ballast_leak_is_linear_and_warmup_plateaus() -> None:

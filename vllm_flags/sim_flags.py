@@ -1,7 +1,8 @@
 """The simulator's own flags (`--sim-*`), declared once; each also reads `VLLM_SIM_<NAME>`.
 
-Kept free of heavy imports: the profile validator imports `sim_option_specs()` to accept these flags
-when a profile's `engine.command` is `vllm-sim`.
+They live here, not in `vllm_sim`, because two programs read them: the simulator parses them, and
+the launcher's profile validator accepts them (`sim_option_specs()`) when a profile's
+`engine.command` is `vllm-sim`, without importing the simulator.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from launcher.profile.schema import OptionSpec
+from vllm_flags.schema import OptionSpec
 
 GROUP = "Simulator"
 PHASES_CRASH = ("loading", "profiling", "capture", "serving")

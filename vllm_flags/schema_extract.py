@@ -45,7 +45,7 @@ def dumps(data: dict[str, Any]) -> str:
 
 
 def schema_from_installed_vllm() -> dict[str, Any]:
-    """The snapshot-format schema of the vLLM importable here (what `schema.load_installed` reads)."""
+    """The snapshot-format schema of the vLLM importable here (what `schema_source.load_installed` reads)."""
     return normalize(raw_dump_from_vllm())
 
 
