@@ -1,5 +1,5 @@
 """Which CUDA graphs vLLM would capture: the mode (vllm-facts.md §3) and, for the sizes, the one rule module
-the gate and the dry run use too (`gates/cudagraph_sizes.py`)."""
+the gate and the dry run use too (`vllm_flags/cudagraph_sizes.py`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from gates import cudagraph_sizes as rule
+from vllm_flags import cudagraph_sizes as rule
 
 DEFAULT_CEILING = rule.DEFAULT_MAX_CAPTURE_CEILING
 
@@ -163,7 +163,7 @@ def eager_plan(plan: GraphPlan) -> GraphPlan:
 def for_runner(plan: GraphPlan, runner: str, query_len: int) -> GraphPlan:
     """What `runner` captures from the config's plan (the config line shows `plan`): the V1 runner
     rounds every size to a multiple of 1 + k (0.26.0, ngram k = 2: [1, 2, 4, 8] → [3, 6]); V2 keeps
-    them and rounds only its FULL decode graphs (`gates/cudagraph_sizes.py`)."""
+    them and rounds only its FULL decode graphs (`vllm_flags/cudagraph_sizes.py`)."""
     sizes = rule.runner_sizes(list(plan.sizes), runner, plan.mode.value, query_len, plan.max_size)
     top = max(sizes) if runner == "V1" and sizes else plan.max_size
     return replace(plan, sizes=tuple(sizes), max_size=top, runner=runner, query_len=query_len)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gates.cudagraph_sizes import spec_runner
+from vllm_flags.cudagraph_sizes import spec_runner
 from vllm_sim.vllm_sources import SOURCES_026, SOURCES_033
 
 
@@ -58,7 +58,7 @@ class Dialect:
         return self.sources[event]
 
     def runner_for(self, spec_method: str | None) -> str:
-        """0.26.0's V2 takes eagle, eagle3, mtp, dflash and dspark only (`gates/cudagraph_sizes.py`)."""
+        """0.26.0's V2 takes eagle, eagle3, mtp, dflash and dspark only (`vllm_flags/cudagraph_sizes.py`)."""
         if self.v2_spec_only and spec_runner(spec_method) == "V1":
             return "V1"
         return self.runner

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from gates.cudagraph_sizes import CaptureConfig, expected_graphs
 from tests.simserver import TEST_SCHEMA
+from vllm_flags.cudagraph_sizes import CaptureConfig, expected_graphs
 from vllm_flags.schema import VllmSchema
 from vllm_flags.sim_flags import SIM_FLAGS, env_default, sim_option_specs
 from vllm_sim import cudagraph, tokenizer
