@@ -58,7 +58,8 @@ class Answer:
 
 @cache
 def corpus(lang: str) -> tuple[str, ...]:
-    text = resources.files("launcher.data").joinpath(f"sim_corpus_{lang}.txt").read_text(encoding="utf-8")
+    data = resources.files("vllm_sim").joinpath("data")
+    text = data.joinpath(f"sim_corpus_{lang}.txt").read_text(encoding="utf-8")
     return tuple(line.strip() for line in text.splitlines() if line.strip())
 
 
