@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from vllm_flags.schema import VllmSchema
 from vllm_sim import announce
 from vllm_sim.config import SimConfig
-from vllm_sim.engine import engine_main
+from vllm_sim.engine_core import engine_main
 from vllm_sim.groundtruth import GroundTruth
 from vllm_sim.logline import LogWriter
 from vllm_sim.metrics import SimMetrics
@@ -32,7 +32,7 @@ from vllm_sim.versions import dialect_for
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from vllm_sim.state import ServerState
+    from vllm_sim.server_state import ServerState
 
 ENGINE_STOP_S = 5.0
 
@@ -166,7 +166,7 @@ class ApiServer:
         from aiohttp import web
 
         from vllm_sim.http_app import ROUTES, build_app
-        from vllm_sim.state import ServerState
+        from vllm_sim.server_state import ServerState
         from vllm_sim.stats_log import StatsLog
 
         mem = self.cfg.memory()

@@ -18,8 +18,8 @@ from vllm_sim.generation import Channel, Plan
 from vllm_sim.groundtruth import TruthRow
 from vllm_sim.openai_api import dumps
 from vllm_sim.scheduler import Job
+from vllm_sim.server_state import ServerState
 from vllm_sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
-from vllm_sim.state import ServerState
 
 
 def engine_dead() -> web.Response:

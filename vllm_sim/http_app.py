@@ -12,7 +12,7 @@ from vllm_sim import serving
 from vllm_sim.host_metrics import gc_lines, http_lines, process_lines
 from vllm_sim.metrics_text import MetricsText
 from vllm_sim.openai_api import dumps
-from vllm_sim.state import STATE, ServerState
+from vllm_sim.server_state import STATE, ServerState
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 ROUTES: tuple[tuple[str, str], ...] = (

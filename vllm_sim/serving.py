@@ -18,7 +18,7 @@ from vllm_sim.delivery import deliver, engine_dead
 from vllm_sim.generation import build_plan
 from vllm_sim.openai_api import dumps
 from vllm_sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
-from vllm_sim.state import STATE, ServerState
+from vllm_sim.server_state import STATE, ServerState
 from vllm_sim.structured import forced_text, hermes_calls, hermes_raw_calls
 from vllm_sim.toolcalls import (
     PlannedCall,

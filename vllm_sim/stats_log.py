@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from vllm_sim.state import ServerState
+from vllm_sim.server_state import ServerState
 
 
 class StatsLog:
