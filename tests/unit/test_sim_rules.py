@@ -308,7 +308,18 @@ def test_simulator_doc_carries_the_generated_flag_table() -> None:
     from vllm_flags.sim_flags import reference_markdown
 
     doc = (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
-    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table from vllm_flags/sim_flags.py"
+    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table (vllm_flags/sim_flags.py)"
+
+
+def test_simulator_doc_maps_every_module_of_the_package() -> None:
+    import re
+
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
+    mapped = set(re.findall(r"^- `([a-z_0-9]+\.py)`: ", doc, re.MULTILINE))
+    modules = {path.name for path in (REPO / "vllm_sim").glob("*.py")} - {"__init__.py"}
+    assert mapped == modules, "docs/simulator.md's module map: one line per module of vllm_sim/"
 
 
 def test_ballast_leak_is_linear_and_warmup_plateaus() -> None:
