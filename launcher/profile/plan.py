@@ -17,9 +17,11 @@ from launcher.errors import ProfileInvalid
 from launcher.profile.findings import Findings
 from launcher.profile.loader import ResolvedProfile, resolve
 from launcher.profile.render import Rendered, render
-from launcher.profile.schema import VllmSchema, load_schema, load_snapshot
+from launcher.profile.schema_source import load_schema
 from launcher.profile.semantics import check_semantics
 from launcher.profile.structure import check_structure
+from vllm_flags.schema import VllmSchema, load_snapshot
+from vllm_flags.sim_flags import sim_option_specs
 
 SIM_PROGRAM = "vllm-sim"
 
@@ -123,8 +125,6 @@ def _schema_for(choice: str, command: Any) -> VllmSchema:
     schema = load_snapshot() if choice in ("snapshot", "none") else load_schema()
     program = Path(command[0]).name if isinstance(command, list) and command else ""
     if program == SIM_PROGRAM:
-        from launcher.sim.flags import sim_option_specs
-
         extra = {spec.option: spec for spec in sim_option_specs()}
         schema = dataclasses.replace(
             schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags"

@@ -16,7 +16,7 @@ from typing import Any
 
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.loader import ResolvedProfile
-from launcher.profile.schema import OptionSpec, VllmSchema
+from vllm_flags.schema import OptionSpec, VllmSchema
 
 DEFAULT_COMMAND = ("vllm", "serve")
 DEFAULT_HOST = "127.0.0.1"

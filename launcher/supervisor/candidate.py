@@ -8,13 +8,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gates.context import Expectations
-from gates.cudagraph_sizes import configured_capture_sizes, expected_capture_sizes
 from gates.registry import DEFAULT_ORDER
 from launcher.errors import BadInput
 from launcher.profile.loader import ResolvedProfile
 from launcher.profile.plan import LaunchPlan
 from launcher.profile.render import Rendered
 from launcher.profile.semantics import capture_config, human_int
+from vllm_flags.cudagraph_sizes import configured_capture_sizes, expected_capture_sizes
 
 PRIVATE_ENV = frozenset({"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"})
 
