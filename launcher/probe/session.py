@@ -2,8 +2,9 @@
 (trial.py), then production restored — in `finally`, whatever happened before.
 
 Signals only record (supervisor/signals.py); the supervisor's `StopOnSignal` helper ends the running
-arm's engine so a gate blocked in HTTP returns at once, and the bench notices the same event within 0.1 s. A second signal
-does not interrupt the restore: only SIGKILL does, and then the journal finishes it.
+arm's engine so a gate blocked in HTTP returns at once, and the bench notices the same event within
+0.1 s. A second signal does not interrupt the restore: only SIGKILL does, and then the journal
+finishes it.
 """
 
 from __future__ import annotations
