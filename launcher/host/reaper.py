@@ -56,10 +56,6 @@ class ReapReport:
     free_bytes_before: dict[int, int]
     free_bytes_after: dict[int, int]
 
-    @property
-    def all_gone(self) -> bool:
-        return all(r.gone for r in self.processes)
-
 
 def reap(
     targets: Sequence[ProcessView],

@@ -67,11 +67,6 @@ class LaunchPlan:
         args = self.profile.data.get("args", {})
         return args if isinstance(args, dict) else {}
 
-    def gate_table(self, gate: str) -> dict[str, Any]:
-        gates = self.profile.data.get("gates", {})
-        table = gates.get(gate, {}) if isinstance(gates, dict) else {}
-        return table if isinstance(table, dict) else {}
-
     def command_line(self) -> str:
         return shlex.join(self.argv)
 
