@@ -40,10 +40,6 @@ class Reaped:
     outcome: ReapOutcome
     seconds: float
 
-    @property
-    def gone(self) -> bool:
-        return self.outcome in (ReapOutcome.TERMINATED, ReapOutcome.KILLED, ReapOutcome.ALREADY_GONE)
-
     def describe(self) -> str:
         return f"pid {self.pid} {self.label}: {self.outcome} ({self.seconds:.1f} s)"
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,9 +65,6 @@ class LaunchPlan:
     def args(self) -> dict[str, Any]:
         args = self.profile.data.get("args", {})
         return args if isinstance(args, dict) else {}
-
-    def command_line(self) -> str:
-        return shlex.join(self.argv)
 
     def fingerprint(self) -> str:
         """Hash of what would run (argv + env): equal hashes start the same server."""
