@@ -58,7 +58,7 @@ def try_cmd(
     progress.engine_log = StateStore(options.state_dir).engine_log(name, try_run=True)
     stop = threading.Event()
     inbox = SignalInbox(stop.set)
-    with ProfileLock(store.profile_dir(name), name):
+    with ProfileLock(store, name):
         if hooks.preflight is not None and not skip_preflight:
             hooks.preflight(candidate)
         inbox.install()

@@ -22,8 +22,7 @@ from typing import Any, Self
 from launcher.errors import PreflightRefused
 from launcher.host.policy import gpu_demand
 from launcher.profile.plan import LaunchPlan
-
-LOCK_DIR = "locks"
+from launcher.state.store import StateStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +40,7 @@ class LockHolder:
 
 
 def lock_path(state_dir: Path, gpu: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu)
-    return state_dir / LOCK_DIR / f"gpu-{safe}.lock"
+    return StateStore(state_dir).gpu_lock_path(gpu)
 
 
 class GpuLocks:

@@ -32,6 +32,7 @@ from launcher.probe.recovery import Restored, bring_back
 from launcher.probe.results import ArmOutcome, ArmRun, ProbeResult, Settings
 from launcher.probe.trial import Trial
 from launcher.settings import GlobalOptions
+from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
@@ -71,7 +72,7 @@ class ProbeSession:
         self.probe_id = uuid.uuid4().hex[:12]
         self.inbox = SignalInbox(lambda: None)
         self.journal = Journal(options.state_dir)
-        self.history = History(options.state_dir / "history.jsonl")
+        self.history = History(StateStore(options.state_dir).history_path)
         stop = self.inbox.stop_requested
         self.trial = Trial(
             settings=settings,
@@ -188,7 +189,7 @@ class ProbeSession:
     def _profile_lock(self) -> ProfileLock:
         """No launcher may start this profile while arms run on its GPUs."""
         deadline = self.clock.monotonic() + LOCK_WAIT_S
-        lock = ProfileLock(self.options.state_dir / "profiles" / self.profile, self.profile)
+        lock = ProfileLock(StateStore(self.options.state_dir), self.profile)
         while True:
             try:
                 return lock.__enter__()
@@ -231,7 +232,7 @@ class ProbeSession:
 
     def _status(self, detail: str) -> None:
         """`launch status` shows why production is down while the arms run."""
-        board = StatusBoard(self.options.state_dir / "profiles" / self.profile / "status.json", self.profile)
+        board = StatusBoard(StateStore(self.options.state_dir).status_path(self.profile), self.profile)
         board.update(phase=Phase.STOPPED, detail=detail)
 
     def _write_traceback(self) -> str:

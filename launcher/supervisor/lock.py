@@ -6,21 +6,21 @@ import contextlib
 import fcntl
 import json
 import os
-from pathlib import Path
 from types import TracebackType
 
 from launcher.atomicfile import write_atomic
 from launcher.errors import AlreadyRunning, BadInput
+from launcher.state.store import StateStore
 from launcher.supervisor.history import utc_now
 
 
 class ProfileLock:
-    """`with ProfileLock(dir, "prod"):` — refuses, naming the pid, when another launcher holds it."""
+    """`with ProfileLock(store, "prod"):` — refuses, naming the pid, when another launcher holds it."""
 
-    def __init__(self, profile_dir: Path, profile: str) -> None:
+    def __init__(self, store: StateStore, profile: str) -> None:
         self.profile = profile
-        self.lock_path = profile_dir / "launcher.lock"
-        self.info_path = profile_dir / "launcher.json"
+        self.lock_path = store.launcher_lock_path(profile)
+        self.info_path = store.launcher_info_path(profile)
         self._fd: int | None = None
 
     def __enter__(self) -> ProfileLock:

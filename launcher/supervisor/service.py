@@ -55,9 +55,7 @@ class Supervisor(Reloading):
         self.books = Bookkeeping(self.hooks.notifier.status)
         self.store = StateStore(options.state_dir, write=self.books.write_file)
         self.history = History(self.store.history_path, write=self.books.append_line)
-        self.board = StatusBoard(
-            self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
-        )
+        self.board = StatusBoard(self.store.status_path(profile), profile, write=self.books.write_file)
         self.deployment = deployment_id(options.state_dir, profile)
         self.progress.engine_log = self.store.engine_log(profile)
         self.wake = threading.Event()
@@ -73,7 +71,7 @@ class Supervisor(Reloading):
         # The plan first: a bad name, a missing profile or a cycle writes nothing, not even a lock.
         plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
         plan.raise_for_errors()
-        with ProfileLock(self.store.profile_dir(self.profile), self.profile):
+        with ProfileLock(self.store, self.profile):
             tidy_profile_dir(self.store, self.profile, self.history)
             self.inbox.install()
             stopper = threading.Thread(target=self._stop_on_signal, name="stop-on-signal", daemon=True)
