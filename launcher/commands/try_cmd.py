@@ -85,7 +85,7 @@ def try_cmd(
                            passed=report.passed, gates=report.to_json())  # fmt: skip
         finally:
             if attempt is not None:
-                stopped = attempt.stop(grace_s=float(candidate.supervisor.get("stop_grace_s", 30.0)))
+                stopped = attempt.stop(grace_s=candidate.settings.stop_grace_s)
                 if stopped.leftovers:
                     click.echo(
                         f"warning: processes left in the engine's group: {list(stopped.leftovers)}", err=True
@@ -107,4 +107,4 @@ def try_cmd(
 
 def _stop_on_signal(stop: threading.Event, attempt: Attempt) -> None:
     stop.wait()
-    attempt.engine.stop(grace_s=10.0)
+    attempt.engine.stop(grace_s=attempt.candidate.settings.stop_grace_s)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from gates.setting import SettingValues
 from launcher.errors import BadInput
 from launcher.profile.keys import PREFLIGHT
 from launcher.profile.plan import LaunchPlan
@@ -31,9 +32,8 @@ class HostPolicy:
 
     @classmethod
     def from_plan(cls, plan: LaunchPlan) -> HostPolicy:
-        table = plan.profile.data.get("preflight", {})
-        table = table if isinstance(table, dict) else {}
-        values = {s.name: table.get(s.name, s.default) for s in PREFLIGHT}
+        declared = SettingValues.of(PREFLIGHT, plan.profile.data.get("preflight"))
+        values = {s.name: declared.value(s.name) for s in PREFLIGHT}
         for name in (
             "reap_grace_s",
             "reap_deadline_s",

@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.errors import ProfileInvalid
 from launcher.profile.findings import Findings
+from launcher.profile.keys import engine_settings
 from launcher.profile.loader import ResolvedProfile, resolve
 from launcher.profile.render import Rendered, render
 from launcher.profile.schema import VllmSchema, load_schema, load_snapshot
@@ -50,11 +51,11 @@ class LaunchPlan:
 
     @property
     def host(self) -> str:
-        return str(self.engine.get("host", "127.0.0.1"))
+        return engine_settings(self.profile.data).text("host")
 
     @property
     def port(self) -> int:
-        return int(self.engine.get("port", 8000))
+        return engine_settings(self.profile.data).integer("port")
 
     @property
     def served_model_names(self) -> list[str]:
@@ -93,9 +94,9 @@ def build_plan(
     profile = resolve(profiles_dir, name, top_file=top_file)
     findings = Findings()
     check_structure(profile, findings)
-    engine = profile.data.get("engine", {}) if isinstance(profile.data.get("engine"), dict) else {}
-    schema_choice = str(engine.get("schema", "auto"))
-    schema = _schema_for(schema_choice, engine.get("command"))
+    engine = engine_settings(profile.data)
+    schema_choice = engine.text("schema")
+    schema = _schema_for(schema_choice, engine.table.get("command"))
     lenient = allow_unknown or schema_choice == "none"
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)

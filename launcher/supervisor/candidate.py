@@ -11,6 +11,7 @@ from gates.context import Expectations
 from gates.cudagraph_sizes import configured_capture_sizes, expected_capture_sizes
 from gates.registry import DEFAULT_ORDER
 from launcher.errors import BadInput
+from launcher.profile.keys import SupervisorSettings
 from launcher.profile.loader import ResolvedProfile
 from launcher.profile.plan import LaunchPlan
 from launcher.profile.render import Rendered
@@ -34,6 +35,11 @@ class Candidate:
     gate_tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     supervisor: dict[str, Any] = field(default_factory=dict)
     profile_data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> SupervisorSettings:
+        """`[supervisor]` with its declared defaults: the one way its values are read."""
+        return SupervisorSettings.read(self.supervisor)
 
     @property
     def base_url(self) -> str:

@@ -35,8 +35,6 @@ from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wayout import finalise, tidy_profile_dir
 
-DEFAULT_STOP_GRACE_S = 30.0
-
 
 def _epoch_of(monotonic_s: float) -> float:
     """A monotonic instant as epoch seconds (for comparing with an outside observer's clock)."""
@@ -288,8 +286,7 @@ class Supervisor(Reloading):
     def _stop_current_locked(self, why: str) -> None:
         if self.current is None:
             return
-        grace = float(self.current.candidate.supervisor.get("stop_grace_s", DEFAULT_STOP_GRACE_S))
-        report = self.current.stop(grace_s=grace)
+        report = self.current.stop(grace_s=self.current.candidate.settings.stop_grace_s)
         self.history.append("engine_stopped", profile=self.profile, label=self.current.candidate.label,
                             why=why, graceful=report.graceful, killed=report.killed,
                             leftovers=list(report.leftovers), seconds=round(report.seconds, 3))  # fmt: skip
