@@ -60,7 +60,7 @@ def try_cmd(
     progress.engine_log = StateStore(options.state_dir).engine_log(name, try_run=True)
     stop = threading.Event()
     inbox = SignalInbox(stop.set)  # any handled signal ends a try
-    with ProfileLock(store.profile_dir(name), name), contextlib.ExitStack() as on_exit:
+    with ProfileLock(store, name), contextlib.ExitStack() as on_exit:
         if hooks.preflight is not None and not skip_preflight:
             hooks.preflight(candidate)
         inbox.install()
@@ -69,8 +69,12 @@ def try_cmd(
             candidate, store.engine_log(name, try_run=True), progress, gpu_locks=hooks.gpu_locks,
             deployment=deployment_id(options.state_dir, name),
         )  # fmt: skip
-        on_exit.enter_context(StopOnSignal(stop, partial(attempt.engine.stop, grace_s=10.0), name="try-stop"))
-        on_exit.callback(_stop, attempt, float(candidate.supervisor.get("stop_grace_s", 30.0)))
+        on_exit.enter_context(
+            StopOnSignal(
+                stop, partial(attempt.engine.stop, grace_s=candidate.settings.stop_grace_s), name="try-stop"
+            )
+        )
+        on_exit.callback(_stop, attempt, candidate.settings.stop_grace_s)
         progress.set_phase("gating", candidate=candidate.label)
         report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
         store.write_last_facts(name, attempt.facts())

@@ -18,7 +18,7 @@ from gates.context import Clock
 from launcher.errors import AlreadyRunning
 from launcher.host.clock import SystemClock
 from launcher.probe.handover import Handover, Serving
-from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step, probe_dir
+from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step
 from launcher.probe.leftovers import end_processes, marked
 from launcher.procgroup import group_members
 from launcher.state.store import StateStore
@@ -99,7 +99,7 @@ def recover(
             journal,
             entry,
             handover,
-            log_path=probe_dir(state_dir) / "restored-launcher.log",
+            log_path=StateStore(state_dir).probe_restore_log_path,
             deadline=handover.clock.monotonic() + timeout_s,
             not_pids={entry.probe_pid, os.getpid()},
         )

@@ -75,7 +75,7 @@ class ProbeSession:
         self.store = StateStore(options.state_dir)
         self.history = History(self.store.history_path)
         # `launch status` shows why production is down while the arms run (written as the launcher does).
-        self.board = StatusBoard(self.store.profile_dir(self.profile) / "status.json", self.profile)
+        self.board = StatusBoard(self.store.status_path(self.profile), self.profile)
         stop = self.inbox.stop_requested
         self.trial = Trial(
             settings=settings,
@@ -186,9 +186,7 @@ class ProbeSession:
             left = f"; ended leftovers {list(stopped.leftovers)}" if stopped.leftovers else ""
             self.stop_how = stopped.how + left
         # No launcher may start this profile while arms run on its GPUs.
-        lock = ProfileLock(
-            self.store.profile_dir(self.profile), self.profile, wait_s=LOCK_WAIT_S, clock=self.clock
-        )
+        lock = ProfileLock(self.store, self.profile, wait_s=LOCK_WAIT_S, clock=self.clock)
         self.lock = self.box.enter_context(lock)
         self._journal(step=Step.ARM)
 

@@ -30,7 +30,6 @@ from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.progress import Progress
 
-ARM_STOP_GRACE_S = 30.0
 Gates = tuple[dict[str, Any], ...]
 
 
@@ -143,7 +142,7 @@ class Trial:
         with self._guard:
             self.current = attempt
         if self.stop.is_set():  # the signal came while it was being started
-            attempt.engine.stop(grace_s=ARM_STOP_GRACE_S)
+            attempt.engine.stop(grace_s=attempt.candidate.settings.stop_grace_s)
         return attempt
 
     def stop_current(self) -> None:
@@ -154,11 +153,11 @@ class Trial:
             return
         pids = set(attempt.engine.process_tree())
         self.gone_pids = pids or ({attempt.engine.pid} if attempt.engine.pid else set())
-        attempt.stop(grace_s=float(attempt.candidate.supervisor.get("stop_grace_s", ARM_STOP_GRACE_S)))
+        attempt.stop(grace_s=attempt.candidate.settings.stop_grace_s)
 
     def interrupt(self) -> None:
         """From the signal thread: end the engine now, so a gate blocked in HTTP returns."""
         with self._guard:
             attempt = self.current
         if attempt is not None:
-            attempt.engine.stop(grace_s=ARM_STOP_GRACE_S)
+            attempt.engine.stop(grace_s=attempt.candidate.settings.stop_grace_s)

@@ -232,7 +232,7 @@ class EngineProcess:
         """Live (non-zombie) processes still in the engine's process group."""
         return [] if self.pgid is None else group_members(self.pgid)
 
-    def stop(self, grace_s: float = 30.0, kill_wait_s: float = 10.0) -> StopReport:
+    def stop(self, grace_s: float, kill_wait_s: float = 10.0) -> StopReport:
         started = time.monotonic()
         if self._proc is None:
             return StopReport(True, False, (), 0.0)

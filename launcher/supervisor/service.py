@@ -35,8 +35,6 @@ from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wayout import finalise, tidy_profile_dir
 
-DEFAULT_STOP_GRACE_S = 30.0
-
 
 def _epoch_of(monotonic_s: float) -> float:
     """A monotonic instant as epoch seconds (for comparing with an outside observer's clock)."""
@@ -55,9 +53,7 @@ class Supervisor(Reloading):
         self.books = Bookkeeping(self.hooks.notifier.status)
         self.store = StateStore(options.state_dir, write=self.books.write_file)
         self.history = History(self.store.history_path, write=self.books.append_line)
-        self.board = StatusBoard(
-            self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
-        )
+        self.board = StatusBoard(self.store.status_path(profile), profile, write=self.books.write_file)
         self.deployment = deployment_id(options.state_dir, profile)
         self.progress.engine_log = self.store.engine_log(profile)
         self.wake = threading.Event()
@@ -72,7 +68,7 @@ class Supervisor(Reloading):
         # The plan first: a bad name, a missing profile or a cycle writes nothing, not even a lock.
         plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
         plan.raise_for_errors()
-        with ProfileLock(self.store.profile_dir(self.profile), self.profile):
+        with ProfileLock(self.store, self.profile):
             tidy_profile_dir(self.store, self.profile, self.history)
             self.inbox.install()
             stopper = StopOnSignal(self.inbox.stop_requested, self._stop_on_signal, name="stop-on-signal")
@@ -278,8 +274,7 @@ class Supervisor(Reloading):
     def _stop_current_locked(self, why: str) -> None:
         if self.current is None:
             return
-        grace = float(self.current.candidate.supervisor.get("stop_grace_s", DEFAULT_STOP_GRACE_S))
-        report = self.current.stop(grace_s=grace)
+        report = self.current.stop(grace_s=self.current.candidate.settings.stop_grace_s)
         self.history.append("engine_stopped", profile=self.profile, label=self.current.candidate.label,
                             why=why, graceful=report.graceful, killed=report.killed,
                             leftovers=list(report.leftovers), seconds=round(report.seconds, 3))  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
 from launcher.supervisor.reload_requests import Verdict
 
@@ -21,9 +22,10 @@ def test_a_request_made_during_a_reload_waits_for_the_next_one(tmp_path: Path) -
 
 
 def test_a_garbled_verdict_file_is_no_verdict(tmp_path: Path) -> None:
-    rid = reload_requests.request(tmp_path)
-    (tmp_path / "reloads" / f"{rid}.verdict.json").write_text("{not json")
-    assert reload_requests.verdict(tmp_path, rid) is None
+    reloads = StateStore(tmp_path).reloads_dir("prod")
+    rid = reload_requests.request(reloads)
+    (tmp_path / "profiles" / "prod" / "reloads" / f"{rid}.verdict.json").write_text("{not json")
+    assert reload_requests.verdict(reloads, rid) is None
 
 
 def test_a_launcher_gone_mid_reload_is_reported_with_the_cause_it_left(tmp_path: Path) -> None:
