@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from gates.context import GateContext
 from gates.outcome import Outcome
-from gates.setting import Setting
+from gates.setting import Setting, SettingValues
 
 COMMON: tuple[Setting, ...] = (
     Setting("required", bool, True, "A failure of this gate rejects the candidate (false: report only)."),
@@ -40,21 +40,21 @@ class GateBase:
     DEFAULT_TIMEOUT_S: ClassVar[float] = 60.0
 
     def __init__(self, table: Mapping[str, Any] | None = None) -> None:
-        table = dict(table or {})
-        self.table = table
-        self.required = bool(table.get("required", True))
-        timeout = table.get("timeout_s")
+        self.table = dict(table or {})
+        common = SettingValues.of(COMMON, self.table)
+        self.required = common.flag("required")
+        timeout = common.value("timeout_s")  # declared without a default: each gate has its own
         self.timeout_s = float(timeout) if timeout is not None else self.DEFAULT_TIMEOUT_S
-        self.poll_s = float(table.get("poll_s", 0.5))
+        self.poll_s = common.number("poll_s")
 
     def check(self, ctx: GateContext) -> Outcome:  # pragma: no cover - every gate overrides it
         raise NotImplementedError
 
     def setting(self, name: str) -> Any:
-        for setting in self.SETTINGS:
-            if setting.name == name:
-                return self.table.get(name, setting.default)
-        raise KeyError(f"{self.name} declares no setting {name!r}")
+        """A gate's own setting: the table's value, else the declared default."""
+        if not any(setting.name == name for setting in self.SETTINGS):
+            raise KeyError(f"{self.name} declares no setting {name!r}")
+        return SettingValues.of(self.SETTINGS, self.table).value(name)
 
     @classmethod
     def all_settings(cls) -> tuple[Setting, ...]:

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from gates.context import GateContext, interruption
 from gates.logged_error import last_exception
 from gates.outcome import GateResult, Outcome, Verdict
-from gates.setting import Setting
 
 
 class Gate(Protocol):
@@ -37,7 +36,6 @@ ProgressFn = Callable[[int, int, str, Outcome | None], None]
 @dataclass(frozen=True, slots=True)
 class ChainReport:
     results: tuple[GateResult, ...]
-    stopped_early: bool = False
 
     @property
     def passed(self) -> bool:
@@ -65,7 +63,7 @@ class ChainRunner:
                 results += [
                     self._skipped(g, "not run: an earlier required gate failed") for g in self.gates[index:]
                 ]
-                return ChainReport(tuple(results), stopped_early=True)
+                return ChainReport(tuple(results))
             self.on_progress(index, len(self.gates), gate.name, None)
             result = self._run_one(gate, ctx)
             self.on_progress(index, len(self.gates), gate.name, Outcome(result.verdict, result.summary))
@@ -133,33 +131,6 @@ class ChainRunner:
     @staticmethod
     def _skipped(gate: Gate, why: str) -> GateResult:
         return GateResult(gate.name, Verdict.SKIP, why, {}, 0.0, required=gate.required)
-
-
-@dataclass(frozen=True, slots=True)
-class GateOptions:
-    """Settings every gate has: read from its `[gates.NAME]` table with these defaults."""
-
-    required: bool
-    timeout_s: float
-    poll_s: float
-
-
-def common_options(
-    table: dict[str, Any], default_timeout_s: float, default_poll_s: float = 0.5
-) -> GateOptions:
-    return GateOptions(
-        required=bool(table.get("required", True)),
-        timeout_s=float(table.get("timeout_s", default_timeout_s)),
-        poll_s=float(table.get("poll_s", default_poll_s)),
-    )
-
-
-def setting_value(settings: tuple[Setting, ...], table: dict[str, Any], name: str) -> Any:
-    """A gate's setting from its table, else its declared default."""
-    for setting in settings:
-        if setting.name == name:
-            return table.get(name, setting.default)
-    raise KeyError(name)
 
 
 def logged_failure(facts: Mapping[str, Any]) -> tuple[str | None, str]:

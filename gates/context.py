@@ -107,7 +107,6 @@ class GateContext:
     server: ServerView
     memory: MemoryProbe
     expect: Expectations
-    extra: Mapping[str, Any] = field(default_factory=dict)
     # The chain runner sets it: true once SIGTERM/SIGINT asked the launcher to stop.
     stop_requested: Callable[[], bool] = field(default=lambda: False)
 

@@ -13,15 +13,15 @@ from typing import Any, ClassVar
 
 from gates.base import GateBase
 from gates.context import Expectations, GateContext
-from gates.cudagraph_sizes import (
+from gates.outcome import Outcome
+from gates.setting import Setting
+from vllm_flags.cudagraph_sizes import (
     DEFAULT_MAX_NUM_SEQS_FLOOR,
     DEFAULT_MODE,
     graph_ceiling_seqs,
     graphs_by_mode,
     runner_sizes,
 )
-from gates.outcome import Outcome
-from gates.setting import Setting
 
 FALLBACK_SIZES = [1, 2]
 
@@ -30,7 +30,7 @@ def expected_graph_counts(
     sizes: list[int], mode: str, expect: Expectations, runner: str | None = None, max_size: int | None = None
 ) -> dict[str, int]:
     """Graphs per runtime mode from the config line's sizes, by vLLM's rule for the runner that
-    captures them (`gates/cudagraph_sizes.py`): V1 rounds every size for spec decode, V2 only the
+    captures them (`vllm_flags/cudagraph_sizes.py`): V1 rounds every size for spec decode, V2 only the
     FULL decode graphs; FULL decode graphs stop at max_num_seqs × decode query length."""
     graphs = _graphs(sizes, mode, expect, runner, max_size)
     return {runtime_mode: len(captured) for runtime_mode, captured in graphs.items()}

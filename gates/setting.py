@@ -1,12 +1,15 @@
 """A setting declared once, with type, default, unit, description and the values it allows; docs
 are generated from it and the dry run checks every value against it (a type alone let `poll_s = 0`
-spin at 98% CPU and `baseline_window = 0` pass a 1200 MiB/min leak)."""
+spin at 98% CPU and `baseline_window = 0` pass a 1200 MiB/min leak). Settings are read only through
+`SettingValues`, which owns the defaults: a reader that spells its own default drifts (the stop
+grace of `launch try` once differed from the declared one)."""
 
 from __future__ import annotations
 
 import builtins
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +97,46 @@ class Setting:
         elif self.items is str and self.choices is None:
             parts.append("non-empty strings")
         return "; ".join(parts) or "any"
+
+
+@dataclass(frozen=True, slots=True)
+class SettingValues:
+    """A table (a profile's `[supervisor]`, `[engine]`, `[gates.NAME]`…) read through its
+    declarations: a key the table does not set has the declared default, and a name that is not
+    declared is a KeyError (a typo in the code, never a silent default)."""
+
+    settings: tuple[Setting, ...]
+    table: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, settings: Iterable[Setting], table: Mapping[str, Any] | None) -> SettingValues:
+        return cls(tuple(settings), table if isinstance(table, Mapping) else {})
+
+    def declared(self, name: str) -> Setting:
+        for setting in self.settings:
+            if setting.name == name:
+                return setting
+        raise KeyError(f"no setting {name!r} is declared here")
+
+    def value(self, name: str) -> Any:
+        """The table's value, else the declared default (None where the declaration has none)."""
+        return self.table.get(name, self.declared(name).default)
+
+    def number(self, name: str) -> float:
+        return float(self.value(name))
+
+    def integer(self, name: str) -> int:
+        return int(self.value(name))
+
+    def flag(self, name: str) -> bool:
+        return bool(self.value(name))
+
+    def text(self, name: str) -> str:
+        return str(self.value(name))
+
+    def optional_text(self, name: str) -> str | None:
+        value = self.value(name)
+        return None if value is None else str(value)
 
 
 def _num(value: float) -> str:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from launcher.atomicfile import write_atomic
 from launcher.redact import LineRedactor, redact_argv, secret_values
+from launcher.state.store import BUG_REPORTS, StateStore
 
 PACKAGES = ("vllm-gate", "click", "structlog", "psutil", "vllm")
-REPORTS_DIR = "bug-reports"
 
 
 def package_version(name: str) -> str:
@@ -54,8 +54,8 @@ def write_bug_report(error: BaseException, argv: Sequence[str], state_dir: Path 
     now = time.time()
     text = render_report(error, argv, now)
     name = f"bug-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))}-{os.getpid()}.txt"
-    candidates = [state_dir / REPORTS_DIR] if state_dir is not None else []
-    candidates.append(Path(tempfile.gettempdir()) / f"vllm-gate-{REPORTS_DIR}")
+    candidates = [StateStore(state_dir).bug_reports_dir] if state_dir is not None else []
+    candidates.append(Path(tempfile.gettempdir()) / f"vllm-gate-{BUG_REPORTS}")
     for directory in candidates:
         try:
             write_atomic(directory / name, text, mode=0o600)

@@ -17,6 +17,7 @@ from typing import Any
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import GATES, build_chain
+from gates.setting import SettingValues
 from launcher.errors import BadInput
 from launcher.supervisor.adapters import ProcessMemory, RequestsHttp, SystemClock
 from launcher.supervisor.candidate import Candidate
@@ -95,12 +96,11 @@ def check_tables(candidate: Candidate, request: CheckRequest) -> dict[str, dict[
         table = dict(candidate.gate_tables.get(name, {}))
         table["required"] = True
         table["timeout_s"] = request.wait_s
-        declared = {setting.name: setting.default for setting in GATES[name].SETTINGS}
-        if "request_timeout_s" in declared:
-            own = float(table.get("request_timeout_s", declared["request_timeout_s"]))
-            table["request_timeout_s"] = min(own, request.timeout_s)
+        own = SettingValues.of(GATES[name].SETTINGS, table)  # the gate's own settings, declared defaults
+        if any(setting.name == "request_timeout_s" for setting in own.settings):
+            table["request_timeout_s"] = min(own.number("request_timeout_s"), request.timeout_s)
         if name == "tool_call" and not request.full:
-            table["cases"] = list(table.get("cases") or declared["cases"])[:1]
+            table["cases"] = list(table.get("cases") or own.declared("cases").default)[:1]
         tables[name] = table
     return tables
 

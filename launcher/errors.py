@@ -67,14 +67,6 @@ class NothingMeasured(GateError):
     exit_code = ExitCode.GATE_FAILED
 
 
-class RolledBack(GateError):
-    exit_code = ExitCode.ROLLED_BACK
-
-
-class EngineDied(GateError):
-    exit_code = ExitCode.ENGINE_DIED
-
-
 class AlreadyRunning(GateError):
     """Another launcher holds the profile's lock (its pid is in the message)."""
 

@@ -1,5 +1,6 @@
-"""Who is still in a process group: the one reading used by the engine stop, the probe's
-leftover search and the tests' cleanup (killpg reaches a group; this checks it is empty)."""
+"""Who is still in a process group or under a process: the one reading used by the engine stop,
+the probe's leftover search and the tests' cleanup (killpg reaches a group; this checks it is
+empty), and the one process-tree walk (the engine's memory, the processes a stop must see go)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def group_members(pgid: int, *, created_after: float | None = None) -> list[int]
             continue
         found.append(proc.pid)
     return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process under it, parents first; empty when `pid` is gone (or hidden from us)."""
+    try:
+        root = psutil.Process(pid)
+        return [root.pid, *(child.pid for child in root.children(recursive=True))]
+    except psutil.Error:
+        return []

@@ -27,11 +27,11 @@ from typing import Any
 import psutil
 
 SIM = Path(sys.executable).with_name("vllm-sim")
-SNAPSHOT = Path(__file__).resolve().parent.parent / "launcher" / "data" / "vllm-serve-schema-0.33.0.json"
+SNAPSHOT = Path(__file__).resolve().parent.parent / "vllm_flags" / "data" / "vllm-serve-schema-0.33.0.json"
 READY_LINE = "Application startup complete."
 LAST_ROUTE = "Route: /v1/completions, Methods: POST"  # the last stdout line before ready
 
-# A small vLLM option schema in the snapshot format (`launcher/profile/schema.py`): the flags the
+# A small vLLM option schema in the snapshot format (`vllm_flags/schema.py`): the flags the
 # simulator's tests use. Built here on purpose: it is test data, not a snapshot of vLLM.
 _V = "value"
 TEST_OPTIONS: dict[str, dict[str, Any]] = {
@@ -178,7 +178,7 @@ def sim_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment minus any VLLM_* of the caller; the committed 0.33.0 schema snapshot is used
     unless the snapshot is missing (then the small test schema above)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    # the startup at 1000x the real tiny model's (~58 s, launcher/sim/timing.py): 0.06 s
+    # the startup at 1000x the real tiny model's (~58 s, vllm_sim/timing.py): 0.06 s
     env.update({"VLLM_DISABLE_LOG_LOGO": "1", "PYTHONUNBUFFERED": "1", "VLLM_SIM_STARTUP_SPEED": "1000"})
     if not SNAPSHOT.exists():
         env["VLLM_SIM_SCHEMA"] = str(schema_file())

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from launcher.errors import BadInput, ExitCode
+from launcher.state.store import StateStore
 
 DEFAULT_RELOAD_TIMEOUT_S = 1800.0  # a 27B model loads and captures graphs for minutes, not seconds
 
@@ -32,7 +33,7 @@ def running_profiles(state_dir: Path) -> dict[str, int]:
     from launcher.supervisor.control import running_launcher_pid
 
     found: dict[str, int] = {}
-    root = state_dir / "profiles"
+    root = StateStore(state_dir).profiles_root
     if not root.is_dir():
         return found
     for profile_dir in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -84,7 +85,7 @@ class ReloadProgress:
 
 def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     """Reload the profile's launcher and return its verdict as an exit code; 0 when none runs."""
-    from launcher.supervisor.control import profile_state_dir, reload_and_wait, running_launcher_pid
+    from launcher.supervisor.control import reload_and_wait, running_launcher_pid
     from launcher.supervisor.status import read_status
 
     pid = running_launcher_pid(state_dir, profile)
@@ -94,7 +95,7 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     click.echo(
         f"launcher pid {pid} serves {profile!r}: reloading it, waiting up to {timeout_s:g} s for the gates"
     )
-    before = read_status(profile_state_dir(state_dir, profile) / "status.json")
+    before = read_status(StateStore(state_dir).status_path(profile))
     verdict = reload_and_wait(state_dir, profile, timeout_s, on_status=ReloadProgress(before))
     code = verdict.exit_code
     said = VERDICTS.get(verdict.outcome)

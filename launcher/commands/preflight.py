@@ -13,6 +13,7 @@ import json
 import click
 
 from launcher.host.preflight import check_host
+from launcher.host.request import HostRequest
 from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 
@@ -54,7 +55,7 @@ def preflight(
         raise click.UsageError("which profile? `launch preflight --profile NAME`")
     plan = build_plan(options.profiles_dir, name, allow_unknown=allow_unknown)
     plan.raise_for_errors()
-    report = check_host(plan, options, reap=reap_orphans, force=force, named=named)
+    report = check_host(HostRequest.from_plan(plan), options, reap=reap_orphans, force=force, named=named)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:

@@ -180,9 +180,10 @@ def probe_cmd(
 def _dry_run(options: GlobalOptions, arms: list[Arm], production: Production, settings: Settings) -> int:
     from launcher.probe.preview import render_preview, start_times
     from launcher.probe.session import check_production
+    from launcher.state.store import StateStore
     from launcher.supervisor.history import History
 
-    times = start_times(History(options.state_dir / "history.jsonl"), arms[0].name)
+    times = start_times(History(StateStore(options.state_dir).history_path), arms[0].name)
     click.echo(render_preview(arms, production, settings, times))
     try:
         check_production(production, arms[0])

@@ -35,7 +35,7 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool) -> None:
     when every one serves.
     """
     store = StateStore(options.state_dir)
-    names = [name] if name else sorted(p.name for p in (store.root / "profiles").glob("*") if p.is_dir())
+    names = [name] if name else sorted(p.name for p in store.profiles_root.glob("*") if p.is_dir())
     if name is not None and not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
     found = {n: s for n in names if (s := _status(store, n)) is not None}
@@ -98,7 +98,7 @@ def _last_good(store: StateStore, profile: str) -> dict[str, Any] | None:
 
 
 def _status(store: StateStore, name: str) -> dict[str, Any] | None:
-    status = read_status(store.profile_dir(name) / "status.json")
+    status = read_status(store.status_path(name))
     if status is None:
         return None
     status.setdefault("profile", name)

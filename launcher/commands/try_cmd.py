@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from functools import partial
 from typing import TYPE_CHECKING
 
 import click
@@ -38,14 +39,15 @@ def try_cmd(
     from launcher.errors import ExitCode
     from launcher.profile.plan import build_plan
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import gate_attempt, start_attempt
+    from launcher.supervisor.attempt import gate_attempt
     from launcher.supervisor.candidate import Candidate
     from launcher.supervisor.events import Event
     from launcher.supervisor.history import History
+    from launcher.supervisor.lifecycle import launch_attempt
     from launcher.supervisor.lock import ProfileLock
     from launcher.supervisor.progress import Progress, configure_logging
     from launcher.supervisor.report import render_report
-    from launcher.supervisor.signals import SignalInbox
+    from launcher.supervisor.signals import SignalInbox, StopOnSignal
     from launcher.supervisor.wiring import host_hooks
 
     configure_logging()
@@ -58,40 +60,27 @@ def try_cmd(
     progress = Progress()
     progress.engine_log = StateStore(options.state_dir).engine_log(name, try_run=True)
     stop = threading.Event()
-    inbox = SignalInbox(stop.set)
-    with ProfileLock(store.profile_dir(name), name):
+    inbox = SignalInbox(stop.set)  # any handled signal ends a try
+    with ProfileLock(store, name), contextlib.ExitStack() as on_exit:
         if hooks.preflight is not None and not skip_preflight:
             hooks.preflight(candidate)
         inbox.install()
-        attempt: Attempt | None = None
-        try:
-            locks = contextlib.ExitStack()
-            if hooks.gpu_locks is not None:
-                locks.enter_context(hooks.gpu_locks(candidate))  # one model per GPU set, here too
-            try:
-                attempt = start_attempt(
-                    candidate, store.engine_log(name, try_run=True), progress,
-                    deployment=deployment_id(options.state_dir, name),
-                )  # fmt: skip
-            except BaseException:
-                locks.close()
-                raise
-            attempt.held.enter_context(locks)
-            watcher = threading.Thread(target=_stop_on_signal, args=(stop, attempt), daemon=True)
-            watcher.start()
-            progress.set_phase("gating", candidate=candidate.label)
-            report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
-            store.write_last_facts(name, attempt.facts())
-            history.append(Event.TRY, profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
-                           passed=report.passed, gates=report.to_json())  # fmt: skip
-        finally:
-            if attempt is not None:
-                stopped = attempt.stop(grace_s=float(candidate.supervisor.get("stop_grace_s", 30.0)))
-                if stopped.leftovers:
-                    click.echo(
-                        f"warning: processes left in the engine's group: {list(stopped.leftovers)}", err=True
-                    )
-            inbox.restore()
+        on_exit.callback(inbox.restore)
+        attempt = launch_attempt(
+            candidate, store.engine_log(name, try_run=True), progress, gpu_locks=hooks.gpu_locks,
+            deployment=deployment_id(options.state_dir, name),
+        )  # fmt: skip
+        on_exit.enter_context(
+            StopOnSignal(
+                stop, partial(attempt.engine.stop, grace_s=candidate.settings.stop_grace_s), name="try-stop"
+            )
+        )
+        on_exit.callback(_stop, attempt, candidate.settings.stop_grace_s)
+        progress.set_phase("gating", candidate=candidate.label)
+        report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
+        store.write_last_facts(name, attempt.facts())
+        history.append(Event.TRY, profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
+                       passed=report.passed, gates=report.to_json())  # fmt: skip
     log = store.engine_log(name, try_run=True)
     if as_json:
         click.echo(
@@ -106,6 +95,7 @@ def try_cmd(
     raise SystemExit(int(ExitCode.OK if report.passed else ExitCode.GATE_FAILED))
 
 
-def _stop_on_signal(stop: threading.Event, attempt: Attempt) -> None:
-    stop.wait()
-    attempt.engine.stop(grace_s=10.0)
+def _stop(attempt: Attempt, grace_s: float) -> None:
+    stopped = attempt.stop(grace_s=grace_s)
+    if stopped.leftovers:
+        click.echo(f"warning: processes left in the engine's group: {list(stopped.leftovers)}", err=True)

@@ -21,9 +21,8 @@ from typing import Any, Self
 
 from launcher.errors import PreflightRefused
 from launcher.host.policy import gpu_demand
-from launcher.profile.plan import LaunchPlan
-
-LOCK_DIR = "locks"
+from launcher.host.request import HostRequest
+from launcher.state.store import StateStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +40,7 @@ class LockHolder:
 
 
 def lock_path(state_dir: Path, gpu: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu)
-    return state_dir / LOCK_DIR / f"gpu-{safe}.lock"
+    return StateStore(state_dir).gpu_lock_path(gpu)
 
 
 class GpuLocks:
@@ -64,12 +62,12 @@ class GpuLocks:
         self.release()
 
     @classmethod
-    def for_plan(
-        cls, plan: LaunchPlan, state_dir: Path, environ: Mapping[str, str] | None = None
+    def for_request(
+        cls, request: HostRequest, state_dir: Path, environ: Mapping[str, str] | None = None
     ) -> GpuLocks:
-        """The locks of the GPUs this plan's server will use (none for a server that uses no GPU)."""
-        demand = gpu_demand(plan, environ)
-        return cls(state_dir, demand.ids if demand.uses_gpu else (), plan.name)
+        """The locks of the GPUs this server will use (none for a server that uses no GPU)."""
+        demand = gpu_demand(request, environ)
+        return cls(state_dir, demand.ids if demand.uses_gpu else (), request.profile)
 
     @property
     def held(self) -> bool:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from gates.setting import SettingValues
 from launcher.errors import BadInput
+from launcher.host.request import HostRequest
 from launcher.profile.keys import PREFLIGHT
-from launcher.profile.plan import LaunchPlan
 
 # vLLM 0.33's default --gpu-memory-utilization (vllm-facts.md §9; older releases: 0.9).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
@@ -30,10 +31,9 @@ class HostPolicy:
     cuda_context_mib: float
 
     @classmethod
-    def from_plan(cls, plan: LaunchPlan) -> HostPolicy:
-        table = plan.profile.data.get("preflight", {})
-        table = table if isinstance(table, dict) else {}
-        values = {s.name: table.get(s.name, s.default) for s in PREFLIGHT}
+    def from_request(cls, request: HostRequest) -> HostPolicy:
+        declared = SettingValues.of(PREFLIGHT, request.preflight)
+        values = {s.name: declared.value(s.name) for s in PREFLIGHT}
         for name in (
             "reap_grace_s",
             "reap_deadline_s",
@@ -44,10 +44,10 @@ class HostPolicy:
         ):
             if values[name] is not None and values[name] < 0:
                 raise BadInput(
-                    f"profile {plan.name!r}: preflight.{name} = {values[name]} must not be negative"
+                    f"profile {request.profile!r}: preflight.{name} = {values[name]} must not be negative"
                 )
         if values["restart_max_failures"] < 1:
-            raise BadInput(f"profile {plan.name!r}: preflight.restart_max_failures must be at least 1")
+            raise BadInput(f"profile {request.profile!r}: preflight.restart_max_failures must be at least 1")
         return cls(**values)
 
 
@@ -67,10 +67,10 @@ class GpuDemand:
         return self.no_gpu_reason is None
 
 
-def gpu_demand(plan: LaunchPlan, environ: Mapping[str, str] | None = None) -> GpuDemand:
-    """CUDA_VISIBLE_DEVICES from the plan's env, else from the launcher's, else 0..TP×PP×DP-1."""
+def gpu_demand(request: HostRequest, environ: Mapping[str, str] | None = None) -> GpuDemand:
+    """CUDA_VISIBLE_DEVICES from the profile's env, else from the launcher's, else 0..TP×PP×DP-1."""
     environ = os.environ if environ is None else environ
-    args = {str(k).replace("-", "_"): v for k, v in plan.args.items()}
+    args = {str(k).replace("-", "_"): v for k, v in request.args.items()}
     utilization = float(args.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
     kv_bytes = args.get("kv_cache_memory_bytes") is not None
     world = _size(args, "tensor_parallel_size") * _size(args, "pipeline_parallel_size")
@@ -79,13 +79,13 @@ def gpu_demand(plan: LaunchPlan, environ: Mapping[str, str] | None = None) -> Gp
         if "data_parallel_size_local" in args
         else _size(args, "data_parallel_size")
     )
-    program = PurePath(plan.argv[0]).name if plan.argv else ""
-    if program == SIM_PROGRAM and SIM_GPU_FLAG not in plan.argv:
+    program = PurePath(request.argv[0]).name if request.argv else ""
+    if program == SIM_PROGRAM and SIM_GPU_FLAG not in request.argv:
         return GpuDemand(
             (), "", utilization, no_gpu_reason=f"the simulator without {SIM_GPU_FLAG} uses no GPU"
         )
-    if "CUDA_VISIBLE_DEVICES" in plan.env:
-        visible, source = plan.env["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES in the profile's [env]"
+    if "CUDA_VISIBLE_DEVICES" in request.env:
+        visible, source = request.env["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES in the profile's [env]"
     elif "CUDA_VISIBLE_DEVICES" in environ:
         visible, source = (
             environ["CUDA_VISIBLE_DEVICES"],

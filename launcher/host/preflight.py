@@ -1,6 +1,6 @@
 """Preflight: every host check before vLLM starts, with orphan reaping when asked.
 
-The supervisor calls `run_preflight(plan, options, reap=..., force=...)`; it raises
+The supervisor calls `run_preflight(request, options, reap=..., force=...)`; it raises
 `PreflightRefused` (exit 4) with the full reason when any check refuses. `launch preflight` calls
 `check_host` to print every result. Only vLLM orphans that block this start are signalled (this
 deployment's, or holding its GPUs); `force` widens that to every process on its GPUs, and another
@@ -42,13 +42,13 @@ from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
 from launcher.host.report import PreflightReport
+from launcher.host.request import HostRequest
 from launcher.host.restart_guard import guard_for
-from launcher.profile.plan import LaunchPlan
 from launcher.settings import GlobalOptions
 
 
 def run_preflight(
-    plan: LaunchPlan,
+    request: HostRequest,
     options: GlobalOptions,
     reap: bool = False,
     force: bool = False,
@@ -60,14 +60,14 @@ def run_preflight(
 ) -> PreflightReport:
     """All checks; raises `PreflightRefused` when one refuses, else returns the report."""
     report = check_host(
-        plan, options, reap, force, probe=probe, clock=clock, environ=environ, serving=serving
+        request, options, reap, force, probe=probe, clock=clock, environ=environ, serving=serving
     )
     report.raise_if_refused()
     return report
 
 
 def check_host(
-    plan: LaunchPlan,
+    request: HostRequest,
     options: GlobalOptions,
     reap: bool = False,
     force: bool = False,
@@ -79,13 +79,13 @@ def check_host(
     named: tuple[str, ...] = (),
 ) -> PreflightReport:
     """All checks, reaping first when asked; never raises for a refusal."""
-    policy = HostPolicy.from_plan(plan)
+    policy = HostPolicy.from_request(request)
     reap = reap or policy.reap_orphans
     if (force or named) and not reap:
         raise BadInput("--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans")
-    demand = gpu_demand(plan, environ)
-    prefixes = prefixes_for(plan.env)
-    deployment = deployment_id(options.state_dir, plan.name)
+    demand = gpu_demand(request, environ)
+    prefixes = prefixes_for(request.env)
+    deployment = deployment_id(options.state_dir, request.profile)
     me = view_of(os.getpid())
     user = me.user if me is not None else str(os.geteuid())
     with probe if probe is not None else NvmlProbe() as gpu_probe:
@@ -98,22 +98,24 @@ def check_host(
                 reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
                 gpus, scan = _observe(gpu_probe, demand, prefixes, serving)
     available, swap_used = measure_host()
-    guard = guard_for(options.state_dir, plan.name, policy.restart_max_failures, policy.restart_window_s)
+    guard = guard_for(
+        options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
+    )
     locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
     locks = [h for h in locks if not (serving and h.pid == os.getpid())]  # ours, released on reload
     checks = (
         check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
-        check_orphans(scan, gpus, prefixes[-1], plan.name, user, deployment),
+        check_orphans(scan, gpus, prefixes[-1], request.profile, user, deployment),
         check_one_model(gpus, demand, locks, user),
         check_host_memory(available, policy.min_host_available_gib),
         check_swap(swap_used, policy.max_swap_used_gib),
-        check_port(plan.host, plan.port, serving),
-        check_model_path(str(plan.engine.get("model") or "") or None),
-        check_restart_guard(guard.status(plan.fingerprint())),
-        check_compile_cache({**os.environ, **plan.env}, bool(plan.rendered.secret_env)),
+        check_port(request.host, request.port, serving),
+        check_model_path(request.model),
+        check_restart_guard(guard.status(request.fingerprint)),
+        check_compile_cache({**os.environ, **request.env}, request.has_secret_env),
     )
     where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
-    return PreflightReport(plan.name, checks, demand.ids, where, reaped)
+    return PreflightReport(request.profile, checks, demand.ids, where, reaped)
 
 
 def _observe(

@@ -115,7 +115,7 @@ def is_api_server(view: ProcessView) -> bool:
         base = PurePath(arg).name
         if base in ("vllm", "vllm-sim") and i + 1 < len(args) and args[i + 1] == "serve":
             return True
-        if arg.startswith(("vllm.entrypoints", "launcher.sim")):
+        if arg.startswith(("vllm.entrypoints", "vllm_sim")):
             return True
     return False
 

@@ -40,10 +40,6 @@ class Reaped:
     outcome: ReapOutcome
     seconds: float
 
-    @property
-    def gone(self) -> bool:
-        return self.outcome in (ReapOutcome.TERMINATED, ReapOutcome.KILLED, ReapOutcome.ALREADY_GONE)
-
     def describe(self) -> str:
         return f"pid {self.pid} {self.label}: {self.outcome} ({self.seconds:.1f} s)"
 
@@ -55,10 +51,6 @@ class ReapReport:
     gpu_wait_s: float
     free_bytes_before: dict[int, int]
     free_bytes_after: dict[int, int]
-
-    @property
-    def all_gone(self) -> bool:
-        return all(r.gone for r in self.processes)
 
 
 def reap(

@@ -19,7 +19,6 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 from launcher.state.store import StateStore
 
-GUARD_FILE = "restart_guard.json"
 _KEEP_REASONS = 5
 
 
@@ -61,7 +60,7 @@ class RestartGuard:
         window_s: float,
         now: Callable[[], float] = time.time,
     ) -> None:
-        self.path = store.profile_dir(profile) / GUARD_FILE
+        self.path = store.restart_guard_path(profile)
         self.max_failures = max_failures
         self.window_s = window_s
         self._now = now

@@ -23,7 +23,7 @@ time. A second version banner starts a new startup: facts then describe the late
 kinds and the phrasings of each vLLM release: launcher/data/log_catalogue.json (docs/logs.md).
 
 Every fact and the lines it is read from: docs/logs.md. The parser never imports vLLM nor the
-simulator (launcher/sim), and never infers a fact from vLLM's defaults.
+simulator (vllm_sim), and never infers a fact from vLLM's defaults.
 """
 
 from __future__ import annotations

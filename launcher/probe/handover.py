@@ -18,7 +18,8 @@ from launcher.errors import GateFailed
 from launcher.probe.leftovers import end_processes
 from launcher.probe.production import Mode, Production
 from launcher.procgroup import group_members
-from launcher.supervisor.control import POLL_S, profile_state_dir, running_launcher_pid
+from launcher.state.store import StateStore
+from launcher.supervisor.control import POLL_S, running_launcher_pid
 from launcher.supervisor.status import Phase, read_status
 
 SERVING = (Phase.SERVING, Phase.SERVING_LAST_GOOD)
@@ -118,7 +119,7 @@ class Handover:
     def wait_serving(self, profile: str, *, not_pids: set[int], deadline: float) -> Serving:
         """Wait for a new launcher of `profile` to serve (or give up: failed, exited, deadline)."""
         began = self.clock.monotonic()
-        status_path = profile_state_dir(self.state_dir, profile) / "status.json"
+        status_path = StateStore(self.state_dir).status_path(profile)
         while True:
             pid = running_launcher_pid(self.state_dir, profile)
             status = read_status(status_path) or {}

@@ -23,6 +23,7 @@ from typing import Any, Self
 from launcher.atomicfile import write_atomic
 from launcher.errors import AlreadyRunning, BadInput
 from launcher.probe.production import Production
+from launcher.state.store import StateStore
 from launcher.supervisor.history import utc_now
 
 MARKER_ENV = "GATE_PROBE_ID"  # not VLLM_*: vLLM would warn about an unknown variable of its own
@@ -33,10 +34,6 @@ class Step(StrEnum):
     STOPPING = "stopping-production"
     ARM = "arm"  # production stopped; an arm may run
     RESTORING = "restoring"  # the probe is starting production again
-
-
-def probe_dir(state_dir: Path) -> Path:
-    return state_dir / "probe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +74,10 @@ class Journal:
     """`with Journal(state_dir) as journal:` holds the probe lock; `write`, `read`, `clear` the entry."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.dir = probe_dir(state_dir)
-        self.path = self.dir / "journal.json"
-        self.lock_path = self.dir / "probe.lock"
+        store = StateStore(state_dir)
+        self.dir = store.probe_dir
+        self.path = store.probe_journal_path
+        self.lock_path = store.probe_lock_path
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:

@@ -18,7 +18,8 @@ from typing import Any
 import psutil
 
 from launcher.host.unit import UNIT_NAME
-from launcher.supervisor.control import profile_state_dir, running_launcher_pid
+from launcher.state.store import StateStore
+from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.status import read_status
 
 
@@ -98,7 +99,7 @@ def discover(state_dir: Path, profile: str) -> Production:
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         return Production(profile, Mode.NONE)
-    status = read_status(profile_state_dir(state_dir, profile) / "status.json") or {}
+    status = read_status(StateStore(state_dir).status_path(profile)) or {}
     try:
         process = psutil.Process(pid)
         argv = tuple(process.cmdline())

@@ -18,9 +18,10 @@ from gates.context import Clock
 from launcher.errors import AlreadyRunning
 from launcher.host.clock import SystemClock
 from launcher.probe.handover import Handover, Serving
-from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step, probe_dir
+from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step
 from launcher.probe.leftovers import end_processes, marked
 from launcher.procgroup import group_members
+from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
@@ -99,11 +100,11 @@ def recover(
             journal,
             entry,
             handover,
-            log_path=probe_dir(state_dir) / "restored-launcher.log",
+            log_path=StateStore(state_dir).probe_restore_log_path,
             deadline=handover.clock.monotonic() + timeout_s,
             not_pids={entry.probe_pid, os.getpid()},
         )
-        History(state_dir / "history.jsonl").append(
+        History(StateStore(state_dir).history_path).append(
             Event.PROBE_RECOVERED,
             profile=entry.profile,
             probe_id=entry.probe_id,
@@ -138,7 +139,7 @@ def settle_before_serve(state_dir: Path, profile: str) -> None:
             return
         left = end_arm(entry, SystemClock())
         journal.clear()
-        History(state_dir / "history.jsonl").append(
+        History(StateStore(state_dir).history_path).append(
             Event.PROBE_RECOVERED,
             profile=profile,
             probe_id=entry.probe_id,

@@ -19,6 +19,7 @@ from launcher.host.gpu import GIB, GpuDevice, GpuProbe, NvmlProbe, resolve_devic
 from launcher.host.host_checks import check_port
 from launcher.host.policy import GpuDemand, gpu_demand
 from launcher.host.report import CheckStatus
+from launcher.host.request import HostRequest
 from launcher.profile.plan import LaunchPlan
 
 POLL_S = 0.1
@@ -50,7 +51,7 @@ def wait_released(
 ) -> Release:
     """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline."""
     started = clock.monotonic()
-    demand = gpu_demand(plan)
+    demand = gpu_demand(HostRequest.from_plan(plan))
     with probe_factory() as probe:
 
         def look() -> tuple[bool, str, bool, str]:

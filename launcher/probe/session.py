@@ -1,26 +1,25 @@
 """One probe, start to end: arm 0 measured as it serves, production stopped once, each arm tried
 (trial.py), then production restored — in `finally`, whatever happened before.
 
-Signals only record (supervisor/signals.py); a helper thread ends the running arm's engine so a gate
-blocked in HTTP returns at once, and the bench notices the same event within 0.1 s. A second signal
-does not interrupt the restore: only SIGKILL does, and then the journal finishes it.
+Signals only record (supervisor/signals.py); the supervisor's `StopOnSignal` helper ends the running
+arm's engine so a gate blocked in HTTP returns at once, and the bench notices the same event within
+0.1 s. A second signal does not interrupt the restore: only SIGKILL does, and then the journal
+finishes it.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from gates.context import Clock
-from launcher.errors import AlreadyRunning, BadInput, GateError, GateFailed
+from launcher.errors import BadInput, GateError, GateFailed
 from launcher.host.clock import SystemClock
 from launcher.host.gpu import GpuProbe, NvmlProbe
 from launcher.probe.arms import Arm
@@ -31,14 +30,16 @@ from launcher.probe.production import Production, discover
 from launcher.probe.recovery import Restored, bring_back
 from launcher.probe.results import ArmOutcome, ArmRun, ProbeResult, Settings
 from launcher.probe.trial import Trial
+from launcher.procgroup import process_tree
 from launcher.settings import GlobalOptions
+from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
-from launcher.supervisor.signals import SignalInbox
+from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.status import Phase, StatusBoard
 
 LOCK_WAIT_S = 10.0
@@ -72,7 +73,10 @@ class ProbeSession:
         self.probe_id = uuid.uuid4().hex[:12]
         self.inbox = SignalInbox(lambda: None)
         self.journal = Journal(options.state_dir)
-        self.history = History(options.state_dir / "history.jsonl")
+        self.store = StateStore(options.state_dir)
+        self.history = History(self.store.history_path)
+        # `launch status` shows why production is down while the arms run (written as the launcher does).
+        self.board = StatusBoard(self.store.status_path(self.profile), self.profile)
         stop = self.inbox.stop_requested
         self.trial = Trial(
             settings=settings,
@@ -91,16 +95,17 @@ class ProbeSession:
             gone_pids=set(),
         )
         self.entry: Entry | None = None
-        self.lock: ProfileLock | None = None
+        self.box = ExitStack()  # holds `lock` until production comes back
+        self.lock: ProfileLock | None = None  # production's profile lock, held while the arms own its GPUs
         self.down_since: float | None = None  # production was confirmed stopped; downtime counts from here
         self.stop_how: str | None = None
-        self._done = threading.Event()
 
     def run(self) -> ProbeResult:
         started_at = utc_now()
         runs: list[ArmRun] = []
         error = None
-        with self.journal:
+        interrupt = StopOnSignal(self.inbox.stop_requested, self.trial.interrupt, name="probe-stop")
+        with self.journal, interrupt:
             self.inbox.install()  # from here on Ctrl-C is recorded, never a KeyboardInterrupt mid-step
             try:
                 notes = self._finish_stale()
@@ -112,7 +117,6 @@ class ProbeSession:
                 arm_names = [a.name for a in self.arms]
                 self.history.append(Event.PROBE_STARTED, profile=self.profile, probe_id=self.probe_id,
                                     arms=arm_names, production=production.describe())  # fmt: skip
-                threading.Thread(target=self._stop_on_signal, name="probe-stop", daemon=True).start()
                 try:
                     self._arms(production, runs)
                 except GateError as err:
@@ -123,7 +127,6 @@ class ProbeSession:
                     restored = self._restore()
             finally:
                 self.inbox.restore()
-                self._done.set()
         signals = [s.name for s in self.inbox.take() if s.name in ("SIGINT", "SIGTERM")]
         downtime = None
         if self.down_since is not None and restored.ok and restored.serving is not None:
@@ -177,26 +180,16 @@ class ProbeSession:
         if production.running:
             self._journal(step=Step.STOPPING)
             self.progress.set_phase("stopping production", how=production.describe())
-            self.trial.gone_pids = set(_tree(production.engine_pid))
+            self.trial.gone_pids = _gone_pids(production.engine_pid)
             self.down_since = self.clock.monotonic()  # downtime counts from the stop request
             deadline = self.down_since + self.settings.stop_timeout_s
             stopped = self.handover.stop(production, deadline=deadline)
             left = f"; ended leftovers {list(stopped.leftovers)}" if stopped.leftovers else ""
             self.stop_how = stopped.how + left
-        self.lock = self._profile_lock()
+        # No launcher may start this profile while arms run on its GPUs.
+        lock = ProfileLock(self.store, self.profile, wait_s=LOCK_WAIT_S, clock=self.clock)
+        self.lock = self.box.enter_context(lock)
         self._journal(step=Step.ARM)
-
-    def _profile_lock(self) -> ProfileLock:
-        """No launcher may start this profile while arms run on its GPUs."""
-        deadline = self.clock.monotonic() + LOCK_WAIT_S
-        lock = ProfileLock(self.options.state_dir / "profiles" / self.profile, self.profile)
-        while True:
-            try:
-                return lock.__enter__()
-            except AlreadyRunning:
-                if self.clock.monotonic() >= deadline:
-                    raise
-                self.clock.sleep(0.1)
 
     def _restore(self) -> Restored:
         """Never raises: what went wrong is the result (and the journal stays for a retry)."""
@@ -205,9 +198,8 @@ class ProbeSession:
         try:
             self.trial.stop_current()  # a failure here is no reason to skip the rest: bring_back ends the arm
         finally:
-            if self.lock is not None:
-                self.lock.__exit__(None, None, None)
-                self.lock = None
+            self.box.close()
+            self.lock = None
         old = self.entry.production.launcher_pid
         if old is not None and running_launcher_pid(self.options.state_dir, self.profile) == old:
             self.down_since = None  # the stop never took effect: no downtime to report
@@ -220,20 +212,12 @@ class ProbeSession:
             text = err.message if isinstance(err, GateError) else f"{type(err).__name__}: {err}"
             return Restored(f"restore failed: {text}", Serving("not restarted", None, 0.0, text), (), False)
 
-    def _stop_on_signal(self) -> None:
-        while not self._done.is_set():
-            if self.inbox.stop_requested.wait(timeout=0.2):
-                self.trial.interrupt()
-                return
-
     def _journal(self, **changes: Any) -> None:
         assert self.entry is not None
         self.entry = self.journal.write(replace(self.entry, **changes))
 
     def _status(self, detail: str) -> None:
-        """`launch status` shows why production is down while the arms run."""
-        board = StatusBoard(self.options.state_dir / "profiles" / self.profile / "status.json", self.profile)
-        board.update(phase=Phase.STOPPED, detail=detail)
+        self.board.update(phase=Phase.STOPPED, detail=detail)
 
     def _write_traceback(self) -> str:
         path = self.settings.out_dir / "probe-error.txt"
@@ -262,14 +246,11 @@ def check_production(production: Production, arm0: Arm) -> None:
         )
 
 
-def _tree(pid: int | None) -> list[int]:
-    if pid is None:
-        return []
-    try:
-        root = psutil.Process(pid)
-        return [root.pid, *(c.pid for c in root.children(recursive=True))]
-    except psutil.Error:
-        return [pid]
+def _gone_pids(engine_pid: int | None) -> set[int]:
+    """The stopped server's processes; its pid alone when it can no longer be walked."""
+    if engine_pid is None:
+        return set()
+    return set(process_tree(engine_pid)) or {engine_pid}
 
 
 def _serving_text(serving: Serving | None) -> str:

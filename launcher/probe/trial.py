@@ -1,6 +1,6 @@
 """One arm on the box: wait until the box is free, preflight, start, gate, measure, stop.
 
-The arm runs like `launch try` runs a profile (supervisor/attempt.py: its own process group, the
+The arm runs like `launch try` runs a profile (supervisor/lifecycle.py: its own process group, the
 gate chain, the GPU locks for its whole life), with the probe's id in its environment so that a
 dead probe's arm can be found by that id alone. The journal gets the arm's process group as soon as
 it exists.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -24,14 +23,14 @@ from launcher.probe.journal import MARKER_ENV, Step
 from launcher.probe.measure import Interrupted, Measure
 from launcher.probe.release import NotReleased, wait_released
 from launcher.probe.results import ArmOutcome, ArmRun, Settings
-from launcher.supervisor.attempt import Attempt, gate_attempt, start_attempt
+from launcher.supervisor.attempt import Attempt, gate_attempt
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
 from launcher.supervisor.hooks import Hooks
+from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.progress import Progress
 
-ARM_STOP_GRACE_S = 30.0
 Gates = tuple[dict[str, Any], ...]
 
 
@@ -139,20 +138,12 @@ class Trial:
         return ArmRun(arm, outcome, detail, None, gates, seconds, release, candidate.fingerprint)
 
     def _start(self, arm: Arm, candidate: Candidate) -> Attempt:
-        locks = ExitStack()
-        if self.hooks.gpu_locks is not None:
-            locks.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, here too
         log_path = self.settings.out_dir / f"arm-{arm.name}" / "engine.log"
-        try:
-            attempt = start_attempt(candidate, log_path, self.progress)
-        except BaseException:
-            locks.close()
-            raise
-        attempt.held.enter_context(locks)
+        attempt = launch_attempt(candidate, log_path, self.progress, gpu_locks=self.hooks.gpu_locks)
         with self._guard:
             self.current = attempt
         if self.stop.is_set():  # the signal came while it was being started
-            attempt.engine.stop(grace_s=ARM_STOP_GRACE_S)
+            attempt.engine.stop(grace_s=attempt.candidate.settings.stop_grace_s)
         return attempt
 
     def stop_current(self) -> None:
@@ -163,11 +154,11 @@ class Trial:
             return
         pids = set(attempt.engine.process_tree())
         self.gone_pids = pids or ({attempt.engine.pid} if attempt.engine.pid else set())
-        attempt.stop(grace_s=float(attempt.candidate.supervisor.get("stop_grace_s", ARM_STOP_GRACE_S)))
+        attempt.stop(grace_s=attempt.candidate.settings.stop_grace_s)
 
     def interrupt(self) -> None:
         """From the signal thread: end the engine now, so a gate blocked in HTTP returns."""
         with self._guard:
             attempt = self.current
         if attempt is not None:
-            attempt.engine.stop(grace_s=ARM_STOP_GRACE_S)
+            attempt.engine.stop(grace_s=attempt.candidate.settings.stop_grace_s)

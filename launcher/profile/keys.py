@@ -6,7 +6,11 @@ keeps the two in sync.
 
 from __future__ import annotations
 
-from gates.setting import Setting
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gates.setting import Setting, SettingValues
 
 TOP_LEVEL: tuple[Setting, ...] = (
     Setting("extends", str, None, "Name of the profile this one builds on (a chain; cycles are an error)."),
@@ -127,7 +131,8 @@ SUPERVISOR: tuple[Setting, ...] = (
         "stop_grace_s",
         (int, float),
         30.0,
-        "SIGTERM to the engine's process group, then SIGKILL after this.",
+        "SIGTERM to the engine's process group, then SIGKILL after this: every stop of `launch`, "
+        "`launch try` and a probe's arms, a stop on a signal too.",
         unit="s",
         minimum=0,
         maximum=3600,
@@ -143,6 +148,24 @@ SUPERVISOR: tuple[Setting, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class SupervisorSettings:
+    """A candidate's `[supervisor]` table, typed, with the declared defaults filled in."""
+
+    stop_grace_s: float
+    leak_monitor: str | None
+
+    @classmethod
+    def read(cls, table: Mapping[str, Any] | None) -> SupervisorSettings:
+        values = SettingValues.of(SUPERVISOR, table)
+        return cls(values.number("stop_grace_s"), values.optional_text("leak_monitor"))
+
+
+def engine_settings(profile_data: Mapping[str, Any]) -> SettingValues:
+    """A profile's `[engine]` table read through its declarations (`host`, `port`, `command`, …)."""
+    return SettingValues.of(ENGINE, profile_data.get("engine"))
+
+
 def reference_markdown() -> str:
     """The key tables of docs/profiles.md, generated from the declarations above."""
     lines = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
@@ -152,6 +175,9 @@ def reference_markdown() -> str:
     lines += ["", "`[preflight]` (docs/host-safety.md):", "", "| key | type | default | allowed | meaning |"]
     lines += ["|---|---|---|---|---|"]
     lines += [_row(s) for s in PREFLIGHT]
+    lines += ["", "`[supervisor]`:", "", "| key | type | default | allowed | meaning |"]
+    lines += ["|---|---|---|---|---|"]
+    lines += [_row(s) for s in SUPERVISOR]
     return "\n".join(lines) + "\n"
 
 

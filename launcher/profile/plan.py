@@ -8,18 +8,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from launcher.errors import ProfileInvalid
 from launcher.profile.findings import Findings
+from launcher.profile.keys import engine_settings
 from launcher.profile.loader import ResolvedProfile, resolve
 from launcher.profile.render import Rendered, render
-from launcher.profile.schema import VllmSchema, load_schema, load_snapshot
+from launcher.profile.schema_source import load_schema
 from launcher.profile.semantics import check_semantics
 from launcher.profile.structure import check_structure
+from vllm_flags.schema import VllmSchema, load_snapshot
+from vllm_flags.sim_flags import sim_option_specs
 
 SIM_PROGRAM = "vllm-sim"
 
@@ -51,11 +53,11 @@ class LaunchPlan:
 
     @property
     def host(self) -> str:
-        return str(self.engine.get("host", "127.0.0.1"))
+        return engine_settings(self.profile.data).text("host")
 
     @property
     def port(self) -> int:
-        return int(self.engine.get("port", 8000))
+        return engine_settings(self.profile.data).integer("port")
 
     @property
     def served_model_names(self) -> list[str]:
@@ -66,14 +68,6 @@ class LaunchPlan:
     def args(self) -> dict[str, Any]:
         args = self.profile.data.get("args", {})
         return args if isinstance(args, dict) else {}
-
-    def gate_table(self, gate: str) -> dict[str, Any]:
-        gates = self.profile.data.get("gates", {})
-        table = gates.get(gate, {}) if isinstance(gates, dict) else {}
-        return table if isinstance(table, dict) else {}
-
-    def command_line(self) -> str:
-        return shlex.join(self.argv)
 
     def fingerprint(self) -> str:
         """Hash of what would run (argv + env): equal hashes start the same server."""
@@ -102,9 +96,9 @@ def build_plan(
     profile = resolve(profiles_dir, name, top_file=top_file)
     findings = Findings()
     check_structure(profile, findings)
-    engine = profile.data.get("engine", {}) if isinstance(profile.data.get("engine"), dict) else {}
-    schema_choice = str(engine.get("schema", "auto"))
-    schema = _schema_for(schema_choice, engine.get("command"))
+    engine = engine_settings(profile.data)
+    schema_choice = engine.text("schema")
+    schema = _schema_for(schema_choice, engine.table.get("command"))
     lenient = allow_unknown or schema_choice == "none"
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)
@@ -123,8 +117,6 @@ def _schema_for(choice: str, command: Any) -> VllmSchema:
     schema = load_snapshot() if choice in ("snapshot", "none") else load_schema()
     program = Path(command[0]).name if isinstance(command, list) and command else ""
     if program == SIM_PROGRAM:
-        from launcher.sim.flags import sim_option_specs
-
         extra = {spec.option: spec for spec in sim_option_specs()}
         schema = dataclasses.replace(
             schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags"

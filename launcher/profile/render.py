@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.profile.findings import Findings, did_you_mean, where
+from launcher.profile.keys import engine_settings
 from launcher.profile.loader import ResolvedProfile
-from launcher.profile.schema import OptionSpec, VllmSchema
+from vllm_flags.schema import OptionSpec, VllmSchema
 
-DEFAULT_COMMAND = ("vllm", "serve")
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 API_KEY_VAR = "VLLM_API_KEY"
 
 
@@ -34,13 +32,14 @@ class Rendered:
 def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, lenient: bool) -> Rendered:
     """Render argv/env; unknown flags are errors unless `lenient` (a fork: `engine.schema = "none"`)."""
     engine = profile.data.get("engine", {})
-    argv: list[str] = [*engine.get("command", DEFAULT_COMMAND)]
+    declared = engine_settings(profile.data)
+    argv: list[str] = [*declared.value("command")]
     if engine.get("model"):
         argv.append(str(engine["model"]))
     names = engine.get("served_model_name")
     if names:
         argv += ["--served-model-name", *([names] if isinstance(names, str) else [str(n) for n in names])]
-    argv += ["--host", str(engine.get("host", DEFAULT_HOST)), "--port", str(engine.get("port", DEFAULT_PORT))]
+    argv += ["--host", declared.text("host"), "--port", declared.text("port")]
     args = profile.data.get("args", {})
     rendered_args: list[tuple[str, list[str]]] = []
     for key, value in args.items():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gates.cudagraph_sizes import (
+from launcher.profile.findings import Findings, where
+from launcher.profile.loader import ResolvedProfile
+from vllm_flags.cudagraph_sizes import (
     DEFAULT_MAX_NUM_SEQS_FLOOR,
     CaptureConfig,
     decode_reachable,
@@ -14,8 +16,6 @@ from gates.cudagraph_sizes import (
     graph_ceiling_seqs,
     runner_from_env,
 )
-from launcher.profile.findings import Findings, where
-from launcher.profile.loader import ResolvedProfile
 
 # vLLM 0.26.0: the V1 runner rounds every size (config/compilation.py:1465), V2 only its FULL decode
 # graphs (v1/worker/gpu/cudagraph_utils.py:224).

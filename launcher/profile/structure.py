@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gates.base import COMMON
 from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, GATES, gate_settings
-from gates.setting import Setting
+from gates.setting import Setting, SettingValues
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL
 from launcher.profile.loader import ResolvedProfile
@@ -23,7 +24,7 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
         _check_table(profile, engine, ENGINE, "engine.", findings)
         if not engine.get("model") and data.get("abstract") is not True:
             findings.error(f"{profile.files[0]}: engine.model is required (vLLM's positional MODEL)")
-        port = engine.get("port", 8000)
+        port = engine.get("port")
         if isinstance(port, int) and not isinstance(port, bool) and not 1 <= port <= 65535:
             findings.error(
                 f"{where(profile.source_of('engine.port'), 'engine.port')} = {port}: out of range 1-65535"
@@ -171,4 +172,4 @@ def _check_required_gate(profile: ResolvedProfile, findings: Findings) -> None:
 
 
 def _required(table: Any) -> bool:
-    return not isinstance(table, dict) or table.get("required", True) is not False
+    return SettingValues.of(COMMON, table).value("required") is not False

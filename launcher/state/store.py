@@ -1,9 +1,19 @@
-"""The state dir: last-good records, last log facts, history and locks, one place for their paths.
+"""The state dir: last-good records, last log facts, history and locks, the one place for their paths.
 
-Layout (all JSON written atomically; history is append-only JSON lines):
-    STATE/profiles/NAME/last_good.json   the promoted plan: argv, env, fingerprint, resolved profile
-    STATE/profiles/NAME/last_facts.json  log facts of the last start (KV pool, capture, outcome)
-    STATE/history.jsonl                  starts, gate results, promotions, rollbacks
+Every state file's name is spelled here and nowhere else in `launcher/` (a unit test keeps it so);
+the modules that own a file ask the store for its path. Layout (docs/architecture.md "State dir"):
+    STATE/history.jsonl                           starts, gate results, promotions, rollbacks
+    STATE/profiles/NAME/last_good.json            the promoted plan: argv, env, fingerprint, resolved profile
+    STATE/profiles/NAME/last_facts.json           log facts of the last start (KV pool, capture, outcome)
+    STATE/profiles/NAME/status.json               what `launch status` reads
+    STATE/profiles/NAME/launcher.lock|json        one launcher per profile, and its pid
+    STATE/profiles/NAME/restart_guard.json        failed starts per candidate fingerprint
+    STATE/profiles/NAME/logs/engine.log|try.log   vLLM's own log
+    STATE/profiles/NAME/reloads/                  reload requests and their verdicts
+    STATE/locks/gpu-ID.lock                       one model per GPU set
+    STATE/probe/journal.json, probe.lock          a running probe's plan, and its lock
+    STATE/probe/restored-launcher.log             the launcher a probe's recovery started
+    STATE/bug-reports/                            what `launch` writes when it hits a bug
 """
 
 from __future__ import annotations
@@ -17,6 +27,8 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 from launcher.state.records import LAST_GOOD, LAST_GOOD_OPTIONAL, LAST_GOOD_SEEN, read_record
 
+BUG_REPORTS = "bug-reports"  # also the fallback's name in the temp dir, when the state dir is not writable
+
 
 @dataclass(frozen=True, slots=True)
 class StateStore:
@@ -24,8 +36,14 @@ class StateStore:
     # The write seam: the serve loop passes one that queues a failed write for a retry.
     write: Callable[[Path, str], None] = field(default=write_atomic)
 
+    # ---- paths: the layout above, spelled once -------------------------------------------------
+    @property
+    def profiles_root(self) -> Path:
+        """One directory per profile that was ever started (`launch status` lists them)."""
+        return self.root / "profiles"
+
     def profile_dir(self, profile: str) -> Path:
-        return self.root / "profiles" / profile
+        return self.profiles_root / profile
 
     def engine_log(self, profile: str, *, try_run: bool = False) -> Path:
         """vLLM's own log: the server's (`engine.log`, rotated) or the last `launch try`'s (`try.log`)."""
@@ -35,23 +53,74 @@ class StateStore:
     def history_path(self) -> Path:
         return self.root / "history.jsonl"
 
+    def status_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "status.json"
+
+    def last_good_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "last_good.json"
+
+    def last_facts_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "last_facts.json"
+
+    def launcher_lock_path(self, profile: str) -> Path:
+        """The flock one launcher per profile holds for its life."""
+        return self.profile_dir(profile) / "launcher.lock"
+
+    def launcher_info_path(self, profile: str) -> Path:
+        """Who holds that lock: the launcher's pid and start time."""
+        return self.profile_dir(profile) / "launcher.json"
+
+    def restart_guard_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "restart_guard.json"
+
+    def reloads_dir(self, profile: str) -> Path:
+        """Reload requests and their verdicts, one file each (`supervisor/reload_requests.py`)."""
+        return self.profile_dir(profile) / "reloads"
+
+    def gpu_lock_path(self, gpu: str) -> Path:
+        """One lock file per GPU (an index or a UUID), its name made safe for the file system."""
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu)
+        return self.root / "locks" / f"gpu-{safe}.lock"
+
+    @property
+    def probe_dir(self) -> Path:
+        return self.root / "probe"
+
+    @property
+    def probe_journal_path(self) -> Path:
+        return self.probe_dir / "journal.json"
+
+    @property
+    def probe_lock_path(self) -> Path:
+        return self.probe_dir / "probe.lock"
+
+    @property
+    def probe_restore_log_path(self) -> Path:
+        """The log of the launcher that a probe's recovery started to bring production back."""
+        return self.probe_dir / "restored-launcher.log"
+
+    @property
+    def bug_reports_dir(self) -> Path:
+        return self.root / BUG_REPORTS
+
+    # ---- records ---------------------------------------------------------------------------------
     def last_good(self, profile: str) -> dict[str, Any] | None:
         """The promoted record as far as a diff needs it: argv, env, fingerprint (BadInput naming
         the file when corrupt)."""
-        return read_record(self.profile_dir(profile) / "last_good.json", LAST_GOOD_SEEN)
+        return read_record(self.last_good_path(profile), LAST_GOOD_SEEN)
 
     def last_good_to_start(self, profile: str) -> dict[str, Any] | None:
         """The promoted record, checked field by field as `Candidate.from_record` needs it."""
-        return read_record(self.profile_dir(profile) / "last_good.json", LAST_GOOD, LAST_GOOD_OPTIONAL)
+        return read_record(self.last_good_path(profile), LAST_GOOD, LAST_GOOD_OPTIONAL)
 
     def write_last_good(self, profile: str, record: dict[str, Any]) -> None:
-        self._write(self.profile_dir(profile) / "last_good.json", record)
+        self._write(self.last_good_path(profile), record)
 
     def last_facts(self, profile: str) -> dict[str, Any] | None:
-        return read_record(self.profile_dir(profile) / "last_facts.json", {})
+        return read_record(self.last_facts_path(profile), {})
 
     def write_last_facts(self, profile: str, facts: dict[str, Any]) -> None:
-        self._write(self.profile_dir(profile) / "last_facts.json", facts)
+        self._write(self.last_facts_path(profile), facts)
 
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         self.write(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
-from gates.registry import build_chain
+from gates.registry import GATE_SETTINGS, build_chain
+from gates.setting import SettingValues
 from launcher.host.orphans import mark_env
 from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp, SystemClock
 from launcher.supervisor.candidate import Candidate
@@ -73,7 +74,8 @@ def start_attempt(
     """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py);
     `engine_factory` is the engine seam (engine_port.py): the real process group unless a test
     passes a scripted engine."""
-    markers = candidate.gate_tables.get("kernel_marker", {}).get("patterns", [])
+    marker_gate = SettingValues.of(GATE_SETTINGS["kernel_marker"], candidate.gate_tables.get("kernel_marker"))
+    markers = marker_gate.value("patterns")
     log = LiveLog(None, on_event=progress.on_log_event, markers=list(markers))  # the keeper writes the file
     env = candidate.process_env()
     if deployment is not None:

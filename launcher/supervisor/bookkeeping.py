@@ -35,7 +35,6 @@ class Bookkeeping:
         self._lines: list[tuple[Path, str]] = []
         self._lock = threading.RLock()
         self.failures = 0
-        self.dropped_lines = 0
         self.last_error: str | None = None
 
     @property
@@ -54,7 +53,6 @@ class Bookkeeping:
             self._lines.append((path, line))
             if len(self._lines) > MAX_QUEUED_LINES:
                 del self._lines[0]
-                self.dropped_lines += 1
             self.retry()
 
     def retry(self) -> None:

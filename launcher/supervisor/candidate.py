@@ -8,13 +8,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gates.context import Expectations
-from gates.cudagraph_sizes import configured_capture_sizes, expected_capture_sizes
 from gates.registry import DEFAULT_ORDER
 from launcher.errors import BadInput
-from launcher.profile.loader import ResolvedProfile
+from launcher.profile.keys import SupervisorSettings
 from launcher.profile.plan import LaunchPlan
-from launcher.profile.render import Rendered
 from launcher.profile.semantics import capture_config, human_int
+from vllm_flags.cudagraph_sizes import configured_capture_sizes, expected_capture_sizes
 
 PRIVATE_ENV = frozenset({"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"})
 
@@ -34,6 +33,11 @@ class Candidate:
     gate_tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     supervisor: dict[str, Any] = field(default_factory=dict)
     profile_data: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> SupervisorSettings:
+        """`[supervisor]` with its declared defaults: the one way its values are read."""
+        return SupervisorSettings.read(self.supervisor)
 
     @property
     def base_url(self) -> str:
@@ -65,13 +69,6 @@ class Candidate:
         return (self.fingerprint, self.gate_order, self.gate_tables, self.supervisor) == (
             other.fingerprint, other.gate_order, other.gate_tables, other.supervisor
         )  # fmt: skip
-
-    def as_plan(self) -> LaunchPlan:
-        """A LaunchPlan of exactly this launch, for the host checks (last-good has no profile file)."""
-        resolved = ResolvedProfile(self.profile, (self.profile,), (), self.profile_data, {})
-        return LaunchPlan(
-            resolved, Rendered(self.argv, dict(self.env), dict(self.secret_env)), self.label, (), ()
-        )
 
     def to_record(self) -> dict[str, Any]:
         record = asdict(self)

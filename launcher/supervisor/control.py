@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from launcher.errors import GateFailed
+from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
 from launcher.supervisor.history import History
 from launcher.supervisor.reload_requests import Verdict
@@ -29,16 +30,10 @@ POLL_S = 0.1
 PID_REUSE_SLACK_S = 5.0  # started_at is written just after the process starts, never long before
 
 
-def profile_state_dir(state_dir: Path, profile: str) -> Path:
-    return state_dir / "profiles" / profile
-
-
 def running_launcher_pid(state_dir: Path, profile: str) -> int | None:
     """The pid in `launcher.json` when that process is alive and is the one that wrote it."""
     try:
-        info = json.loads(
-            (profile_state_dir(state_dir, profile) / "launcher.json").read_text(encoding="utf-8")
-        )
+        info = json.loads(StateStore(state_dir).launcher_info_path(profile).read_text(encoding="utf-8"))
         pid = int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -74,20 +69,21 @@ def reload_and_wait(
         raise GateFailed(
             f"no launcher is running profile {profile!r}", hint="start it with `launch --profile NAME`"
         )
-    profile_dir = profile_state_dir(state_dir, profile)
-    rid = reload_requests.request(profile_dir)
+    store = StateStore(state_dir)
+    reloads = store.reloads_dir(profile)
+    rid = reload_requests.request(reloads)
     os.kill(pid, signal.SIGHUP)
     deadline = clock() + timeout_s
     while True:
         if on_status is not None:
-            status = read_status(profile_dir / "status.json")
+            status = read_status(store.status_path(profile))
             if status is not None:
                 on_status(status)
-        found = reload_requests.verdict(profile_dir, rid)
+        found = reload_requests.verdict(reloads, rid)
         if found is not None:
             return found
         if running_launcher_pid(state_dir, profile) != pid:
-            found = reload_requests.verdict(profile_dir, rid)  # written just before it exited
+            found = reload_requests.verdict(reloads, rid)  # written just before it exited
             if found is not None:
                 return found
             why = last_words(state_dir, profile)
@@ -96,7 +92,7 @@ def reload_and_wait(
                 hint="`launch history --profile NAME` has the full record",
             )
         if clock() >= deadline:
-            phase = (read_status(profile_dir / "status.json") or {}).get("phase")
+            phase = (read_status(store.status_path(profile)) or {}).get("phase")
             raise GateFailed(
                 f"launcher pid {pid} of {profile!r} gave no verdict within {timeout_s:g} s (phase: {phase})",
                 hint="the launcher carries on; follow it with `launch status`",
@@ -106,11 +102,11 @@ def reload_and_wait(
 
 def last_words(state_dir: Path, profile: str) -> str:
     """Why a launcher ended, from what it left: its status, else its last history record."""
-    status = read_status(profile_state_dir(state_dir, profile) / "status.json") or {}
+    status = read_status(StateStore(state_dir).status_path(profile)) or {}
     why = status.get("rollback_reason") or status.get("detail")
     phase = status.get("phase")
     if not why:
-        records = History(state_dir / "history.jsonl").read(profile=profile, limit=1)
+        records = History(StateStore(state_dir).history_path).read(profile=profile, limit=1)
         why = records[-1].get("reason") or records[-1].get("how") if records else None
     return f"last phase {phase}: {why}" if why else f"last phase {phase}; it recorded no cause"
 

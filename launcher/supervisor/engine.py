@@ -24,10 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import psutil
-
 from launcher.host.orphans import prefixes_for
-from launcher.procgroup import group_members
+from launcher.procgroup import group_members, process_tree
 from launcher.redact import LineRedactor, secret_values
 from launcher.supervisor.group_watch import Death, GroupWatch
 from launcher.supervisor.linecut import whole_line_chunks
@@ -228,17 +226,13 @@ class EngineProcess:
     def process_tree(self) -> list[int]:
         if self._proc is None or self.exited.is_set():
             return []
-        try:
-            root = psutil.Process(self._proc.pid)
-            return [root.pid, *(c.pid for c in root.children(recursive=True))]
-        except psutil.NoSuchProcess:
-            return []
+        return process_tree(self._proc.pid)
 
     def group_members(self) -> list[int]:
         """Live (non-zombie) processes still in the engine's process group."""
         return [] if self.pgid is None else group_members(self.pgid)
 
-    def stop(self, grace_s: float = 30.0, kill_wait_s: float = 10.0) -> StopReport:
+    def stop(self, grace_s: float, kill_wait_s: float = 10.0) -> StopReport:
         started = time.monotonic()
         if self._proc is None:
             return StopReport(True, False, (), 0.0)

@@ -10,6 +10,8 @@ from typing import Any, Protocol
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.notify_port import Notifier, NullNotifier
 
+GpuLocksFn = Callable[[Candidate], AbstractContextManager[object]]  # held for the engine's whole life
+
 
 class PreflightFn(Protocol):
     """Raises PreflightRefused (exit 4). `serving`: the engine a reload stops only once this passed."""
@@ -36,5 +38,5 @@ class Hooks:
     preflight: PreflightFn | None = None
     notifier: Notifier = field(default_factory=NullNotifier)
     gpu_bytes: Callable[[Any], int | None] | None = None
-    gpu_locks: Callable[[Candidate], AbstractContextManager[object]] | None = None
+    gpu_locks: GpuLocksFn | None = None
     restart_guard: Callable[[Candidate], Guard] | None = None

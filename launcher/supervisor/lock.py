@@ -6,24 +6,45 @@ import contextlib
 import fcntl
 import json
 import os
-from pathlib import Path
 from types import TracebackType
 
+from gates.context import Clock
 from launcher.atomicfile import write_atomic
 from launcher.errors import AlreadyRunning, BadInput
+from launcher.state.store import StateStore
 from launcher.supervisor.history import utc_now
+
+RETRY_S = 0.1
 
 
 class ProfileLock:
-    """`with ProfileLock(dir, "prod"):` — refuses, naming the pid, when another launcher holds it."""
+    """`with ProfileLock(store, "prod"):` — refuses, naming the pid, when another launcher holds it.
 
-    def __init__(self, profile_dir: Path, profile: str) -> None:
+    With `wait_s` (and the `clock` to wait on), a holder that is on its way out is given that long
+    to let go first: the probe takes production's lock just after stopping its launcher."""
+
+    def __init__(
+        self, store: StateStore, profile: str, *, wait_s: float = 0.0, clock: Clock | None = None
+    ) -> None:
         self.profile = profile
-        self.lock_path = profile_dir / "launcher.lock"
-        self.info_path = profile_dir / "launcher.json"
+        self.lock_path = store.launcher_lock_path(profile)
+        self.info_path = store.launcher_info_path(profile)
+        self.wait_s = wait_s
+        self.clock = clock
         self._fd: int | None = None
 
     def __enter__(self) -> ProfileLock:
+        clock = self.clock
+        deadline = clock.monotonic() + self.wait_s if clock is not None else 0.0
+        while True:
+            try:
+                return self._take()
+            except AlreadyRunning:
+                if clock is None or clock.monotonic() >= deadline:
+                    raise
+                clock.sleep(RETRY_S)
+
+    def _take(self) -> ProfileLock:
         try:
             self.lock_path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -30,7 +30,7 @@ class LeakMonitor:
         window come from `[gates.memory_leak]`."""
         if candidate is None:
             return None
-        action = candidate.supervisor.get("leak_monitor")
+        action = candidate.settings.leak_monitor
         if action not in ACTIONS:
             return None
         gate = MemoryLeakGate(candidate.gate_tables.get("memory_leak", {}))

@@ -48,16 +48,16 @@ class Reloading:
     def _reload(self) -> int | None:
         """Re-plan the profile and serve it; each request's verdict goes to its requester."""
         seq = self.board.current.reload_seq + 1
-        profile_dir = self.store.profile_dir(self.profile)
-        ids = reload_requests.take(profile_dir)  # before rendering: each request's edit is in the plan
+        reloads = self.store.reloads_dir(self.profile)
+        ids = reload_requests.take(reloads)  # before rendering: each request's edit is in the plan
         self.hooks.notifier.reloading()
         try:
             verdict, code = self._reload_once()
         except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
-            reload_requests.answer(profile_dir, ids, Verdict(Outcome.FAILED, int(err.exit_code), err.message))
+            reload_requests.answer(reloads, ids, Verdict(Outcome.FAILED, int(err.exit_code), err.message))
             raise
         self.transitions.record(status={"reload_seq": seq})
-        reload_requests.answer(profile_dir, ids, verdict)
+        reload_requests.answer(reloads, ids, verdict)
         return code
 
     def _reload_once(self) -> tuple[Verdict, int | None]:

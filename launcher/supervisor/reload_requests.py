@@ -7,7 +7,8 @@ when the reload has ended, writes `reloads/<id>.verdict.json` for each: what cam
 one of `Outcome`), the exit code the requester should end with and one paragraph saying why. A
 SIGHUP without a request (`systemctl reload`) just reloads. Files are written atomically; the
 requester removes its verdict once read. A verdict file from a launcher older than the `verdict`
-field reads as the outcome its exit code implies.
+field reads as the outcome its exit code implies. Each function takes the profile's reloads
+directory (`StateStore.reloads_dir`).
 """
 
 from __future__ import annotations
@@ -53,27 +54,23 @@ class Verdict:
         return cls(_IMPLIED.get(exit_code, Outcome.FAILED), exit_code, detail)
 
 
-def _dir(profile_dir: Path) -> Path:
-    return profile_dir / "reloads"
-
-
-def request(profile_dir: Path) -> str:
+def request(reloads: Path) -> str:
     rid = uuid.uuid4().hex
-    write_atomic(_dir(profile_dir) / f"{rid}.request", "")
+    write_atomic(reloads / f"{rid}.request", "")
     return rid
 
 
-def take(profile_dir: Path) -> list[str]:
+def take(reloads: Path) -> list[str]:
     """The ids of every pending request; they are this reload's from now on."""
     taken = []
-    for path in sorted(_dir(profile_dir).glob("*.request")):
+    for path in sorted(reloads.glob("*.request")):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             taken.append(path.stem)
     return taken
 
 
-def answer(profile_dir: Path, ids: list[str], verdict: Verdict) -> None:
+def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
     for rid in ids:
         body = {
             "id": rid,
@@ -81,17 +78,17 @@ def answer(profile_dir: Path, ids: list[str], verdict: Verdict) -> None:
             "exit_code": verdict.exit_code,
             "detail": verdict.detail,
         }
-        write_atomic(_dir(profile_dir) / f"{rid}.verdict.json", json.dumps(body) + "\n")
+        write_atomic(reloads / f"{rid}.verdict.json", json.dumps(body) + "\n")
     cutoff = time.time() - STALE_S
-    for old in _dir(profile_dir).glob("*.verdict.json"):
+    for old in reloads.glob("*.verdict.json"):
         with contextlib.suppress(OSError):
             if old.stat().st_mtime < cutoff:
                 old.unlink()
 
 
-def verdict(profile_dir: Path, rid: str) -> Verdict | None:
+def verdict(reloads: Path, rid: str) -> Verdict | None:
     """This request's verdict once written (and then removed), else None."""
-    path = _dir(profile_dir) / f"{rid}.verdict.json"
+    path = reloads / f"{rid}.verdict.json"
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
         found = _from_body(body)

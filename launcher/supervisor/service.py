@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from contextlib import ExitStack
 
 from gates.chain import ChainReport
 from launcher.errors import ExitCode, PreflightRefused
@@ -21,24 +20,23 @@ from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
-from launcher.supervisor.attempt import Attempt, start_attempt
+from launcher.supervisor.attempt import Attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.events import Event
 from launcher.supervisor.execute import Execute
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
+from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.monitor import LeakMonitor
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload import Reloading
-from launcher.supervisor.signals import SignalInbox
+from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.transitions import Transitions
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wayout import finalise, tidy_profile_dir
-
-DEFAULT_STOP_GRACE_S = 30.0
 
 
 def _epoch_of(monotonic_s: float) -> float:
@@ -61,9 +59,7 @@ class Supervisor(Reloading):
         self.books = Bookkeeping(self.hooks.notifier.status)
         self.store = StateStore(options.state_dir, write=self.books.write_file)
         self.history = History(self.store.history_path, write=self.books.append_line)
-        self.board = StatusBoard(
-            self.store.profile_dir(profile) / "status.json", profile, write=self.books.write_file
-        )
+        self.board = StatusBoard(self.store.status_path(profile), profile, write=self.books.write_file)
         self.transitions = Transitions(profile, self.board, self.history, self.progress, self.hooks.notifier)
         self.deployment = deployment_id(options.state_dir, profile)
         self.progress.engine_log = self.store.engine_log(profile)
@@ -72,7 +68,6 @@ class Supervisor(Reloading):
         self.current: Attempt | None = None
         self.serving_last_good = False
         self.restart_requested = False
-        self._exiting = threading.Event()
         self._stop_lock = threading.RLock()
 
     # ---- entry point -------------------------------------------------------------------------
@@ -80,14 +75,14 @@ class Supervisor(Reloading):
         # The plan first: a bad name, a missing profile or a cycle writes nothing, not even a lock.
         plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
         plan.raise_for_errors()
-        with ProfileLock(self.store.profile_dir(self.profile), self.profile):
+        with ProfileLock(self.store, self.profile):
             tidy_profile_dir(self.store, self.profile, self.history)
             self.inbox.install()
-            stopper = threading.Thread(target=self._stop_on_signal, name="stop-on-signal", daemon=True)
-            stopper.start()
+            stopper = StopOnSignal(self.inbox.stop_requested, self._stop_on_signal, name="stop-on-signal")
             error: BaseException | None = None
             try:
-                return self._run(plan)
+                with stopper:
+                    return self._run(plan)
             except BaseException as err:
                 error = err
                 raise
@@ -97,15 +92,11 @@ class Supervisor(Reloading):
                     self.transitions, self.books, stopping=self.inbox.stop_requested.is_set(), error=error
                 )
                 self.inbox.restore()
-                self._exiting.set()
-                self.inbox.stop_requested.set()
 
     def _stop_on_signal(self) -> None:
-        """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from here
-        ends that call at once, so the chain returns and the launcher exits within the grace."""
-        self.inbox.stop_requested.wait()
-        if not self._exiting.is_set():
-            self._stop_current("stop requested while starting or gating")
+        """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from the
+        helper ends that call at once, so the chain returns and the launcher exits within the grace."""
+        self._stop_current("stop requested while starting or gating")
 
     def _run(self, plan: LaunchPlan) -> int:
         outcome = self._bring_up(Candidate.from_plan(plan))
@@ -168,21 +159,14 @@ class Supervisor(Reloading):
             tell=f"{phase}: {candidate.label}",
         )
         log_path = self.store.engine_log(self.profile)
-        held = ExitStack()
-        if self.hooks.gpu_locks is not None:
-            held.enter_context(self.hooks.gpu_locks(candidate))  # one model per GPU set, for its whole life
-        try:
-            attempt = start_attempt(
-                candidate,
-                log_path,
-                self.progress,
-                deployment=self.deployment,
-                engine_factory=self.execute.engine,
-            )
-        except BaseException:
-            held.close()
-            raise
-        attempt.held = held
+        attempt = launch_attempt(
+            candidate,
+            log_path,
+            self.progress,
+            gpu_locks=self.hooks.gpu_locks,
+            deployment=self.deployment,
+            engine_factory=self.execute.engine,
+        )
         attempt.engine.on_exit(self.wake.set)
         attempt.engine.on_death(self.wake.set)
         self.current = attempt
@@ -348,8 +332,7 @@ class Supervisor(Reloading):
     def _stop_current_locked(self, why: str) -> None:
         if self.current is None:
             return
-        grace = float(self.current.candidate.supervisor.get("stop_grace_s", DEFAULT_STOP_GRACE_S))
-        report = self.current.stop(grace_s=grace)
+        report = self.current.stop(grace_s=self.current.candidate.settings.stop_grace_s)
         self.transitions.record(
             Event.ENGINE_STOPPED,
             label=self.current.candidate.label,

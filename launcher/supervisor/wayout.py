@@ -55,7 +55,7 @@ def tidy_profile_dir(store: StateStore, profile: str, history: History) -> None:
     for directory in (store.profile_dir(profile), store.root):
         remove_stray_temps(directory, psutil.pid_exists)
     try:
-        previous = read_status(store.profile_dir(profile) / "status.json")
+        previous = read_status(store.status_path(profile))
     except GateError:
         previous = None  # a corrupt status is replaced by this start's first write
     if previous is None or previous["phase"] in FINAL:

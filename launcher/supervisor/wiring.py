@@ -13,6 +13,7 @@ from launcher.host.gpu_locks import GpuLocks
 from launcher.host.notify import Notifier
 from launcher.host.policy import HostPolicy
 from launcher.host.preflight import run_preflight
+from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
 from launcher.settings import GlobalOptions
 from launcher.supervisor.candidate import Candidate
@@ -21,15 +22,15 @@ from launcher.supervisor.hooks import Hooks
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
     def preflight(candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
-        report = run_preflight(candidate.as_plan(), options, serving=serving)
+        report = run_preflight(host_request(candidate), options, serving=serving)
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
             click.echo(f"preflight warning: {warning}", err=True)
 
     def gpu_locks(candidate: Candidate) -> AbstractContextManager[object]:
-        return GpuLocks.for_plan(candidate.as_plan(), options.state_dir)
+        return GpuLocks.for_request(host_request(candidate), options.state_dir)
 
     def restart_guard(candidate: Candidate) -> RestartGuard:
-        policy = HostPolicy.from_plan(candidate.as_plan())
+        policy = HostPolicy.from_request(host_request(candidate))
         return guard_for(options.state_dir, profile, policy.restart_max_failures, policy.restart_window_s)
 
     return Hooks(
@@ -39,6 +40,16 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         gpu_locks=gpu_locks,
         restart_guard=restart_guard,
     )
+
+
+def host_request(candidate: Candidate) -> HostRequest:
+    """What the host checks read of a candidate: all of it is in the candidate (a last-good record
+    has no profile file to plan from)."""
+    return HostRequest.of_launch(
+        candidate.profile, candidate.argv, candidate.env, candidate.profile_data,
+        host=candidate.host, port=candidate.port, fingerprint=candidate.fingerprint,
+        has_secret_env=bool(candidate.secret_env),
+    )  # fmt: skip
 
 
 def _nvml_bytes(pids: Sequence[int]) -> int | None:

@@ -174,7 +174,7 @@ step5() {
 }
 
 step6() {
-  printf '#!/bin/sh\nexec python3 -m launcher.sim.cli "$@"\n' > "$work/vllm-sim"; chmod +x "$work/vllm-sim"
+  printf '#!/bin/sh\nexec python3 -m vllm_sim.cli "$@"\n' > "$work/vllm-sim"; chmod +x "$work/vllm-sim"
   local p log
   for p in tiny tiny-ngram; do
     log=$work/step$([ $p = tiny ] && echo 1 || echo 2)/try-$p.log

@@ -52,7 +52,7 @@ schema)
   python3 - "$out" <<'EOF'
 import sys
 from pathlib import Path
-from launcher.profile import schema_extract as se
+from vllm_flags import schema_extract as se
 raw = se.raw_dump_from_vllm()
 out = Path(sys.argv[1])
 (out / f"vllm-{raw['vllm_version']}-parser-raw.json").write_text(se.dumps(raw))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The capture-size rule on the real vLLM for a drafter other than ngram, after `device.sh install`:
 # `launch dry-run` and `launch try` of the profile tiny-draft (the tiny model drafting for itself).
-# The graph_capture gate judges the capture with gates/cudagraph_sizes.py; the log's own
+# The graph_capture gate judges the capture with vllm_flags/cudagraph_sizes.py; the log's own
 # `Profiling CUDA graph memory` line and bars say what vLLM did. Evidence in $OUT (default
 # /tmp/spec-out): summary.txt, the report, the log and its facts.
 #

@@ -13,6 +13,7 @@ from launcher.host.gpu import MIB, NvmlProbe
 from launcher.host.preflight import check_host
 from launcher.host.reaper import ReapOutcome
 from launcher.host.report import CheckName, CheckStatus
+from launcher.host.request import HostRequest
 from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 from tests.titled_procs import Spawner, alive
@@ -73,14 +74,14 @@ def test_a_real_orphan_is_named_with_its_memory_and_reaped_until_the_memory_is_b
     options = GlobalOptions(profiles_dir=profiles_dir, state_dir=tmp_path / "state")
 
     with NvmlProbe() as probe:
-        before = check_host(plan, options, probe=probe)
+        before = check_host(HostRequest.from_plan(plan), options, probe=probe)
     orphans = before.check(CheckName.ORPHANS)
     assert orphans.status is CheckStatus.REFUSED
     assert f"pid {orphan.pid} VLLM::Worker_TP0 (orphan: its parent is gone, " in orphans.detail
     assert "GiB on GPU 0)" in orphans.detail
 
     with NvmlProbe() as probe:
-        after = check_host(plan, options, reap=True, probe=probe)
+        after = check_host(HostRequest.from_plan(plan), options, reap=True, probe=probe)
     assert after.reap is not None
     assert [(r.pid, r.outcome) for r in after.reap.processes] == [(orphan.pid, ReapOutcome.KILLED)]
     assert after.reap.gpu_released is True

@@ -19,7 +19,8 @@ from launcher.host.gpu_locks import GpuLocks
 from launcher.host.preflight import check_host, run_preflight
 from launcher.host.reaper import ReapOutcome
 from launcher.host.report import CheckName, CheckStatus, PreflightReport
-from launcher.profile.plan import LaunchPlan, build_plan
+from launcher.host.request import HostRequest
+from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 from tests.simserver import free_port
 from tests.titled_procs import CHILD, Spawner, alive
@@ -38,7 +39,7 @@ def spawn(tmp_path: Path) -> Iterator[Spawner]:
         spawner.close()
 
 
-def make_plan(profiles_dir: Path, preflight: str = "", env: str = "", args: str = "") -> LaunchPlan:
+def make_request(profiles_dir: Path, preflight: str = "", env: str = "", args: str = "") -> HostRequest:
     """A vLLM profile on a free port; its own process-title prefix keeps other tests' orphans out."""
     prefix = f"VLLMtest{uuid.uuid4().hex[:8]}"
     (profiles_dir / "p.toml").write_text(
@@ -49,7 +50,7 @@ def make_plan(profiles_dir: Path, preflight: str = "", env: str = "", args: str 
     )
     plan = build_plan(profiles_dir, "p")
     assert not plan.errors, plan.errors
-    return plan
+    return HostRequest.from_plan(plan)
 
 
 def options(tmp_path: Path) -> GlobalOptions:
@@ -69,10 +70,10 @@ def test_free_memory_refusal_names_each_holder_with_its_size(
     probe = FakeGpuProbe(total_mib=(32768,))
     probe.hold(0, worker.pid, 29696)  # 29.0 GiB
     probe.hold(0, trainer.pid, 1229)  # 1.2 GiB
-    plan = make_plan(profiles_dir)  # default gpu_memory_utilization 0.92 of 32 GiB = 29.44 GiB
+    request = make_request(profiles_dir)  # default gpu_memory_utilization 0.92 of 32 GiB = 29.44 GiB
 
     with pytest.raises(PreflightRefused) as refused:
-        run_preflight(plan, options(tmp_path), probe=probe)
+        run_preflight(request, options(tmp_path), probe=probe)
 
     expected = (
         "GPU 0: free 1.80 GiB − 0.59 GiB CUDA context < needed 29.44 GiB; "
@@ -93,15 +94,15 @@ def test_orphan_deaf_to_sigterm_is_reaped_with_sigkill_and_its_memory_comes_back
     probe = FakeGpuProbe(total_mib=(32768, 32768))
     probe.hold(0, deaf.pid, 29696)
     probe.hold(1, polite.pid, 29696)
-    plan = make_plan(profiles_dir, args="tensor_parallel_size = 2")
+    request = make_request(profiles_dir, args="tensor_parallel_size = 2")
 
-    before = check_host(plan, options(tmp_path), probe=probe)
+    before = check_host(request, options(tmp_path), probe=probe)
     assert status(before, CheckName.ORPHANS) is CheckStatus.REFUSED
     assert (
         f"pid {deaf.pid} VLLM::Worker_TP0 (orphan: its parent is gone, 29.0 GiB on GPU 0)" in before.reason()
     )
 
-    report = check_host(plan, options(tmp_path), reap=True, probe=probe)
+    report = check_host(request, options(tmp_path), reap=True, probe=probe)
 
     assert report.reap is not None
     outcomes = {r.pid: r.outcome for r in report.reap.processes}
@@ -122,17 +123,17 @@ def test_a_process_that_is_not_vllm_is_touched_only_with_force(
     bystander = spawn.child()
     probe = FakeGpuProbe(total_mib=(32768,))
     probe.hold(0, bystander.pid, 8192)
-    plan = make_plan(profiles_dir)
+    request = make_request(profiles_dir)
 
-    report = check_host(plan, options(tmp_path), reap=True, probe=probe)
+    report = check_host(request, options(tmp_path), reap=True, probe=probe)
     assert bystander.poll() is None, "reaping orphans must not touch a process that is not vLLM's"
     assert report.reap is None
     assert f"pid {bystander.pid} {PYTHON} -c" in report.check(CheckName.GPU_MEMORY).detail
 
     with pytest.raises(BadInput, match="--force and --reap-foreign only widen --reap-orphans"):
-        check_host(plan, options(tmp_path), force=True, probe=probe)
+        check_host(request, options(tmp_path), force=True, probe=probe)
 
-    forced = check_host(plan, options(tmp_path), reap=True, force=True, probe=probe)
+    forced = check_host(request, options(tmp_path), reap=True, force=True, probe=probe)
     assert forced.reap is not None
     assert [(r.pid, r.outcome) for r in forced.reap.processes] == [(bystander.pid, ReapOutcome.TERMINATED)]
     assert bystander.wait(timeout=5) != 0
@@ -145,9 +146,9 @@ def test_a_live_model_on_the_same_gpu_is_refused_however_much_memory_is_free(
     engine = spawn.child("VLLM::EngineCore")  # a live parent (this test) owns it: not an orphan
     probe = FakeGpuProbe(total_mib=(143771,))
     probe.hold(0, engine.pid, 1024)
-    plan = make_plan(profiles_dir, args="gpu_memory_utilization = 0.3")
+    request = make_request(profiles_dir, args="gpu_memory_utilization = 0.3")
 
-    report = check_host(plan, options(tmp_path), reap=True, probe=probe)
+    report = check_host(request, options(tmp_path), reap=True, probe=probe)
 
     one_model = report.check(CheckName.ONE_MODEL)
     assert one_model.status is CheckStatus.REFUSED
@@ -168,9 +169,9 @@ def test_gpu_lock_held_by_another_launcher_is_refused_naming_its_pid(
 ) -> None:
     state = tmp_path / "state"
     holder = spawn.child(locks=f"{state}|prod|0,1")
-    plan = make_plan(profiles_dir, args="tensor_parallel_size = 2")
+    request = make_request(profiles_dir, args="tensor_parallel_size = 2")
 
-    report = check_host(plan, options(tmp_path), probe=FakeGpuProbe(total_mib=(32768, 32768)))
+    report = check_host(request, options(tmp_path), probe=FakeGpuProbe(total_mib=(32768, 32768)))
     detail = report.check(CheckName.ONE_MODEL).detail
     assert f"GPU 0 is locked by profile 'prod', launcher pid {holder.pid}" in detail
     assert f"GPU 1 is locked by profile 'prod', launcher pid {holder.pid}" in detail
@@ -184,29 +185,29 @@ def test_gpu_lock_held_by_another_launcher_is_refused_naming_its_pid(
 
     holder.kill()
     holder.wait(timeout=5)  # the kernel drops a dead holder's flock: no stale lock
-    with GpuLocks.for_plan(plan, state, environ={}) as locks:
+    with GpuLocks.for_request(request, state, environ={}) as locks:
         assert locks.held and locks.gpus == ("0", "1")
-        mine = check_host(plan, options(tmp_path), probe=FakeGpuProbe(total_mib=(32768, 32768)))
+        mine = check_host(request, options(tmp_path), probe=FakeGpuProbe(total_mib=(32768, 32768)))
         assert status(mine, CheckName.ONE_MODEL) is CheckStatus.OK, "our own locks do not refuse us"
 
 
 def test_port_in_use_is_refused_naming_the_listener(
     profiles_dir: Path, tmp_path: Path, spawn: Spawner
 ) -> None:
-    plan = make_plan(profiles_dir)
-    listener = spawn.child(port=plan.port)
+    request = make_request(profiles_dir)
+    listener = spawn.child(port=request.port)
 
-    report = check_host(plan, options(tmp_path), probe=FakeGpuProbe())
+    report = check_host(request, options(tmp_path), probe=FakeGpuProbe())
 
     assert report.check(CheckName.PORT).detail.startswith(
-        f"port: 127.0.0.1:{plan.port} is in use by pid {listener.pid} "
+        f"port: 127.0.0.1:{request.port} is in use by pid {listener.pid} "
     )
     assert [c.name for c in report.checks if c.status is CheckStatus.REFUSED] == [CheckName.PORT]
 
 
 def test_host_ram_below_the_threshold_is_refused(profiles_dir: Path, tmp_path: Path) -> None:
-    plan = make_plan(profiles_dir, preflight="min_host_available_gib = 100000")
-    report = check_host(plan, options(tmp_path), probe=FakeGpuProbe())
+    request = make_request(profiles_dir, preflight="min_host_available_gib = 100000")
+    report = check_host(request, options(tmp_path), probe=FakeGpuProbe())
     detail = report.check(CheckName.HOST_MEMORY).detail
     assert re.fullmatch(
         r"host RAM: [\d.]+ GiB available < 100000 GiB required \(preflight\.min_host_available_gib\)", detail
@@ -215,9 +216,9 @@ def test_host_ram_below_the_threshold_is_refused(profiles_dir: Path, tmp_path: P
 
 
 def test_without_nvml_gpu_checks_are_skipped_with_the_reason(profiles_dir: Path, tmp_path: Path) -> None:
-    plan = make_plan(profiles_dir)
+    request = make_request(profiles_dir)
     report = check_host(
-        plan, options(tmp_path), probe=FakeGpuProbe(reason="no NVML: NVML Shared Library Not Found")
+        request, options(tmp_path), probe=FakeGpuProbe(reason="no NVML: NVML Shared Library Not Found")
     )
     gpu = report.check(CheckName.GPU_MEMORY)
     assert (gpu.status, gpu.detail) == (CheckStatus.SKIPPED, "no NVML: NVML Shared Library Not Found")
@@ -237,8 +238,8 @@ def test_memory_held_by_processes_out_of_sight_and_a_missing_gpu_are_refused(
     profiles_dir: Path, tmp_path: Path
 ) -> None:
     probe = FakeGpuProbe(total_mib=(32768,), free_mib=[1024])  # held in another container, say
-    plan = make_plan(profiles_dir, env='CUDA_VISIBLE_DEVICES = "0,3"', args="tensor_parallel_size = 2")
-    detail = check_host(plan, options(tmp_path), probe=probe).check(CheckName.GPU_MEMORY).detail
+    request = make_request(profiles_dir, env='CUDA_VISIBLE_DEVICES = "0,3"', args="tensor_parallel_size = 2")
+    detail = check_host(request, options(tmp_path), probe=probe).check(CheckName.GPU_MEMORY).detail
     assert detail == (
         "GPU 0: free 1.00 GiB − 0.59 GiB CUDA context < needed 29.44 GiB; "
         "no process visible from here holds it; "

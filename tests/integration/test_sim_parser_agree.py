@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from launcher.logfacts.logfile import parse_file
-from launcher.profile.schema import load_snapshot
-from launcher.sim.config import from_namespace
-from launcher.sim.memory import plan_memory
-from launcher.sim.serve_args import parse
 from tests.simserver import SIM, free_port, sim_env
+from vllm_flags.schema import load_snapshot
+from vllm_sim.config import from_namespace
+from vllm_sim.memory import plan_memory
+from vllm_sim.serve_args import parse
 
 pytestmark = pytest.mark.integration
 MODEL = "Qwen/Qwen3-8B"

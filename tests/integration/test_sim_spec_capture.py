@@ -1,5 +1,5 @@
 """Speculative decoding's capture sizes: the simulator, started from a profile's own argv, captures what
-the gate expects for each drafting method — one rule (`gates/cudagraph_sizes.py`) behind both, checked
+the gate expects for each drafting method — one rule (`vllm_flags/cudagraph_sizes.py`) behind both, checked
 against vLLM 0.26.0's source and the real ngram run (tests/unit/test_real_vllm_fixtures.py)."""
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 
 import pytest
 import requests
@@ -212,3 +213,11 @@ def test_026_refuses_an_unknown_tool_parser_after_its_banner_and_args() -> None:
     assert len(frames) == 13 and frames[-1].endswith(f"line {line}, in validate_api_server_args")
     names = lines[error].split("(chose from { ", 1)[1].split(" })", 1)[0].split(",")
     assert len(names) == known and names == sorted(names)
+
+
+def test_the_console_script_and_python_m_vllm_sim_are_one_entry_point() -> None:
+    runs = [
+        subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60)
+        for argv in ([str(SIM)], [sys.executable, "-m", "vllm_sim"])
+    ]
+    assert [(r.returncode, r.stdout) for r in runs] == [(0, "0.33.0\n")] * 2, [r.stderr for r in runs]

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from launcher.sim import tokenizer
 from tests.integration.bench_support import FAST, SPEED
 from tests.launcher_run import LAUNCH, free_port
 from tests.simserver import running_sim
+from vllm_sim import tokenizer
 
 pytestmark = pytest.mark.integration
 

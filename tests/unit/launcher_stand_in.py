@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from launcher.profile.plan import build_plan
+from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.status import Phase, StatusBoard
@@ -28,7 +29,7 @@ def main(state_dir: Path, profiles_dir: Path, profile: str) -> int:
     profile_dir = state_dir / "profiles" / profile
     wanted = {signal.SIGHUP, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
-    with ProfileLock(profile_dir, profile):
+    with ProfileLock(StateStore(state_dir), profile):
         board = StatusBoard(profile_dir / "status.json", profile)
         board.update(phase=Phase.SERVING, serving_profile=profile)
         print("ready", flush=True)
@@ -43,10 +44,12 @@ def main(state_dir: Path, profiles_dir: Path, profile: str) -> int:
 
 
 def reload(board: StatusBoard, profiles_dir: Path, profile: str, record: Path) -> int | None:
-    ids = reload_requests.take(record.parent)
+    reloads = record.parent / "reloads"
+    ids = reload_requests.take(reloads)
     code = _gate(board, profiles_dir, profile, record)
     verdict = {Phase.SERVING: 0, Phase.SERVING_LAST_GOOD: 3}.get(Phase(board.current.phase), 1)
-    reload_requests.answer(record.parent, ids, reload_requests.Verdict.implied(verdict, str(board.current.detail)))
+    verdict_ = reload_requests.Verdict.implied(verdict, str(board.current.detail))
+    reload_requests.answer(reloads, ids, verdict_)
     return code
 
 

@@ -10,7 +10,7 @@ import pytest
 from launcher.bench import corpus
 from launcher.bench.workload import ContextSpec, Workload, parse_contexts, request_body, slot_seed
 from launcher.errors import BadInput
-from launcher.sim import tokenizer
+from vllm_sim import tokenizer
 
 
 def test_every_concurrency_level_runs_whole_copies_of_the_same_set() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gates.cudagraph_sizes import (
+from vllm_flags.cudagraph_sizes import (
     CaptureConfig,
     configured_capture_sizes,
     expected_capture_sizes,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,14 +11,18 @@ from launcher.host.gpu_checks import HostGpus, TargetGpu, check_gpu_memory
 from launcher.host.host_checks import check_host_memory, check_model_path, check_swap
 from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.report import CheckStatus
-from launcher.profile.plan import LaunchPlan, build_plan
+from launcher.host.request import HostRequest
+from launcher.profile.plan import build_plan
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.wiring import host_request
 
 
-def plan(profiles_dir: Path, body: str, command: str = '["vllm", "serve"]') -> LaunchPlan:
+def plan(profiles_dir: Path, body: str, command: str = '["vllm", "serve"]') -> HostRequest:
+    """What the host checks read of profile `p` with `body`."""
     (profiles_dir / "p.toml").write_text(f'[engine]\ncommand = {command}\nmodel = "org/m"\n{body}')
     built = build_plan(profiles_dir, "p")
     assert not built.errors, built.errors
-    return built
+    return HostRequest.from_plan(built)
 
 
 def test_default_gpus_are_the_first_tensor_times_pipeline(profiles_dir: Path) -> None:
@@ -55,7 +60,7 @@ def test_the_simulator_uses_a_gpu_only_when_asked(profiles_dir: Path) -> None:
 
 
 def test_preflight_table_defaults_and_bad_values(profiles_dir: Path) -> None:
-    policy = HostPolicy.from_plan(plan(profiles_dir, ""))
+    policy = HostPolicy.from_request(plan(profiles_dir, ""))
     assert (policy.reap_orphans, policy.reap_grace_s, policy.restart_max_failures) == (False, 10.0, 3)
     # The declared range refuses it in the dry run, before any policy is built.
     (profiles_dir / "p.toml").write_text('[engine]\nmodel = "m"\n[preflight]\nreap_grace_s = -1\n')
@@ -100,3 +105,21 @@ def test_host_memory_swap_and_model_path_decisions(tmp_path: Path) -> None:
     assert check_model_path(str(tmp_path)).status is CheckStatus.OK
     assert check_model_path(str(tmp_path / "missing.gguf")).status is CheckStatus.REFUSED
     assert check_model_path("Qwen/Qwen3-8B").status is CheckStatus.SKIPPED
+
+
+def test_a_last_good_record_asks_the_host_checks_what_its_plan_asked(profiles_dir: Path) -> None:
+    """The supervisor's hooks build the request from the candidate (a last-good record has no
+    profile file): it must be the request the plan itself makes."""
+    body = (
+        'api_key_env = "MY_KEY"\n[args]\ntensor-parallel-size = 2\n[env]\nCUDA_VISIBLE_DEVICES = "1,2"\n'
+        "[preflight]\nreap_grace_s = 3.0\nmin_host_available_gib = 0.5\n"
+    )
+    (profiles_dir / "p.toml").write_text(f'[engine]\nmodel = "/models/m"\nport = 8123\n{body}')
+    built = build_plan(profiles_dir, "p")
+    assert not built.errors, built.errors
+    record = json.loads(json.dumps(Candidate.from_plan(built).to_record()))
+    request = host_request(Candidate.from_record(record))
+    assert request == HostRequest.from_plan(built)
+    assert (request.model, request.port, request.has_secret_env) == ("/models/m", 8123, True)
+    assert gpu_demand(request, {}).ids == ("1", "2")
+    assert HostPolicy.from_request(request).reap_grace_s == 3.0

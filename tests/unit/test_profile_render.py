@@ -7,7 +7,7 @@ from pathlib import Path
 from launcher.profile.findings import Findings
 from launcher.profile.loader import resolve
 from launcher.profile.render import render
-from launcher.profile.schema import VllmSchema
+from vllm_flags.schema import VllmSchema
 
 
 def _schema() -> VllmSchema:

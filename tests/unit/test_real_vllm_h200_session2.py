@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from gates.cudagraph_sizes import expected_graphs
 from gates.graph_capture import GraphCaptureGate
 from gates.outcome import Verdict
 from launcher.bench import checks, repetition
@@ -26,6 +25,7 @@ from launcher.supervisor.candidate import expectations
 from launcher.supervisor.history import History
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context
+from vllm_flags.cudagraph_sizes import expected_graphs
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26" / "h200-2"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"

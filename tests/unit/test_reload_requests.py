@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
 from launcher.supervisor.reload_requests import Outcome, Verdict
 
@@ -17,7 +18,9 @@ def test_a_request_made_during_a_reload_waits_for_the_next_one(tmp_path: Path) -
     assert reload_requests.verdict(tmp_path, second) is None
     assert reload_requests.verdict(tmp_path, first) == Verdict(Outcome.ROLLED_BACK, 3, "rolled back: gate x")
     assert reload_requests.verdict(tmp_path, first) is None  # read once, then removed
-    reload_requests.answer(tmp_path, reload_requests.take(tmp_path), Verdict(Outcome.UNCHANGED, 0, "already serving ab12"))
+    reload_requests.answer(
+        tmp_path, reload_requests.take(tmp_path), Verdict(Outcome.UNCHANGED, 0, "already serving ab12")
+    )
     assert reload_requests.verdict(tmp_path, second) == Verdict(Outcome.UNCHANGED, 0, "already serving ab12")
 
 
@@ -25,24 +28,25 @@ def test_the_outcome_travels_as_a_field_and_an_older_file_reads_by_its_exit_code
     refused = Verdict(Outcome.REFUSED, 4, "reload refused: port 8000 is in use; still serving")
     rid = reload_requests.request(tmp_path)
     reload_requests.answer(tmp_path, reload_requests.take(tmp_path), refused)
-    body = json.loads((tmp_path / "reloads" / f"{rid}.verdict.json").read_text())
+    body = json.loads((tmp_path / f"{rid}.verdict.json").read_text())
     assert body == {"id": rid, "verdict": "refused", "exit_code": 4, "detail": refused.detail}
     assert reload_requests.verdict(tmp_path, rid) == refused
     for old, outcome in [(0, Outcome.PROMOTED), (2, Outcome.INVALID), (3, Outcome.ROLLED_BACK),
                          (4, Outcome.REFUSED), (1, Outcome.FAILED), (5, Outcome.FAILED)]:  # fmt: skip
         rid = reload_requests.request(tmp_path)
-        (tmp_path / "reloads" / f"{rid}.verdict.json").write_text(json.dumps({"id": rid, "exit_code": old}))
+        (tmp_path / f"{rid}.verdict.json").write_text(json.dumps({"id": rid, "exit_code": old}))
         assert reload_requests.verdict(tmp_path, rid) == Verdict(outcome, old, "")
     rid = reload_requests.request(tmp_path)  # a newer launcher's outcome: what its exit code implies
     body = {"id": rid, "verdict": "postponed", "exit_code": 3, "detail": "d"}
-    (tmp_path / "reloads" / f"{rid}.verdict.json").write_text(json.dumps(body))
+    (tmp_path / f"{rid}.verdict.json").write_text(json.dumps(body))
     assert reload_requests.verdict(tmp_path, rid) == Verdict(Outcome.ROLLED_BACK, 3, "d")
 
 
 def test_a_garbled_verdict_file_is_no_verdict(tmp_path: Path) -> None:
-    rid = reload_requests.request(tmp_path)
-    (tmp_path / "reloads" / f"{rid}.verdict.json").write_text("{not json")
-    assert reload_requests.verdict(tmp_path, rid) is None
+    reloads = StateStore(tmp_path).reloads_dir("prod")
+    rid = reload_requests.request(reloads)
+    (tmp_path / "profiles" / "prod" / "reloads" / f"{rid}.verdict.json").write_text("{not json")
+    assert reload_requests.verdict(reloads, rid) is None
 
 
 def test_a_launcher_gone_mid_reload_is_reported_with_the_cause_it_left(tmp_path: Path) -> None:

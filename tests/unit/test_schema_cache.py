@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.fake_vllm import env_with, make_fake_vllm
 
 READ = (
-    "import json; from launcher.profile.schema import load_schema; s = load_schema(); "
+    "import json; from launcher.profile.schema_source import load_schema; s = load_schema(); "
     "print(json.dumps({'origin': s.origin, 'options': sorted(s.options)}))"
 )
 

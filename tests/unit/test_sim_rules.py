@@ -6,17 +6,17 @@ import random
 
 import pytest
 
-from gates.cudagraph_sizes import CaptureConfig, expected_graphs
-from launcher.profile.schema import VllmSchema
-from launcher.sim import cudagraph, tokenizer
-from launcher.sim.config import StartupRefused, from_namespace
-from launcher.sim.flags import SIM_FLAGS, env_default, sim_option_specs
-from launcher.sim.memory import plan_memory
-from launcher.sim.prefix_cache import PrefixCache
-from launcher.sim.serve_args import human_int, normalize_argv, parse
-from launcher.sim.specdecode import SpecDecode
-from launcher.sim.versions import DIALECTS
 from tests.simserver import TEST_SCHEMA
+from vllm_flags.cudagraph_sizes import CaptureConfig, expected_graphs
+from vllm_flags.schema import VllmSchema
+from vllm_flags.sim_flags import SIM_FLAGS, env_default, sim_option_specs
+from vllm_sim import cudagraph, tokenizer
+from vllm_sim.config import StartupRefused, from_namespace
+from vllm_sim.memory import plan_memory
+from vllm_sim.prefix_cache import PrefixCache
+from vllm_sim.serve_args import human_int, normalize_argv, parse
+from vllm_sim.specdecode import SpecDecode
+from vllm_sim.versions import DIALECTS
 
 SCHEMA = VllmSchema.from_json(TEST_SCHEMA, origin="test")
 
@@ -292,7 +292,7 @@ def test_the_committed_snapshot_has_every_flag_the_simulator_reads() -> None:
 
     if not SNAPSHOT.exists():
         pytest.skip("no committed vLLM schema snapshot yet")
-    from launcher.profile.schema import load_file
+    from vllm_flags.schema import load_file
 
     real = load_file(SNAPSHOT)
     for option, spec in TEST_SCHEMA["options"].items():
@@ -304,15 +304,26 @@ def test_the_committed_snapshot_has_every_flag_the_simulator_reads() -> None:
 
 
 def test_simulator_doc_carries_the_generated_flag_table() -> None:
-    from launcher.sim.flags import reference_markdown
+    from tests.conftest import REPO
+    from vllm_flags.sim_flags import reference_markdown
+
+    doc = (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
+    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table (vllm_flags/sim_flags.py)"
+
+
+def test_simulator_doc_maps_every_module_of_the_package() -> None:
+    import re
+
     from tests.conftest import REPO
 
     doc = (REPO / "docs" / "simulator.md").read_text(encoding="utf-8")
-    assert reference_markdown() in doc, "regenerate docs/simulator.md's flag table from launcher/sim/flags.py"
+    mapped = set(re.findall(r"^- `([a-z_0-9]+\.py)`: ", doc, re.MULTILINE))
+    modules = {path.name for path in (REPO / "vllm_sim").glob("*.py")} - {"__init__.py"}
+    assert mapped == modules, "docs/simulator.md's module map: one line per module of vllm_sim/"
 
 
 def test_ballast_leak_is_linear_and_warmup_plateaus() -> None:
-    from launcher.sim.ballast import Ballast
+    from vllm_sim.ballast import Ballast
 
     leak = Ballast(leak_mib_per_min=60, warmup_mib=0, warmup_s=1)
     leak.start_leak(100.0)
@@ -326,8 +337,8 @@ def test_ballast_leak_is_linear_and_warmup_plateaus() -> None:
 
 
 def test_step_time_follows_the_documented_formula() -> None:
-    from launcher.sim.metrics import SimMetrics
-    from launcher.sim.scheduler import Scheduler
+    from vllm_sim.metrics import SimMetrics
+    from vllm_sim.scheduler import Scheduler
 
     def cfg(*extra: str) -> object:
         return from_namespace(parse(["serve", "m", *extra], SCHEMA, environ={}), SCHEMA, environ={})

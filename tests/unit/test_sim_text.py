@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from launcher.sim.answers import compose
-from launcher.sim.generation import Channel, build_plan
-from launcher.sim.metrics import SimMetrics
-from launcher.sim.metrics_text import MetricsText
-from launcher.sim.toolcalls import (
+from vllm_sim.answers import compose
+from vllm_sim.generation import Channel, build_plan
+from vllm_sim.metrics import SimMetrics
+from vllm_sim.metrics_text import MetricsText
+from vllm_sim.toolcalls import (
     RequestInvalid,
     apply_fault,
     check_server_support,
     plan_calls,
     validate_tool_usage,
 )
-from launcher.sim.versions import DIALECTS
+from vllm_sim.versions import DIALECTS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """The simulator's startup time model against the real vLLM 0.26.0 runs, and the gate deadlines of
 every profile against it: a deadline tuned on the simulator at `--sim-speed 1` holds on the real
-tiny model (launcher/sim/timing.py; docs/simulator.md "Time model")."""
+tiny model (vllm_sim/timing.py; docs/simulator.md "Time model")."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from gates.registry import build_chain
 from launcher.profile.plan import build_plan
-from launcher.sim.timing import STARTUP_S
 from launcher.supervisor.candidate import Candidate
 from tests.conftest import REPO
+from vllm_sim.timing import STARTUP_S
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26"
 READY_RUNS = ("tiny.log", "tiny-ngram.log", "eager/vllm.log")

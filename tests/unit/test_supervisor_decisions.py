@@ -175,7 +175,7 @@ class Box:
         def step() -> None:
             if args:
                 self.write(**args)
-            self.requests.append(reload_requests.request(self.profile_dir))
+            self.requests.append(reload_requests.request(StateStore(self.state).reloads_dir("svc")))
             signal.raise_signal(signal.SIGHUP)
 
         return step
@@ -196,7 +196,7 @@ class Box:
         return found
 
     def verdict(self) -> Verdict | None:
-        return reload_requests.verdict(self.profile_dir, self.requests[-1])
+        return reload_requests.verdict(StateStore(self.state).reloads_dir("svc"), self.requests[-1])
 
     def last_good(self) -> str | None:
         record = StateStore(self.state).last_good("svc")

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from launcher.profile import schema, schema_extract
 from tests.conftest import REPO
+from vllm_flags import schema, schema_extract
 
-DATA = REPO / "launcher" / "data"
+DATA = REPO / "vllm_flags" / "data"
 RAW = DATA / "vllm-0.33.0-parser-raw.json"
 SNAPSHOT = DATA / schema.SNAPSHOT_NAME
 

@@ -7,7 +7,7 @@ measures on the real one.
 import os
 import sys
 
-from launcher.sim.cli import main
+from vllm_sim.cli import main
 
 if __name__ == "__main__":
     os.environ.setdefault("VLLM_SIM_VLLM_VERSION", "0.26")

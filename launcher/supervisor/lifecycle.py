@@ -1,0 +1,41 @@
+"""One attempt's life on the box, the same for `launch` (serve), `launch try` and `launch probe`'s
+arms: take the candidate's GPU locks, start it, and either release the locks at once (the start
+failed) or hand them to the attempt, which lets go of them only once its whole process group is
+gone (`Attempt.stop`). One model per GPU set holds for every engine any of the three starts.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+from launcher.supervisor.attempt import Attempt, start_attempt
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.engine import EngineProcess
+from launcher.supervisor.engine_port import EngineFactory
+from launcher.supervisor.hooks import GpuLocksFn
+from launcher.supervisor.progress import Progress
+
+
+def launch_attempt(
+    candidate: Candidate,
+    log_path: Path,
+    progress: Progress,
+    *,
+    gpu_locks: GpuLocksFn | None,
+    deployment: str | None = None,
+    engine_factory: EngineFactory = EngineProcess,
+) -> Attempt:
+    """Start `candidate` holding its GPU locks; a start that raises releases them before it returns.
+
+    `gpu_locks` is `Hooks.gpu_locks` (None where the host layer is not wired: no locks to take);
+    `deployment` marks the engine's processes as this deployment's (launcher/host/orphans.py);
+    `engine_factory` is the engine seam (engine_port.py), the real process group by default."""
+    with ExitStack() as locks:
+        if gpu_locks is not None:
+            locks.enter_context(gpu_locks(candidate))  # before the start: two models never share a GPU
+        attempt = start_attempt(
+            candidate, log_path, progress, deployment=deployment, engine_factory=engine_factory
+        )
+        attempt.held.enter_context(locks.pop_all())  # the engine's now: released after its group is gone
+    return attempt

@@ -1,0 +1,68 @@
+"""`vllm-sim serve MODEL [vLLM flags] [--sim-* flags]`: the console script.
+
+The option schema comes from `VLLM_SIM_SCHEMA` (a snapshot JSON file) when set, else from the
+committed snapshot of vLLM 0.33.0's parser (`vllm_flags.schema.load_snapshot`), never from an
+installed vLLM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from vllm_flags.schema import VllmSchema, load_file, load_snapshot
+from vllm_sim.config import StartupRefused, from_namespace
+from vllm_sim.serve_args import SimArgumentError, parse
+from vllm_sim.versions import dialect_for
+
+
+def _schema() -> VllmSchema:
+    path = os.environ.get("VLLM_SIM_SCHEMA")
+    if path:
+        return load_file(Path(path))
+    return load_snapshot()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        schema = _schema()
+    except (OSError, ValueError, KeyError) as err:
+        print(
+            f"vllm-sim: cannot read the vLLM option schema: {err} "
+            "(set VLLM_SIM_SCHEMA to a schema snapshot JSON file)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        ns = parse(args, schema)
+    except SimArgumentError as err:
+        print(f"vllm: error: {err}", file=sys.stderr)
+        return 2
+    if ns.version:
+        print(dialect_for(os.environ.get("VLLM_SIM_VLLM_VERSION", "0.33")).version)
+        return 0
+    if ns.subparser != "serve":
+        print("usage: vllm-sim serve MODEL [vLLM flags] [--sim-* flags]", file=sys.stderr)
+        return 2
+    from vllm_sim.api_server import ApiServer
+    from vllm_sim.logline import LogWriter
+
+    try:
+        cfg = from_namespace(ns, schema)
+    except StartupRefused as err:
+        from vllm_sim import announce
+
+        announce.refused(LogWriter("APIServer", dialect_for(ns.sim_vllm_version)), err.lines)
+        return 1
+    code = ApiServer(cfg, schema).run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Children were stopped (or, with --sim-orphans, deliberately left): multiprocessing's exit hook
+    # must not wait for them.
+    os._exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The simulator's resolved settings: vLLM flags and sim flags turned into one picklable value.
+
+vLLM's defaults that depend on the GPU (vllm-facts.md §9) are taken from the simulated GPU size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_flags.schema import VllmSchema
+from vllm_sim import cudagraph
+from vllm_sim.faults import Faults, faults_from
+from vllm_sim.memory import MemoryPlan, plan_memory
+from vllm_sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
+from vllm_sim.serve_args import given_args, human_int
+from vllm_sim.timing import Timing, timing_from
+from vllm_sim.versions import dialect_for
+
+
+class StartupRefused(Exception):
+    """vLLM would refuse this configuration before starting the engine: `lines` go to stderr."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines[-1])
+        self.lines = lines
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    version: str
+    model: str
+    served_names: tuple[str, ...]
+    host: str | None
+    port: int
+    tp: int
+    util: float
+    gpu_total_gib: float
+    gpu_free_gib: float | None
+    weights_gib: float | None
+    kv_bytes_per_token: int | None
+    kv_cache_dtype: str
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    prefix_caching: bool
+    enforce_eager: bool
+    graphs: cudagraph.GraphPlan
+    spec_method: str | None
+    spec_tokens: int
+    reasoning: bool
+    reasoning_parser: str | None
+    tool_parser: str | None
+    auto_tools: bool
+    api_keys: tuple[str, ...]
+    log_stats: bool
+    shutdown_timeout: float
+    access_log: bool
+    access_log_skip: tuple[str, ...]
+    prompt_tokens_details: bool
+    force_include_usage: bool
+    request_id_headers: bool
+    ground_truth: str | None
+    timing: Timing
+    faults: Faults
+    shown_args: dict[str, Any] = field(default_factory=dict)
+    runner: str = "V2"  # the model runner vLLM picks (0.26: V1 for ngram drafting)
+    # (parser kind, exception line) that 0.26's setup_server raises after the banner and args
+    refusal: tuple[str, str] | None = None
+    kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: no profiling, this KV size
+    rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
+
+    @property
+    def captured(self) -> cudagraph.GraphPlan:
+        """The graphs the model runner captures (the config line shows `graphs`)."""
+        return self.rounded if self.rounded is not None else self.graphs
+
+    @property
+    def model_label(self) -> str:
+        """The name clients must send and metrics carry: the first served name (vllm-facts.md §7)."""
+        return self.faults.serve_model_name or self.served_names[0]
+
+    @property
+    def card_names(self) -> tuple[str, ...]:
+        if self.faults.serve_model_name:
+            return (self.faults.serve_model_name,)
+        return self.served_names
+
+    def memory(self) -> MemoryPlan:
+        graphs = len(self.captured.piecewise_sizes) + len(self.captured.full_sizes)
+        return plan_memory(
+            model=self.model,
+            total_gib=self.gpu_total_gib,
+            free_gib=self.gpu_free_gib,
+            util=self.util,
+            tp=self.tp,
+            weights_override=self.weights_gib,
+            bytes_per_token_override=self.kv_bytes_per_token,
+            kv_dtype=self.kv_cache_dtype,
+            mnbt=self.max_num_batched_tokens,
+            graphs=graphs,
+            block_size=self.block_size,
+            max_model_len=self.max_model_len,
+            kv_bytes=self.kv_cache_memory_bytes,
+        )
+
+
+def _get(ns: argparse.Namespace, name: str, default: Any = None) -> Any:
+    value = getattr(ns, name, None)
+    return default if value is None else value
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if value is None or isinstance(value, dict):
+        return value or {}
+    try:
+        loaded = json.loads(str(value))
+    except ValueError as err:
+        raise StartupRefused([f"vllm: error: argument value is not valid JSON: {value!r}"]) from err
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else human_int(str(value))
+
+
+def from_namespace(
+    ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
+) -> SimConfig:
+    env = dict(os.environ) if environ is None else environ
+    dialect = dialect_for(ns.sim_vllm_version)
+    model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"
+    total = float(ns.sim_gpu_memory_gib)
+    big = total >= 70
+    mnbt_default = 16384 if total >= 160 else 8192 if big else 2048
+    seqs_default = 1024 if big else 256
+    if _get(ns, "performance_mode") == "throughput":
+        mnbt_default, seqs_default = mnbt_default * 2, seqs_default * 2
+    mnbt = _int(_get(ns, "max_num_batched_tokens", mnbt_default))
+    seqs = int(_get(ns, "max_num_seqs", min(seqs_default, mnbt)))
+    model_max = int(ns.sim_model_max_len)
+    max_len = _int(_get(ns, "max_model_len", model_max))
+    if max_len in (-1,):
+        max_len = model_max
+    if max_len > model_max and env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
+        raise StartupRefused(
+            [
+                "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                f"  Value error, User-specified max_model_len ({max_len}) is greater than the derived "
+                "max_model_len "
+                f"(max_position_embeddings={model_max} or model_max_length=None in model's config.json). "
+                "To allow "
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+                " must be used with extreme caution.",
+            ]
+        )
+    spec = _json(_get(ns, "speculative_config"))
+    spec_method = spec.get("method") or _get(ns, "spec_method")
+    spec_tokens = int(spec.get("num_speculative_tokens") or _get(ns, "spec_tokens", 1 if spec_method else 0))
+    tool_parser = _get(ns, "tool_call_parser")
+    auto_tools = bool(_get(ns, "enable_auto_tool_choice", False))
+    if auto_tools and not tool_parser:
+        raise StartupRefused(["TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"])
+    tools_known, reasoning_known = parsers_for(ns.sim_vllm_version)
+    reasoning_parser = _get(ns, "reasoning_parser")
+    refusal = None
+    if auto_tools and tool_parser not in tools_known:
+        refusal = ("tool call", unknown_parser_error("tool call", tool_parser, tools_known))
+    elif reasoning_parser and reasoning_parser not in reasoning_known:
+        refusal = (
+            ("reasoning", unknown_reasoning_026(reasoning_parser))
+            if dialect.real_frames
+            else ("reasoning", unknown_parser_error("reasoning", reasoning_parser, reasoning_known))
+        )
+    if refusal and not dialect.real_frames:  # 0.33 refuses before its banner; 0.26 later (announce)
+        raise StartupRefused([refusal[1]])
+    enforce_eager = bool(_get(ns, "enforce_eager", False))
+    try:
+        graphs = cudagraph.plan_graphs(
+            optimization_level=int(_get(ns, "optimization_level", 2)),
+            compilation_config=_json(_get(ns, "compilation_config")),
+            enforce_eager=enforce_eager,
+            max_num_seqs=seqs,
+            max_num_batched_tokens=mnbt,
+            spec_tokens=spec_tokens,
+            performance_mode=_get(ns, "performance_mode"),
+            user_sizes=[int(s) for s in ns.cudagraph_capture_sizes]
+            if _get(ns, "cudagraph_capture_sizes")
+            else None,
+            user_max=_get(ns, "max_cudagraph_capture_size"),
+        )
+    except cudagraph.GraphConfigError as err:
+        raise StartupRefused([f"ValueError: {err}"]) from err
+    faults = faults_from(ns)
+    if faults.capture_fallback and graphs.sizes:
+        graphs = cudagraph.fallback_plan(graphs)
+    if faults.eager_fallback and graphs.mode != cudagraph.GraphMode.NONE:
+        graphs = cudagraph.eager_plan(graphs)
+    runner = dialect.runner_for(spec_method)
+    rounded = cudagraph.for_runner(graphs, runner, 1 + spec_tokens)
+    if ns.sim_speed <= 0 or (ns.sim_startup_speed is not None and ns.sim_startup_speed <= 0):
+        raise StartupRefused(["vllm: error: --sim-speed and --sim-startup-speed must be > 0"])
+    timing = timing_from(ns)
+    keys = _get(ns, "api_key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
+    skip = _get(ns, "disable_access_log_for_endpoints", "")
+    served = _get(ns, "served_model_name") or [model]
+    return SimConfig(
+        version=ns.sim_vllm_version,
+        model=model,
+        served_names=tuple(served if isinstance(served, list) else [served]),
+        host=_get(ns, "host"),
+        port=int(_get(ns, "port", 8000)),
+        tp=int(_get(ns, "tensor_parallel_size", 1)),
+        util=float(_get(ns, "gpu_memory_utilization", dialect.default_util)),
+        gpu_total_gib=total,
+        gpu_free_gib=ns.sim_free_memory_gib,
+        weights_gib=ns.sim_weights_gib,
+        kv_bytes_per_token=ns.sim_kv_bytes_per_token,
+        kv_cache_dtype=str(_get(ns, "kv_cache_dtype", "auto")),
+        max_model_len=max_len,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=mnbt,
+        block_size=int(_get(ns, "block_size", 16)),
+        prefix_caching=bool(_get(ns, "enable_prefix_caching", True)),
+        enforce_eager=enforce_eager,
+        graphs=graphs,
+        spec_method=spec_method,
+        spec_tokens=spec_tokens,
+        reasoning=bool(reasoning_parser) or bool(ns.sim_reasoning),
+        reasoning_parser=reasoning_parser,
+        tool_parser=tool_parser,
+        auto_tools=auto_tools,
+        api_keys=tuple(keys if isinstance(keys, list) else [keys]),
+        log_stats=not _get(ns, "disable_log_stats", False),
+        shutdown_timeout=float(_get(ns, "shutdown_timeout", 0)),
+        access_log=not _get(ns, "disable_uvicorn_access_log", False),
+        access_log_skip=tuple(p for p in str(skip).split(",") if p),
+        prompt_tokens_details=bool(_get(ns, "enable_prompt_tokens_details", False)),
+        force_include_usage=bool(_get(ns, "enable_force_include_usage", False)),
+        request_id_headers=bool(_get(ns, "enable_request_id_headers", False)),
+        ground_truth=ns.sim_ground_truth,
+        timing=timing,
+        faults=faults,
+        shown_args=given_args(ns, schema),
+        runner=runner,
+        rounded=rounded,
+        refusal=refusal,
+        kv_cache_memory_bytes=_int(kv_bytes) if (kv_bytes := _get(ns, "kv_cache_memory_bytes")) else None,
+    )

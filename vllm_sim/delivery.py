@@ -1,0 +1,182 @@
+"""Delivering one request's tokens: a whole JSON body, or SSE chunks as the engine steps produce them.
+
+Streaming writes one chunk per engine step and stamps the ground truth just before each write
+(the bytes reach the socket inside `write()`); tokens that show nothing (EOS, `</think>`,
+tool-call markup) ride with the next chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from vllm_sim import openai_api as api
+from vllm_sim import tokenizer
+from vllm_sim.generation import Channel, Plan
+from vllm_sim.groundtruth import TruthRow
+from vllm_sim.openai_api import dumps
+from vllm_sim.scheduler import Job
+from vllm_sim.server_state import ServerState
+from vllm_sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
+
+
+def engine_dead() -> web.Response:
+    body = api.error_body(
+        "The server had an error while processing your request.", "InternalServerError", 500
+    )
+    return web.json_response(dumps=dumps, data=body, status=500)
+
+
+async def deliver(
+    request: web.Request,
+    state: ServerState,
+    body: dict[str, Any],
+    rid: str,
+    prompt: api.Prompt,
+    plan: Plan,
+    chat: bool,
+) -> web.StreamResponse:
+    words = frozenset(p.strip() for p in tokenizer.pieces(prompt.text))
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    job = Job(rid, prompt.ids, plan, words, max_tokens=limit if isinstance(limit, int) else 0)
+    row = TruthRow(rid, "chat" if chat else "completions", bool(body.get("stream")))
+    state.first_request()
+    state.in_flight += 1
+    state.scheduler.submit(job)
+    try:
+        if body.get("stream"):
+            return await _stream(request, state, body, job, row, chat)
+        return await _whole(request, state, job, row, chat)
+    finally:
+        state.in_flight -= 1
+        if not job.finished:
+            state.scheduler.abort(job)
+
+
+def _usage(state: ServerState, job: Job) -> dict[str, Any]:
+    cached = job.cached if state.cfg.prompt_tokens_details else None
+    return api.usage(len(job.prompt_ids), job.emitted, cached)
+
+
+def _truth(state: ServerState, job: Job, row: TruthRow) -> None:
+    state.truth.write(
+        row.as_dict(
+            finish_reason=job.plan.finish_reason,
+            prompt_tokens=len(job.prompt_ids),
+            cached_tokens=job.cached,
+            output_tokens=job.emitted,
+            reasoning_tokens=job.plan.reasoning_tokens,
+        )
+    )
+
+
+def _headers(state: ServerState, rid: str) -> dict[str, str]:
+    return {"X-Request-Id": rid} if state.cfg.request_id_headers else {}
+
+
+async def _whole(
+    request: web.Request, state: ServerState, job: Job, row: TruthRow, chat: bool
+) -> web.Response:
+    while True:
+        step = await job.out.get()
+        if step is None:
+            return engine_dead()
+        row.stamp(step.count)
+        if step.done:
+            break
+    _truth(state, job, row)
+    model = state.cfg.model_label
+    if chat:
+        payload = api.chat_response(
+            job.rid, model, job.plan, _usage(state, job), state.dialect.reasoning_field
+        )
+    else:
+        payload = api.completion_response(job.rid, model, job.plan, _usage(state, job))
+    if state.dialect.chunk_extras:
+        payload = body_026(payload, api.fingerprint(state.dialect.version, state.cfg.model), chat)
+    return web.json_response(dumps=dumps, data=payload, headers=_headers(state, job.rid))
+
+
+async def _stream(
+    request: web.Request, state: ServerState, body: dict[str, Any], job: Job, row: TruthRow, chat: bool
+) -> web.StreamResponse:
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", **_headers(state, job.rid)}
+    )
+    await response.prepare(request)
+    created, model, field = int(time.time()), state.cfg.model_label, state.dialect.reasoning_field
+    obj = "chat.completion.chunk" if chat else "text_completion"
+    options = body.get("stream_options") or {}
+    continuous = bool(options.get("continuous_usage_stats"))
+    extras = state.dialect.chunk_extras  # 0.26.0's chunks (tests/data/real-vllm-0.26/eager/*.sse)
+    with_usage = bool(options.get("include_usage") or state.cfg.force_include_usage)
+    parsed = chat and bool(state.cfg.tool_parser and body.get("tools"))
+    stamp = (
+        {"system_fingerprint": api.fingerprint(state.dialect.version, state.cfg.model)} if extras else None
+    )
+    if chat:
+        first = {
+            "index": 0,
+            "delta": {"role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+        }
+        head = {"prompt_token_ids": None, "prompt_text": None} if extras else None
+        await response.write(api.chunk(job.rid, created, model, [first], extra=head))
+    pending = 0
+    while True:
+        step = await job.out.get()
+        if step is None:
+            await response.write(
+                b'data: {"error": {"message": "EngineCore encountered an issue.", '
+                b'"type": "InternalServerError", "param": null, "code": 500}}\n\n'
+            )
+            return response
+        tokens = list(job.plan.tokens[step.start : step.start + step.count])
+        pending += step.count
+        if chat:
+            delta = api.chat_delta(tokens, job.plan, field)
+            if parsed:  # vLLM 0.26.0 counts each delta its streaming parser looked at
+                key = ("streaming", "tool_call" if delta and "tool_calls" in delta else "no_tool_call")
+                state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": delta or {"content": ""},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        else:
+            delta = {"text": api.joined(tokens, Channel.CONTENT)}
+            choice = {
+                "index": 0,
+                "text": delta["text"],
+                "logprobs": None,
+                "finish_reason": None,
+                "stop_reason": None,
+            }
+        if step.done:
+            choice["finish_reason"] = job.plan.finish_reason
+            choice["stop_reason"] = job.plan.stop_reason
+        elif delta is None:
+            continue
+        if extras:
+            if chat:
+                choice = dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
+            else:
+                choice = text_chunk_choice(choice)
+        use = _usage(state, job) if continuous else None
+        last = stamp if step.done and not with_usage else None  # the fingerprint rides the last chunk
+        data = api.chunk(job.rid, created, model, [choice], obj, use, last)
+        row.stamp(pending)  # write() hands the bytes to the socket before it may yield to drain
+        pending = 0
+        await response.write(data)
+        if step.done:
+            break
+    _truth(state, job, row)
+    if with_usage:
+        await response.write(api.chunk(job.rid, created, model, [], obj, _usage(state, job), stamp))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response

@@ -1,0 +1,254 @@
+"""The `VLLM::EngineCore` process: startup log, workers, real memory, faults, and `[shutdown]` lines.
+
+The request scheduler lives in the API process (one asyncio loop, exact socket timestamps); the
+engine is the part an operator watches from outside: its title, its log, its memory, its death.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+from vllm_sim.ballast import Ballast, GpuHold
+from vllm_sim.config import SimConfig
+from vllm_sim.lifecycle import TermPolicy, set_title
+from vllm_sim.logline import LogWriter
+from vllm_sim.ranks import LocalRanks, Ranks, RemoteRanks
+from vllm_sim.startup import Startup, StartupFailed
+from vllm_sim.tracebacks import ENGINE_FRAMES, PROCESS_026, engine_frames_026, traceback_text
+from vllm_sim.versions import dialect_for
+from vllm_sim.worker import worker_main
+
+WORKER_FAILED = (
+    "Exception: WorkerProc initialization failed due to an exception in a background process. "
+    "See stack trace for root cause."
+)
+
+
+LINGER_S = 5.0
+
+
+class Stop(Exception):
+    """SIGTERM (or the API's shutdown) arrived: leave whatever phase we are in."""
+
+
+class EngineProcess:
+    def __init__(self, cfg: SimConfig, conn: Connection) -> None:
+        self.cfg = cfg
+        self.conn: Connection | None = conn
+        self.dialect = dialect_for(cfg.version)
+        self.log = LogWriter(self.dialect.engine_name, self.dialect)
+        self.term = TermPolicy(cfg.faults.ignore_sigterm_s, immune=cfg.faults.orphans)
+        self.ballast = Ballast(
+            cfg.faults.leak_mib_per_min, cfg.faults.warmup_growth_mib, cfg.faults.warmup_growth_s
+        )
+        self.gpu = GpuHold()
+        self.workers: list[BaseProcess] = []
+        self.inflight = 0
+        self.crash_now = False
+        self.first_request = False
+        self._remote: RemoteRanks | None = None
+
+    # --- waiting: every sleep watches the parent and the signals ---
+    def wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.term.due():
+                raise Stop
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._poll(min(left, 0.02))
+
+    def hang(self) -> None:
+        while True:
+            self.wait(3600)
+
+    def _poll(self, timeout: float) -> None:
+        if self.conn is None:
+            time.sleep(timeout)
+            return
+        try:
+            if not self.conn.poll(timeout):
+                return
+            message = self.conn.recv()
+        except (EOFError, OSError):
+            self._parent_gone()
+            return
+        kind = message[0]
+        if kind == "shutdown":
+            self.inflight = int(message[1])
+            self.term.trigger()
+        elif kind == "crash":
+            self.crash_now = True
+        elif kind == "first_request":
+            self.first_request = True
+
+    def _parent_gone(self) -> None:
+        self.conn = None
+        if not self.cfg.faults.orphans and self.dialect.engine_follows_api_server:
+            self._stop_workers()
+            os._exit(0)
+
+    # --- the life of the engine ---
+    def run(self) -> int:
+        set_title(self.dialect.engine_name)
+        self.term.install()
+        try:
+            ranks = self._ranks()
+            Startup(self.cfg, self.dialect, self.log, ranks, self.wait, self.hang).run()
+            self._send(("ready", os.getpid()))
+            self._serve()
+        except Stop:
+            self._shutdown()
+            return 0
+        except StartupFailed as failure:
+            self._report_failure(failure)
+            return 1
+        return 1
+
+    def _ranks(self) -> Ranks:
+        if self.cfg.tp == 1:
+            return LocalRanks(self.log, self.wait, self._hold_gpu)
+        context = multiprocessing.get_context("spawn")
+        conns: list[Connection] = []
+        for rank in range(self.cfg.tp):
+            mine, theirs = context.Pipe()
+            proc = context.Process(
+                target=worker_main, args=(rank, self.cfg, theirs), name=f"VllmWorker-{rank}", daemon=True
+            )
+            proc.start()
+            theirs.close()
+            self.workers.append(proc)
+            conns.append(mine)
+        self._remote = RemoteRanks(conns, self.wait)
+        return self._remote
+
+    def _hold_gpu(self, util: float, device: int) -> None:
+        why = self.gpu.allocate(util, device)
+        if why:
+            self.log.raw(f"vllm-sim: --sim-gpu-allocate holds nothing: {why}")
+
+    def _serve(self) -> None:
+        faults = self.cfg.faults
+        self.ballast.start_leak(time.monotonic())
+        crash_at = None
+        if faults.crash_at == "serving":
+            crash_at = time.monotonic() + self.cfg.timing.scaled(faults.crash_after_s)
+        marker_done = False
+        while True:
+            self.wait(0.05)
+            if self.first_request:
+                self.ballast.start_warmup(time.monotonic())
+            self.ballast.tick(time.monotonic())
+            if self.first_request and not marker_done and faults.marker and faults.marker_phase == "serving":
+                self.log.info(self.dialect.src("marker"), faults.marker)
+                marker_done = True
+            if self.crash_now or (crash_at is not None and time.monotonic() >= crash_at):
+                self._die()
+
+    def _die(self) -> None:
+        reason = (
+            "after N requests (--sim-crash-after-requests)" if self.crash_now else "(--sim-crash-at serving)"
+        )
+        frames = ((f"{ENGINE_FRAMES[0][0]}", 1580, "run_engine_core"),)
+        self.log.error(
+            self.dialect.src("fatal"),
+            "EngineCore encountered a fatal error.\n"
+            + traceback_text(frames, f"RuntimeError: [vllm-sim] injected engine death {reason}"),
+        )
+        os._exit(1)
+
+    def _report_failure(self, failure: StartupFailed) -> None:
+        last = failure.last_line
+        if failure.rank is not None:
+            self._fail_worker(failure.rank, last)
+            last = WORKER_FAILED
+        frames = engine_frames_026(failure.where, last) if self.dialect.real_frames else ENGINE_FRAMES
+        self.log.error(
+            self.dialect.src("failed_start"), "EngineCore failed to start.\n" + traceback_text(frames, last)
+        )
+        if self.dialect.real_frames:  # core.py:1334 re-raises; multiprocessing prints it again
+            self.log.raw("Process EngineCore:")
+            for line in traceback_text((*PROCESS_026, *frames), last).split("\n"):
+                self.log.raw(line)
+        self._send(("failed",))
+        self._stop_workers()
+
+    def _fail_worker(self, rank: int, last: str) -> None:
+        ranks = self._remote
+        if ranks is not None:
+            with contextlib.suppress(EOFError, OSError, Stop):
+                ranks.fail(rank, last)
+
+    def _shutdown(self) -> None:
+        src = self.dialect.src
+        timeout = self.cfg.shutdown_timeout
+        mode = "drain" if timeout > 0 else "abort"
+        self.log.info(
+            src("sd_core_signal"), f"[shutdown] EngineCore: trigger received signal={self.term.signal_name}"
+        )
+        self.log.info(
+            src("sd_core_start"), f"[shutdown] EngineCore: start mode={mode} timeout={timeout:.0f}s"
+        )
+        if mode == "abort":
+            if self.inflight or not self.dialect.mpclient_shutdown:  # 0.26.0 said nothing at count=0
+                self.log.info(
+                    src("sd_core_inflight"),
+                    f"[shutdown] EngineCore: aborting in-flight requests count={self.inflight}",
+                )
+        else:
+            self.log.info(
+                src("sd_core_inflight"),
+                f"[shutdown] EngineCore: draining in-flight requests count={self.inflight} "
+                f"timeout={timeout:.0f}s",
+            )
+        self.log.info(
+            src("sd_core_done"),
+            "[shutdown] EngineCore: request processing complete; starting resource teardown",
+        )
+        self._stop_workers()
+        if self.dialect.mpclient_shutdown:
+            self.log.info(src("sd_core_loop"), "[shutdown] EngineCore: exiting busy loop")
+            self._send(("stopped",))
+            if mode == "abort":
+                self._linger()
+
+    def _linger(self) -> None:
+        """0.26.0's engine is still tearing down when its client's 0 s timeout ends: the process
+        manager kills it (`force killing remaining processes count=1`). Wait for that kill, or for
+        the parent to go, at most LINGER_S."""
+        deadline = time.monotonic() + LINGER_S
+        while self.conn is not None and time.monotonic() < deadline:
+            try:
+                self.conn.poll(0.05)
+                if self.conn.poll(0):
+                    self.conn.recv()
+            except (EOFError, OSError):
+                return
+
+    def _stop_workers(self) -> None:
+        for proc in self.workers:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + 2.0
+        for proc in self.workers:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+
+    def _send(self, message: tuple[object, ...]) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.send(message)
+
+
+def engine_main(cfg: SimConfig, conn: Connection) -> None:
+    """Spawn target of the engine core process."""
+    code = EngineProcess(cfg, conn).run()
+    os._exit(code)

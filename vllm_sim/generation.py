@@ -1,0 +1,88 @@
+"""The token plan of one request: what each output token is and which channel it shows up in.
+
+Everything the model will say is decided up front (deterministically); the scheduler only decides
+*when* each token comes out. Hidden tokens (`</think>`, `<tool_call>`, the EOS) count in usage but
+produce no visible text, as in vLLM.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vllm_sim import tokenizer
+from vllm_sim.answers import Answer, continuation
+from vllm_sim.toolcalls import PlannedCall
+
+
+class Channel(StrEnum):
+    REASONING = "reasoning"
+    CONTENT = "content"
+    TOOL_NAME = "tool_name"
+    TOOL_ARGS = "tool_args"
+    HIDDEN = "hidden"
+
+
+@dataclass(frozen=True, slots=True)
+class Tok:
+    text: str
+    channel: Channel
+    call: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    tokens: tuple[Tok, ...]
+    finish_reason: str
+    stop_reason: str | None
+    calls: tuple[PlannedCall, ...]
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return sum(1 for t in self.tokens if t.channel == Channel.REASONING)
+
+
+def _call_tokens(calls: list[PlannedCall]) -> list[Tok]:
+    out: list[Tok] = []
+    for i, call in enumerate(calls):
+        out.append(Tok("<tool_call>", Channel.HIDDEN, i))
+        out.append(Tok(call.name, Channel.TOOL_NAME, i))
+        out += [Tok(p, Channel.TOOL_ARGS, i) for p in tokenizer.pieces(call.arguments)]
+        out.append(Tok("</tool_call>", Channel.HIDDEN, i))
+    return out
+
+
+def build_plan(
+    answer: Answer,
+    calls: list[PlannedCall],
+    *,
+    max_tokens: int,
+    min_tokens: int,
+    ignore_eos: bool,
+    stop: list[str],
+    rng: random.Random,
+    lang: str,
+    named_call: bool,
+) -> Plan:
+    body: list[Tok] = []
+    if answer.reasoning:
+        body += [Tok(p, Channel.REASONING) for p in tokenizer.pieces(answer.reasoning)]
+        body.append(Tok("</think>", Channel.HIDDEN))
+    stop_reason: str | None = None
+    content = answer.content
+    for s in stop:
+        if s and s in content:
+            content, stop_reason = content[: content.index(s)], s
+    if calls:
+        body += _call_tokens(calls)
+    else:
+        body += [Tok(p, Channel.CONTENT) for p in tokenizer.pieces(content)]
+    want = max_tokens if ignore_eos else max(min_tokens, len(body))
+    while len(body) < min(want, max_tokens) and not calls:
+        body += [Tok(p, Channel.CONTENT) for p in tokenizer.pieces(continuation(rng, lang))]
+    if len(body) >= max_tokens:  # no room left for the EOS token
+        return Plan(tuple(body[:max_tokens]), "length", None, tuple(calls))
+    body.append(Tok("", Channel.HIDDEN))  # the EOS token: counted, not shown
+    finish = ("stop" if named_call else "tool_calls") if calls else "stop"
+    return Plan(tuple(body), finish, stop_reason, tuple(calls))

@@ -1,0 +1,208 @@
+"""`POST /v1/chat/completions` and `POST /v1/completions`: validate like vLLM, then plan the answer.
+
+Checks run in vLLM's order (model name, request validators, the tool-parser gate, context
+length); the planned tokens then go to the scheduler and `delivery` writes them out.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from aiohttp import web
+
+from vllm_sim import openai_api as api
+from vllm_sim.answers import Answer, compose, is_chinese
+from vllm_sim.delivery import deliver, engine_dead
+from vllm_sim.generation import build_plan
+from vllm_sim.openai_api import dumps
+from vllm_sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
+from vllm_sim.server_state import STATE, ServerState
+from vllm_sim.structured import forced_text, hermes_calls, hermes_raw_calls
+from vllm_sim.toolcalls import (
+    PlannedCall,
+    RequestInvalid,
+    apply_fault,
+    as_text,
+    check_server_support,
+    plan_calls,
+    validate_tool_usage,
+)
+
+
+def _error(message: str, status: int, err_type: str, param: str | None = None) -> web.Response:
+    return web.json_response(
+        dumps=dumps, data=api.error_body(message, err_type, status, param), status=status
+    )
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RequestInvalid(f"Invalid JSON body: {err}") from err
+    if not isinstance(body, dict):
+        raise RequestInvalid("The request body must be a JSON object.")
+    return body
+
+
+def _check_common(state: ServerState, body: dict[str, Any]) -> None:
+    model = body.get("model")
+    if model and model not in state.cfg.card_names:
+        raise LookupError(model)
+    if body.get("stream_options") and not body.get("stream"):
+        raise RequestInvalid("Stream options can only be defined when `stream=True`.", "stream_options")
+    if body.get("n") not in (None, 1):
+        raise RequestInvalid("vllm-sim serves n=1 only.", "n")
+
+
+def _max_tokens(state: ServerState, body: dict[str, Any], prompt_len: int) -> int:
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    limit = state.cfg.max_model_len
+    if asked is None:
+        asked = limit - prompt_len
+    if not isinstance(asked, int) or asked < 1 or prompt_len + asked > limit:
+        raise RequestInvalid(
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_len + (asked if isinstance(asked, int) else 0)} tokens ({prompt_len} in the messages, "
+            f"{asked} in the completion). Please reduce the length of the messages or completion.",
+            "max_tokens",
+        )
+    return asked
+
+
+def _stops(body: dict[str, Any]) -> list[str]:
+    stop = body.get("stop") or []
+    return [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)]
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        if state.engine_dead:
+            return engine_dead()
+        body = await _body(request)
+        _check_common(state, body)
+        validate_tool_usage(body)
+        choice, tools = body.get("tool_choice"), body.get("tools") or []
+        parser_ready = state.cfg.auto_tools and bool(state.cfg.tool_parser)
+        refusal = check_server_support(choice if tools else None, parser_ready, state.cfg.auto_tools)
+        if refusal:
+            raise RequestInvalid(refusal)
+        prompt = api.render_chat(body.get("messages"), tools or None)
+        max_tokens = _max_tokens(state, body, len(prompt.ids))
+    except RequestInvalid as err:
+        return _error(err.message, 400, "BadRequestError", err.param)
+    except LookupError as err:
+        log_unknown_model(state.log, state.dialect, str(err.args[0]))
+        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+    seed = api.seed_for(prompt, body)
+    rng = random.Random(seed)
+    kwargs = body.get("chat_template_kwargs") or {}
+    thinking = state.cfg.reasoning and kwargs.get("enable_thinking", True) is not False
+    answer = compose(
+        prompt.text, prompt.question, rng, reasoning=thinking, degenerate=state.cfg.faults.degenerate
+    )
+    calls = (
+        plan_calls(tools, choice, prompt.question, prompt.last_role, rng) if parser_ready and tools else []
+    )
+    calls = apply_fault(calls, state.cfg.faults.tool_fault)
+    fault = state.cfg.faults.tool_fault
+    if calls and fault == "text":
+        answer, calls = Answer("tool_text", as_text(calls), answer.reasoning), []
+    elif calls and fault == "malformed" and choice in (None, "auto") and not body.get("stream"):
+        # the parser cannot load the call: vLLM returns the raw text as content and logs why; its
+        # streaming parser does not check, and streams the broken arguments (record/eager)
+        answer, calls = Answer("tool_text", raw_tool_text(calls), answer.reasoning), []
+        log_parse_failure(state.log, state.dialect, answer.content)
+    if (forced := forced_text(body)) is not None:
+        answer, calls = _forced(
+            state, body, forced, parser_ready and bool(tools) and choice in (None, "auto")
+        )
+    if body.get("include_reasoning") is False:
+        answer = Answer(answer.kind, answer.content)
+    lang = "zh" if is_chinese(prompt.question) else "en"
+    plan = build_plan(
+        answer,
+        calls,
+        max_tokens=max_tokens,
+        min_tokens=int(body.get("min_tokens") or 0),
+        ignore_eos=bool(body.get("ignore_eos")),
+        stop=_stops(body),
+        rng=rng,
+        lang=lang,
+        named_call=isinstance(choice, dict),
+    )
+    if state.cfg.tool_parser and tools and not body.get("stream"):  # streamed: each delta (delivery)
+        key = ("non_streaming", "tool_call" if plan.calls else "no_tool_call")
+        state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
+    rid = api.request_id("chatcmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
+    return await deliver(request, state, body, rid, prompt, plan, chat=True)
+
+
+def _forced(
+    state: ServerState, body: dict[str, Any], text: str, parse: bool
+) -> tuple[Answer, list[PlannedCall]]:
+    """A literal structured-output regex: the model writes `text`; hermes reads calls from it, or
+    logs why it cannot and returns the text as content (record/eager/chat-hermes-broken.json)."""
+    calls = hermes_calls(text) if parse and "<tool_call>" in text else []
+    if calls is None and body.get("stream"):  # the streaming parser streams what it finds, unchecked
+        calls = hermes_raw_calls(text)
+    if calls is None:
+        log_parse_failure(state.log, state.dialect, text)
+        return Answer("tool_text", text), []
+    return Answer("tool_text", text.split("<tool_call>", 1)[0] if calls else text), calls
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    try:
+        if state.engine_dead:
+            return engine_dead()
+        body = await _body(request)
+        _check_common(state, body)
+        prompt = api.render_completion(body.get("prompt"))
+        max_tokens = _max_tokens(state, body, len(prompt.ids))
+    except RequestInvalid as err:
+        return _error(err.message, 400, "BadRequestError", err.param)
+    except LookupError as err:
+        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+    rng = random.Random(api.seed_for(prompt, body))
+    answer = compose(
+        prompt.text, prompt.question, rng, reasoning=False, degenerate=state.cfg.faults.degenerate
+    )
+    answer = Answer(answer.kind, " " + answer.content)
+    plan = build_plan(
+        answer,
+        [],
+        max_tokens=max_tokens,
+        min_tokens=int(body.get("min_tokens") or 0),
+        ignore_eos=bool(body.get("ignore_eos")),
+        stop=_stops(body),
+        rng=rng,
+        lang="zh" if is_chinese(prompt.question) else "en",
+        named_call=False,
+    )
+    rid = api.request_id("cmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
+    return await deliver(request, state, body, rid, prompt, plan, chat=False)
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    """`POST /tokenize` (vLLM 0.26.0 `serve/tokenize`): `messages` (chat template applied) or
+    `prompt`; answers `{"count", "max_model_len", "tokens", "token_strs"}`, as recorded on the H200."""
+    state = request.app[STATE]
+    try:
+        body = await _body(request)
+        _check_common(state, body)
+        if "messages" in body:
+            prompt = api.render_chat(body.get("messages"), body.get("tools") or None)
+        else:
+            prompt = api.render_completion(body.get("prompt"))
+    except RequestInvalid as err:
+        return _error(err.message, 400, "BadRequestError", err.param)
+    except LookupError as err:
+        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+    ids = list(prompt.ids)
+    data = {"count": len(ids), "max_model_len": state.cfg.max_model_len, "tokens": ids, "token_strs": None}
+    return web.json_response(dumps=dumps, data=data)

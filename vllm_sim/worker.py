@@ -1,0 +1,103 @@
+"""A `VLLM::Worker_TPn` process (TP>1): it prints its rank's lines when the engine asks, and dies with it.
+
+Like vLLM's workers it watches its parent through a pipe and logs `Parent process exited,
+terminating worker queues` when the engine goes away (vllm-facts.md §6), except with `--sim-orphans`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from multiprocessing.connection import Connection
+
+from vllm_sim.ballast import GpuHold
+from vllm_sim.config import SimConfig
+from vllm_sim.lifecycle import TermPolicy, set_title
+from vllm_sim.logline import LogWriter
+from vllm_sim.ranks import draw_bar
+from vllm_sim.tracebacks import WORKER_FRAMES, traceback_text
+from vllm_sim.versions import dialect_for
+
+
+class WorkerProcess:
+    def __init__(self, rank: int, cfg: SimConfig, conn: Connection) -> None:
+        self.rank = rank
+        self.cfg = cfg
+        self.conn: Connection | None = conn
+        self.dialect = dialect_for(cfg.version)
+        self.log = LogWriter("Worker", self.dialect)
+        self.term = TermPolicy(cfg.faults.ignore_sigterm_s, immune=cfg.faults.orphans)
+        self.gpu = GpuHold()
+
+    def run(self) -> int:
+        set_title("Worker")
+        self.term.install()
+        while not self.term.due():
+            message = self._next(0.05)
+            if message is None:
+                continue
+            code = self._handle(message)
+            if code is not None:
+                return code
+        return 0
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def _next(self, timeout: float) -> tuple[object, ...] | None:
+        if self.conn is None:
+            time.sleep(timeout)
+            return None
+        try:
+            if not self.conn.poll(timeout):
+                return None
+            message: tuple[object, ...] = self.conn.recv()
+            return message
+        except (EOFError, OSError):
+            return ("parent_gone",)
+
+    def _handle(self, message: tuple[object, ...]) -> int | None:
+        kind = message[0]
+        if kind == "parent_gone":
+            if self.cfg.faults.orphans:
+                self.conn = None
+                return None
+            self.log.info(
+                self.dialect.src("worker_parent_exit"), "Parent process exited, terminating worker queues"
+            )
+            return 0
+        if kind == "log":
+            _, level, src, text = message
+            self.log.record(str(level), str(src), str(text))
+        elif kind == "bar":
+            _, desc, total, seconds, shards = message
+            draw_bar(self.log, str(desc), int(str(total)), float(str(seconds)), self.wait, bool(shards))
+        elif kind == "rename":
+            self.log.name = f"Worker_TP{self.rank}"
+            set_title(self.log.name)
+        elif kind == "hold":
+            why = self.gpu.allocate(float(str(message[1])), self.rank)
+            if why:
+                self.log.raw(f"vllm-sim: --sim-gpu-allocate holds nothing on rank {self.rank}: {why}")
+        elif kind == "fail":
+            text = traceback_text(WORKER_FRAMES, str(message[1]))
+            self.log.error(self.dialect.src("worker_failed"), "WorkerProc failed to start.\n" + text)
+            self._ack()
+            return 1
+        elif kind == "exit":
+            self._ack()
+            return 0
+        self._ack()
+        return None
+
+    def _ack(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.send(("ok",))
+
+
+def worker_main(rank: int, cfg: SimConfig, conn: Connection) -> None:
+    """Spawn target of each worker."""
+    code = WorkerProcess(rank, cfg, conn).run()
+    os._exit(code)
