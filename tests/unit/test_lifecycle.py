@@ -19,6 +19,7 @@ from launcher.procgroup import process_tree
 from launcher.profile.plan import build_plan
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.lifecycle import launch_attempt
+from launcher.state.store import StateStore
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.signals import StopOnSignal
@@ -96,7 +97,7 @@ def test_leaving_waits_for_a_stop_under_way() -> None:
 
 
 def test_profile_lock_waits_for_a_holder_on_its_way_out(tmp_path: Path) -> None:
-    holder = ProfileLock(tmp_path, "prod").__enter__()
+    holder = ProfileLock(StateStore(tmp_path), "prod").__enter__()
 
     class LettingGoClock(FakeClock):
         def sleep(self, seconds: float) -> None:
@@ -104,18 +105,18 @@ def test_profile_lock_waits_for_a_holder_on_its_way_out(tmp_path: Path) -> None:
             holder.__exit__(None, None, None)  # the stopped launcher lets go while we wait
 
     clock = LettingGoClock()
-    with ProfileLock(tmp_path, "prod", wait_s=10.0, clock=clock) as lock:
+    with ProfileLock(StateStore(tmp_path), "prod", wait_s=10.0, clock=clock) as lock:
         assert lock.holder_pid() == os.getpid()
     assert clock.slept == [0.1]
 
 
 def test_profile_lock_refuses_once_the_wait_is_over(tmp_path: Path) -> None:
     clock = FakeClock()
-    with ProfileLock(tmp_path, "prod"):
+    with ProfileLock(StateStore(tmp_path), "prod"):
         with pytest.raises(AlreadyRunning, match=f"pid {os.getpid()}"):
-            ProfileLock(tmp_path, "prod", wait_s=1.0, clock=clock).__enter__()
+            ProfileLock(StateStore(tmp_path), "prod", wait_s=1.0, clock=clock).__enter__()
         with pytest.raises(AlreadyRunning):
-            ProfileLock(tmp_path, "prod").__enter__()  # no wait: refused at once
+            ProfileLock(StateStore(tmp_path), "prod").__enter__()  # no wait: refused at once
     assert sum(clock.slept) == pytest.approx(1.0)
 
 
