@@ -71,7 +71,8 @@ dry)
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('dry', sys.argv[2], 'schema:', d['schema'], 'errors:', d['errors'], 'warnings:', d['warnings'])" "$out/dry-$2.json" "$2"
   exit $rc ;;
 guidellm-stash)
-  mkdir -p $gparts && mv "$wheels/guidellm/${2:?part}" $gparts/
+  mkdir -p $gparts && mv "$wheels/guidellm/${2:?part}" $gparts/ || {
+    echo "FATAL: .vllm-wheels/guidellm/$2 was not carried (carry it in this call)"; exit 3; }
   echo "guidellm parts stashed so far: $(ls $gparts | tr '\n' ' ')(fetch-guidellm.sh said how many)" ;;
 guidellm-install)
   # Its own target, first on its own PYTHONPATH only: GuideLLM's pins (click 8.4, multidict < 7,

@@ -230,3 +230,28 @@ def trim_report(report: dict[str, Any]) -> dict[str, Any]:
         }
         benchmarks.append({"config": {"strategy": bench["config"]["strategy"]}, "metrics": kept})
     return {"metadata": report["metadata"], "benchmarks": benchmarks}
+
+
+def test_device_phases_refuse_a_part_not_carried_and_an_install_without_parts(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out"), "REAL_VLLM_HOME": str(tmp_path / "home")}
+    device = str(SCRIPTS / "device.sh")
+    stash = subprocess.run(
+        ["bash", device, "guidellm-stash", "g9"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert stash.returncode == 3
+    assert ".vllm-wheels/guidellm/g9 was not carried" in stash.stdout
+    install = subprocess.run(
+        ["bash", device, "guidellm-install"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert install.returncode == 3
+    assert "no GuideLLM part stashed" in install.stdout
+    assert not (tmp_path / "home" / "guidellm-parts").exists() or not any(
+        (tmp_path / "home" / "guidellm-parts").iterdir()
+    )
+
+
+def test_check_i22_knows_step_6_and_no_step_after_it() -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "check-i22.sh"), "6", "7"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr.strip()) == (2, "unknown step 7 (0-6)")
