@@ -11,8 +11,13 @@
 # Writes DEST/g0, DEST/g1, ... (wheels) and DEST/guidellm.sha256 (`sha256sum -c` format, from DEST).
 # pip checks every download against the list's sha256; the device checks them again on install.
 set -eu
-dest=${1:?usage: fetch-guidellm.sh DEST (a folder of the repo that git ignores)}
+[ $# -ge 1 ] && [ -n "$1" ] || { echo "usage: fetch-guidellm.sh DEST [PART_MIB]" >&2; exit 2; }
+dest=${1%/}
 here=$(cd "$(dirname "$0")" && pwd)
+# DEST is replaced whole: only a new folder or an earlier fetch's (g0, g1, ..., guidellm.sha256).
+if [ -e "$dest" ] && [ -n "$(find "$dest" -mindepth 1 -maxdepth 1 ! -name 'g[0-9]*' ! -name guidellm.sha256 | head -1)" ]; then
+  echo "$dest holds other files than an earlier fetch-guidellm.sh: give an empty or new folder" >&2; exit 2
+fi
 part_mib=${2:-57}
 [[ $part_mib =~ ^[0-9]+$ ]] && [ "$part_mib" -ge 45 ] && [ "$part_mib" -le 60 ] || {
   echo "PART_MIB must be 45-60 (pyarrow alone is 41 MiB; a call carries 64 MiB with the tree)" >&2; exit 2; }
@@ -21,12 +26,15 @@ plat="--only-binary=:all: --python-version 3.12 --implementation cp --abi cp312"
 for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 \
          manylinux2014_x86_64 manylinux1_x86_64 manylinux_2_5_x86_64 any; do
   plat="$plat --platform $p"; done
-rm -rf "$dest" && mkdir -p "$dest/all"
+# Built beside DEST, then swapped in: a failed download leaves DEST as it was.
+mkdir -p "$(dirname "$dest")"
+work=$(mktemp -d "$dest.partial.XXXXXX"); trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/all"
 # --no-deps: the list is the whole closure already (what the image and vLLM's deps hold is left out
 # on purpose); --require-hashes: every file must be the one recorded.
-python3 -m pip download -q --no-deps --require-hashes $plat -d "$dest/all" -r "$here/guidellm-wheels.txt"
+python3 -m pip download -q --no-deps --require-hashes $plat -d "$work/all" -r "$here/guidellm-wheels.txt"
 # First fit, largest first: pyarrow (43 MB), pandas (12 MB) and uvloop fill g0, the rest goes to g1.
-python3 - "$dest" "$part_max" <<'PY'
+python3 - "$work" "$part_max" <<'PY'
 import sys
 from pathlib import Path
 dest, part_max = Path(sys.argv[1]), int(sys.argv[2])
@@ -47,5 +55,6 @@ for i, used in enumerate(sizes):
     print(f"g{i}: {len(parts[i])} wheels, {used:,} B ({used / 2**20:.1f} MiB)")
 print(f"total: {sum(sizes):,} B ({sum(sizes) / 1e6:.1f} MB) in {len(parts)} parts")
 PY
-(cd "$dest" && sha256sum g*/*.whl > guidellm.sha256)
+(cd "$work" && sha256sum g*/*.whl > guidellm.sha256)
+rm -rf "$dest" && mv "$work" "$dest" && trap - EXIT
 echo "sha256 of every wheel: $dest/guidellm.sha256"

@@ -167,6 +167,23 @@ def test_fetch_refuses_a_part_size_the_device_cannot_carry(tmp_path: Path) -> No
     assert not (tmp_path / "g").exists()
 
 
+def test_fetch_never_replaces_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    keep = tmp_path / "keep.txt"
+    keep.write_text("mine", encoding="utf-8")
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "fetch-guidellm.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "holds other files than an earlier fetch-guidellm.sh" in done.stderr
+    assert keep.read_text(encoding="utf-8") == "mine"
+    assert sorted(p.name for p in tmp_path.parent.iterdir() if p.name.startswith(tmp_path.name)) == [
+        tmp_path.name
+    ]
+
+
 def _fake_dist(root: Path, name: str, requires: list[str]) -> None:
     info = root / f"{name}-1.0.dist-info"
     info.mkdir(parents=True)
