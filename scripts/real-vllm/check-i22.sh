@@ -10,6 +10,8 @@
 #     3  launch bench on production (reasoning off): cold/warm TTFT, concurrency 1-64, short and 1k
 #     4  launch probe: arms max_num_seqs 8 and 32; production restored
 #     5  production stopped; tiny-chat-think, then tiny-chat-loop: bench with reasoning on, and on a loop
+#     6  GuideLLM 0.8.1 on production, step 3's workload; side-by-side table (device.sh guidellm-install
+#        first; not in the default list; run it before 5, which stops production)
 # Production (tiny-chat) is started by step 1 (or by the first later step that finds it not serving)
 # and serves between calls; step 5 stops it first (one model per GPU) and leaves nothing running.
 #
@@ -19,7 +21,7 @@
 set -u
 steps=("$@"); [ $# -eq 0 ] && steps=(0 1 2 3 4 5)
 for n in "${steps[@]}"; do
-  [[ $n =~ ^[0-5]$ ]] || { echo "unknown step $n (0-5)" >&2; exit 2; }
+  [[ $n =~ ^[0-6]$ ]] || { echo "unknown step $n (0-6)" >&2; exit 2; }
 done
 cd "$(dirname "$0")/../.." || exit 2
 repo=$PWD
@@ -164,6 +166,58 @@ step5() {  # one model per GPU: production steps aside, then each profile alone
   serve tiny-chat-loop && \
     bench loop --url "http://127.0.0.1:$((port + 2))" --concurrency 1,8,64 --contexts short --rounds 2 --max-tokens 256
   stop tiny-chat-loop
+}
+
+# --- step 6: GuideLLM beside launch bench (kept apart from steps 0-5) ---------------------------
+metrics_to() { curl -s -m 5 "http://127.0.0.1:$port/metrics" > "$1"; }
+prefix_delta() {  # BEFORE AFTER: prefix-cache hits/queries between two /metrics scrapes, in tokens
+  python3 -c 'import sys; from pathlib import Path
+from launcher.bench.server_metrics import MetricsSnapshot, parse_text
+a, b = (MetricsSnapshot(0.0, parse_text(Path(p).read_text(encoding="utf-8"))) for p in sys.argv[1:3])
+d = a.delta(b)
+print("n/a" if d.hit_rate is None else f"{d.prefix_hits:.0f}/{d.prefix_queries:.0f} tokens ({100 * d.hit_rate:.1f}%)")' "$1" "$2" 2>/dev/null || echo n/a
+}
+
+step6() {  # GuideLLM on production with step 3's workload; both tools' figures in one table
+  production || return 1
+  local gsite=${GUIDE_SITE:-/tmp/guidellm-site} ref=$work/step3/bench-off/summary.json
+  # Its own site first, on its own PYTHONPATH only (device.sh guidellm-install); vLLM's deps after it.
+  local g=(env PYTHONPATH="$gsite:/tmp/site" "${GUIDE_PY:-python3}")
+  if ! "${g[@]}" -m guidellm --version > "$w/guidellm-version.txt" 2>&1; then
+    say "GuideLLM does not run from $gsite: $(tail -1 "$w/guidellm-version.txt") (device.sh guidellm-stash g0, g1, then guidellm-install)"
+    return 1
+  fi
+  if [ ! -f "$ref" ]; then  # step 3 was not run on this machine (or it was recycled): measure it here
+    say "no step 3 bench on this machine: launch bench first, step 3's workload"
+    bench off --profile $prod --concurrency 1,2,4,8,16,32,64 --contexts short,1k --rounds 2 --max-tokens 256 --prompts 8
+    ref=$w/bench-off/summary.json
+  fi
+  cp "$ref" "$w/bench-summary.json" 2>/dev/null
+  # I22_GUIDE_LEVELS=1,8,64 runs fewer levels than the bench's (each costs GuideLLM ~5 s besides its requests).
+  if ! "${g[@]}" scripts/real-vllm/side_by_side.py workload "$ref" --processor "$model" \
+       ${I22_GUIDE_LEVELS:+--levels "$I22_GUIDE_LEVELS"} > "$w/workload.txt" 2> "$w/workload.err"; then
+    say "no GuideLLM workload from $ref: $(tail -1 "$w/workload.err")"; return 1
+  fi
+  local reports=() context text outn levels counts t0 rc
+  while read -r context text outn levels counts; do
+    t0=$(now); metrics_to "$w/metrics-$context-before.txt"
+    # Synthetic prompts of the bench's mean length (the template's tokens come on top, as in the
+    # bench's usage), the bench's max_tokens as output tokens, its concurrency levels and counts.
+    timeout -k 10 150 "${g[@]}" -m guidellm run \
+      --backend "kind=openai_http,target=http://127.0.0.1:$port,model=$prod" \
+      --tokenizer "kind=huggingface_auto,model=$model" \
+      --data "kind=synthetic_text,prompt_tokens=$text,output_tokens=$outn" \
+      --profile kind=concurrent,streams=1 --override profile.streams "$levels" \
+      --constraint "{\"kind\": \"max_requests\", \"count\": [$counts]}" \
+      --output "kind=json,path=$w/guidellm-$context.json" --output "kind=csv,path=$w/guidellm-$context.csv" \
+      --disable-console-interactive > "$w/guidellm-$context.txt" 2>&1; rc=$?
+    metrics_to "$w/metrics-$context-after.txt"
+    say "guidellm $context: $text text tokens + template, $outn out, c $levels, requests $counts: exit $rc after $(since "$t0") s; prefix cache hits over it: $(prefix_delta "$w/metrics-$context-before.txt" "$w/metrics-$context-after.txt")"
+    [ -f "$w/guidellm-$context.json" ] && reports+=("$context=$w/guidellm-$context.json")
+  done < "$w/workload.txt"
+  [ ${#reports[@]} -gt 0 ] || { say "no GuideLLM report: see guidellm-*.txt"; return 1; }
+  python3 scripts/real-vllm/side_by_side.py table "$ref" "${reports[@]}" > "$w/side-by-side.md" 2>&1
+  sed 's/^/  /' "$w/side-by-side.md" | tee -a "$out/summary.txt"
 }
 
 for n in "${steps[@]}"; do

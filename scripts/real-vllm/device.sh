@@ -8,6 +8,9 @@
 #   device.sh install        join the parts, check sha256; vLLM 0.26.0 + its deps -> /tmp/site; model -> /root/tiny (+ tiny-chat)
 #   device.sh schema         vLLM 0.26.0's `vllm serve` parser, raw and normalized, into $OUT
 #   device.sh dry PROFILE    `launch --dry-run --json` with the installed vLLM -> $OUT/dry-PROFILE.json
+#   device.sh guidellm-stash gN   move one carried GuideLLM part (fetch-guidellm.sh) into /root/guidellm-parts
+#   device.sh guidellm-install    GuideLLM 0.8.1 + the wheels it needs -> /tmp/guidellm-site (hashes checked);
+#                                 run it as PYTHONPATH=/tmp/guidellm-site:/tmp/site python3 -m guidellm
 #   (the checks themselves: check-release.sh beside this file)
 #
 # Everything installed lives only while the machine stays warm (30 s after a call returns).
@@ -19,6 +22,8 @@ parts=$home/vllm-parts
 out=${OUT:-/tmp/out}
 state=/tmp/gate-state
 whl=$home/vllm-0.26.0-cp38-abi3-manylinux_2_28_x86_64.whl
+gparts=$home/guidellm-parts
+gsite=${GUIDE_SITE:-/tmp/guidellm-site}   # overridable only to rehearse off the GPU machine
 mkdir -p "$out"
 export PYTHONPATH=$root:/tmp/site:/tmp/gate-site PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
        HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
@@ -64,6 +69,24 @@ dry)
   python3 -m launcher.cli --profiles-dir scripts/real-vllm/profiles --state-dir $state --profile "${2:?profile}" --dry-run --json \
     > "$out/dry-$2.json"; rc=$?
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('dry', sys.argv[2], 'schema:', d['schema'], 'errors:', d['errors'], 'warnings:', d['warnings'])" "$out/dry-$2.json" "$2"
+  exit $rc ;;
+guidellm-stash)
+  mkdir -p $gparts && mv "$wheels/guidellm/${2:?part}" $gparts/ || {
+    echo "FATAL: .vllm-wheels/guidellm/$2 was not carried (carry it in this call)"; exit 3; }
+  echo "guidellm parts stashed so far: $(ls $gparts | tr '\n' ' ')(fetch-guidellm.sh said how many)" ;;
+guidellm-install)
+  # Its own target, first on its own PYTHONPATH only: GuideLLM's pins (click 8.4, multidict < 7,
+  # fsspec <= 2026.6) win for GuideLLM and never reach vLLM or the launcher. The hashes are the
+  # committed list's, so a part from another fetch is refused.
+  links=(); for d in "$gparts"/g*/; do [ -d "$d" ] && links+=(--find-links "$d"); done
+  [ ${#links[@]} -gt 0 ] || { echo "FATAL: no GuideLLM part stashed in $gparts: guidellm-stash g0, g1 first"; exit 3; }
+  rm -rf "$gsite"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --require-hashes --target "$gsite" \
+    "${links[@]}" -r "$root/scripts/real-vllm/guidellm-wheels.txt" || {
+    echo "FATAL: install refused; parts here: $(ls $gparts | tr '\n' ' ')- a missing wheel means a part was not stashed"; exit 4; }
+  PYTHONPATH=$gsite:/tmp/site python3 "$root/scripts/real-vllm/guidellm_deps.py" > "$out/guidellm-deps.txt"; rc=$?
+  grep -vE '^ok ' "$out/guidellm-deps.txt"
+  PYTHONPATH=$gsite:/tmp/site python3 -m guidellm --version || exit 5
   exit $rc ;;
 *) echo "unknown phase $1" >&2; exit 2 ;;
 esac
