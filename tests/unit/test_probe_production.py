@@ -57,8 +57,9 @@ def test_a_live_launcher_is_recorded_to_be_started_again_the_same_way(
     profile_dir.mkdir(parents=True)
     # A child stands in for the launcher, not this process: under pytest-xdist a worker's process
     # title (setproctitle) overwrites what /proc/PID/environ shows, which a launcher never does.
-    waiter = [sys.executable, "-c", "import sys; sys.stdin.read()"]
-    with subprocess.Popen(waiter, stdin=subprocess.PIPE, cwd=tmp_path) as child:  # ends when stdin closes
+    waiter = [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"]
+    with subprocess.Popen(waiter, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=tmp_path) as child:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # its /proc entries are set
         seen_argv = tuple(psutil.Process(child.pid).cmdline())
         (profile_dir / "launcher.json").write_text(json.dumps({"pid": child.pid, "started_at": utc_now()}))
         status = {
