@@ -21,7 +21,8 @@ from tests.integration.bench_support import (
 )
 from tests.simserver import SimHandle, free_port, running_sim
 
-pytestmark = pytest.mark.integration
+# Every cell is a measurement of the simulator's decode rate: the module runs alone (tests/parallel.py).
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 
 @pytest.fixture(scope="module")
