@@ -1,15 +1,18 @@
 """pytest plugin: how the suite runs in parallel (pytest-xdist) without changing what a test proves.
 
-Tests marked `alone` measure time (rates, latencies, RSS growth per window) against the simulator's
-model of time; the suite's other workers would bend what they measure on a 2-core host. Every test
-of a parallel run holds a shared flock on one file of the run; an `alone` test holds it exclusively,
-and keeps it while its worker's next test is `alone` too. A turnstile flock taken on the way in lets
-the exclusive holder in before new shared holders. Each wait is bounded by the running tests' own
-deadlines. The `alone` tests are collected last, so they run once the other tests have run out and
-nobody waits for them in the middle of the run.
+- Tests that share a module-scoped fixture (a simulator, a bench run) are one `xdist_group`, so one
+  worker starts it, not each.
+- Tests marked `alone` measure time (rates, latencies, RSS growth per window) against the simulator's
+  model of time; the suite's other workers would bend what they measure on a 2-core host. They are
+  one group too, so one worker runs them in a row. Every test of a parallel run holds a shared flock
+  on one file of the run; an `alone` test holds it exclusively, and keeps it while its worker's next
+  test is `alone` too, so the others wait once, not before each. A turnstile flock taken on the way
+  in lets the exclusive holder in before new shared holders. Each wait is bounded by the running
+  tests' own deadlines.
 
-(xdist's own `xdist_group` cannot keep them together: with pytest 9.2 its group suffix on the node id
-no longer takes effect.) Without xdist (`-p no:xdist`, `-n 0`) nothing is locked or reordered.
+Groups need `--dist loadgroup` (pyproject addopts) and pytest < 9.2 (pytest-xdist#1386: the group
+suffix xdist puts on the node id no longer takes effect there). Without xdist (`-n 0`) tests run one
+at a time and nothing is locked, grouped or reordered.
 """
 
 from __future__ import annotations
@@ -24,6 +27,15 @@ import pytest
 
 def is_alone(item: pytest.Item | None) -> bool:
     return item is not None and item.get_closest_marker("alone") is not None
+
+
+def shared_fixture_module(item: pytest.Item) -> str | None:
+    """The test's module when it uses a module-scoped fixture (pytest's own record of its fixtures)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    scopes = {defs[-1].scope for defs in info.name2fixturedefs.values() if defs}
+    return item.nodeid.split("::")[0] if scopes & {"module", "package"} else None
 
 
 class RunGate:
@@ -83,9 +95,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         gate.close()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if hasattr(config, "workerinput"):  # every worker collects, and reorders the same way
-        items[:] = [item for item in items if not is_alone(item)] + [item for item in items if is_alone(item)]
+    if not hasattr(config, "workerinput"):  # every worker collects, and groups the same way
+        return
+    items[:] = [item for item in items if not is_alone(item)] + [item for item in items if is_alone(item)]
+    for item in items:
+        group = "alone" if is_alone(item) else shared_fixture_module(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(wrapper=True)
