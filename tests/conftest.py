@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.parallel"]  # how the suite runs under pytest-xdist
+
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_PROFILES = REPO / "profiles"
 

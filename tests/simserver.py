@@ -26,6 +26,8 @@ from typing import Any
 
 import psutil
 
+from tests.ports import free_port as free_port  # one port helper for every test module
+
 SIM = Path(sys.executable).with_name("vllm-sim")
 SNAPSHOT = Path(__file__).resolve().parent.parent / "vllm_flags" / "data" / "vllm-serve-schema-0.33.0.json"
 READY_LINE = "Application startup complete."
@@ -166,12 +168,6 @@ def schema_file() -> Path:
     if not path.exists():
         path.write_text(json.dumps(TEST_SCHEMA), encoding="utf-8")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def sim_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -70,6 +70,7 @@ async def serve(server: Server) -> tuple[asyncio.base_events.Server, str]:
     return listener, f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.alone
 def test_chunks_are_stamped_on_arrival_and_parsed_after() -> None:
     async def go() -> tuple[list[float], object]:
         server = Server()

@@ -22,6 +22,9 @@ from tests.integration.bench_support import (
 from tests.simserver import SimHandle, free_port, running_sim
 
 pytestmark = pytest.mark.integration
+# Tests on `run` read one bench run, whose cells measure the simulator's decode rate: they run alone
+# (tests/parallel.py).
+ALONE = pytest.mark.alone
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +41,7 @@ def run(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[
     return bench_json(sim.url, out, *args, env=env), out
 
 
+@ALONE
 def test_cells_report_decode_and_chk_near_one_when_nothing_queues(run: tuple[dict, Path]) -> None:
     summary, _ = run
     assert [(c["context"], c["concurrency"]) for c in summary["cells"]] == [
@@ -55,6 +59,7 @@ def test_cells_report_decode_and_chk_near_one_when_nothing_queues(run: tuple[dic
     assert cell(summary, "short", 4)["total_tok_s"] > 2.5 * cell(summary, "short", 1)["total_tok_s"]
 
 
+@ALONE
 def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: tuple[dict, Path]) -> None:
     summary, _ = run
     long_context = next(c for c in summary["contexts"] if c["context"] == "1k")
@@ -63,6 +68,7 @@ def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: tuple[dict, Path]
     assert cell(summary, "1k", 1)["prefix_hit_rate"] > 0.95  # every prompt warmed before the rounds
 
 
+@ALONE
 def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: tuple[dict, Path]) -> None:
     _, out = run
     warmed = {r["prompt"] for r in requests_of(out, phase="warmup", context="1k")}
@@ -72,12 +78,14 @@ def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: tuple[dict, P
         assert all(r["cached_tokens"] > 0.9 * r["prompt_tokens"] for r in timed)
 
 
+@ALONE
 def test_first_run_after_a_restart_is_flagged(run: tuple[dict, Path]) -> None:
     summary, _ = run
     assert "fresh-server" in flags(summary)
     assert summary["server"]["requests_served_before"] == 0.0
 
 
+@ALONE
 def test_jsonl_has_usage_tokens_not_delta_counts(run: tuple[dict, Path]) -> None:
     _, out = run
     timed = requests_of(out, phase="timed")
@@ -120,6 +128,7 @@ def test_table_output_and_explanations(sim: SimHandle, tmp_path: Path) -> None:
     assert (tmp_path / "t" / "summary.json").exists() and (tmp_path / "t" / "requests.jsonl").exists()
 
 
+@ALONE
 def test_cells_carry_vllm_bench_serve_names_in_ms_and_tok_s(run: tuple[dict, Path]) -> None:
     summary, out = run
     entry = cell(summary, "short", 4)

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.integration
 ONE_ROUND = ["--contexts", "short", "--rounds", "1", "--max-tokens", "48"]
 
 
+@pytest.mark.alone
 def test_queueing_behind_max_num_seqs_shows_in_chk(tmp_path: Path) -> None:
     # field note: max-num-seqs 8 at c32 gave chk 9.55; here 1 slot at c4 must give about 4
     with running_sim([*FAST, "--max-num-seqs", "1"], speed=SPEED) as sim:
@@ -32,6 +33,7 @@ def test_queueing_behind_max_num_seqs_shows_in_chk(tmp_path: Path) -> None:
     assert entry["chk"] > 2.5 and "queued" in flags(entry)
 
 
+@pytest.mark.alone
 def test_identical_greedy_prompts_are_one_sequence_and_mixed_acceptance_differs(tmp_path: Path) -> None:
     spec = json.dumps({"method": "mtp", "num_speculative_tokens": 2})
     with running_sim([*FAST, "--speculative-config", spec], speed=SPEED) as sim:
@@ -73,6 +75,7 @@ def test_reasoning_with_a_small_budget_leaves_empty_answers_and_warns(tmp_path: 
     assert "small-max-tokens" in flags(summary) and summary["server"]["reasoning_model"] is True
 
 
+@pytest.mark.alone
 def test_degenerate_answers_are_flagged_and_slow_decode_is_measured_exactly(tmp_path: Path) -> None:
     truth = tmp_path / "truth.jsonl"
     args = [*FAST, "--sim-degenerate", "--sim-slow-decode", "3", "--sim-ground-truth", str(truth)]

@@ -37,6 +37,7 @@ def box(tmp_path: Path) -> Iterator[Box]:
     assert left == [], f"processes were left behind: {left}"
 
 
+@pytest.mark.alone
 def test_two_arm_probe_measures_the_slow_arm_and_restores_production(box: Box, tmp_path: Path) -> None:
     before = (box.profiles / "prod.toml").read_bytes()
     first = box.start_production()

@@ -253,6 +253,7 @@ async def _stream_times(url: str, body: dict[str, Any]) -> list[tuple[float, dic
     return seen
 
 
+@pytest.mark.alone
 def test_ground_truth_matches_a_streaming_client(sim: SimHandle, truth_path: Path) -> None:
     body = user(
         "Tell me about honey bees",

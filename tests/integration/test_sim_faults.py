@@ -177,6 +177,7 @@ def test_eager_fallback_and_a_marker_on_first_request() -> None:
         assert sim.wait_for("] KERNEL_READY", 5.0)
 
 
+@pytest.mark.alone
 def test_leak_grows_rss_and_warmup_plateaus() -> None:
     leak = start_sim(["--sim-leak-mib-per-min", "3000"])
     warm = start_sim(["--sim-warmup-growth-mib", "60", "--sim-warmup-growth-s", "0.5"])

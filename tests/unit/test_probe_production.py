@@ -1,10 +1,12 @@
 """How production runs: systemd told apart by the launcher's own cgroup, a live launcher read from
-the state dir and /proc (this test process stands in for it), and the record that restarts it."""
+the state dir and /proc (a child process stands in for it), and the record that restarts it."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -48,16 +50,28 @@ def test_no_live_launcher_means_nothing_to_restore(state_dir: Path) -> None:
     assert discover(state_dir, "prod") == Production("prod", Mode.NONE)
 
 
-def test_a_live_launcher_is_recorded_to_be_started_again_the_same_way(state_dir: Path) -> None:
+def test_a_live_launcher_is_recorded_to_be_started_again_the_same_way(
+    state_dir: Path, tmp_path: Path
+) -> None:
     profile_dir = state_dir / "profiles" / "prod"
     profile_dir.mkdir(parents=True)
-    me = psutil.Process()
-    (profile_dir / "launcher.json").write_text(json.dumps({"pid": me.pid, "started_at": utc_now()}))
-    status = {"phase": "serving", "engine_pid": 4321, "serving_fingerprint": "ab12", "launcher_pid": me.pid}
-    (profile_dir / "status.json").write_text(json.dumps(status))
-    found = discover(state_dir, "prod")
-    assert found.mode is Mode.DETACHED and found.launcher_pid == me.pid and found.unit is None
-    assert found.argv == tuple(me.cmdline()) and found.cwd == os.getcwd()
+    # A child stands in for the launcher, not this process: under pytest-xdist a worker's process
+    # title (setproctitle) overwrites what /proc/PID/environ shows, which a launcher never does.
+    waiter = [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"]
+    with subprocess.Popen(waiter, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=tmp_path) as child:
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"  # its /proc entries are set
+        seen_argv = tuple(psutil.Process(child.pid).cmdline())
+        (profile_dir / "launcher.json").write_text(json.dumps({"pid": child.pid, "started_at": utc_now()}))
+        status = {
+            "phase": "serving",
+            "engine_pid": 4321,
+            "serving_fingerprint": "ab12",
+            "launcher_pid": child.pid,
+        }
+        (profile_dir / "status.json").write_text(json.dumps(status))
+        found = discover(state_dir, "prod")
+    assert found.mode is Mode.DETACHED and found.launcher_pid == child.pid and found.unit is None
+    assert found.argv == tuple(waiter) == seen_argv and found.cwd == str(tmp_path)
     assert found.env is not None and found.env.get("PATH") == os.environ.get("PATH")
     assert (found.engine_pid, found.fingerprint, found.phase) == (4321, "ab12", "serving")
     assert "started by hand, detached" in found.describe()
