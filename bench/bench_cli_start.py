@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_supervisor import ts  # noqa: E402
 from bench.shared_host import PREFLIGHT_REFUSED  # noqa: E402
+from launcher.supervisor.events import Event  # noqa: E402
 from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile  # noqa: E402
 
 PYCACHE = ""
@@ -72,7 +73,7 @@ def try_spawn(root: Path, tree: Path | None) -> float | None:
         os.environ.update(saved)
     try:
         deadline = time.monotonic() + 60
-        while not (starts := [r for r in launcher.history() if r["event"] == "start"]):
+        while not (starts := [r for r in launcher.history() if r["event"] == Event.START]):
             if launcher.proc.poll() == PREFLIGHT_REFUSED:  # type: ignore[union-attr]
                 return None  # a foreign vLLM orphan on this shared host: try again
             if time.monotonic() > deadline or launcher.proc.poll() is not None:  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_supervisor import TOOL_CALL, ts  # noqa: E402
 from bench.shared_host import PREFLIGHT_REFUSED  # noqa: E402
+from launcher.supervisor.events import Event  # noqa: E402
 from tests.launcher_run import Launcher, free_port, write_profile  # noqa: E402
 
 ALL_CASES = ["auto", "required", "named", "no_tool", "auto_stream"]
@@ -80,7 +81,7 @@ def try_run(root: Path, speed: float, tree: Path | None) -> dict[str, float] | N
                 return None
             raise RuntimeError(f"launcher exited before ready:\n{launcher.output()}")
         launcher.wait_phase("serving", 300)
-        promoted = ts(next(r for r in launcher.history() if r["event"] == "promoted"))
+        promoted = ts(next(r for r in launcher.history() if r["event"] == Event.PROMOTED))
         started = time.perf_counter()
         body = {**TOOL_CALL, "model": "sim"}
         requests.post(url + "/v1/chat/completions", json=body, timeout=60).raise_for_status()

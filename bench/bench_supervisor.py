@@ -26,6 +26,7 @@ import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from launcher.supervisor.events import Event  # noqa: E402
 from tests.launcher_run import Launcher, free_port, write_profile  # noqa: E402
 
 TOOL_CALL = {
@@ -64,7 +65,7 @@ def one_run(root: Path, speed: int) -> dict[str, float]:
         launcher.start()
         ready = wait_health(url)
         status = launcher.wait_phase("serving", 60)
-        promoted = ts(next(r for r in launcher.history() if r["event"] == "promoted"))
+        promoted = ts(next(r for r in launcher.history() if r["event"] == Event.PROMOTED))
         body = {**TOOL_CALL, "model": "sim"}
         started = time.perf_counter()
         requests.post(url + "/v1/chat/completions", json=body, timeout=30).raise_for_status()
@@ -74,15 +75,16 @@ def one_run(root: Path, speed: int) -> dict[str, float]:
         launcher.signal(signal.SIGHUP)
         launcher.wait_for(lambda s: s.get("reload_seq") == 1, 60)
         history = launcher.history()
-        verdict = ts([r for r in history if r["event"] == "gates"][-2])
-        restart = ts([r for r in history if r["event"] == "start"][-1])
+        verdict = ts([r for r in history if r["event"] == Event.GATES][-2])
+        restart = ts([r for r in history if r["event"] == Event.START][-1])
         status = launcher.status()
         api_server = psutil.Process(int(status["engine_pid"]))
         core = next(c for c in api_server.children(recursive=True) if c.name() == "VLLM::EngineCore")
         killed = time.time()
         os.kill(core.pid, signal.SIGKILL)
         launcher.wait_exit(20)
-        died = float(next(r for r in launcher.history() if r["event"] == "engine_died")["noticed_at_epoch"])
+        died_record = next(r for r in launcher.history() if r["event"] == Event.ENGINE_DIED)
+        died = float(died_record["noticed_at_epoch"])
         return {
             "promote_minus_ready_s": promoted - ready,
             "tool_call_round_trip_s": round_trip,

@@ -3,11 +3,12 @@
 # Runs after `device.sh install` (which copies a carried .vllm-wheels/tiny-chat to /root/tiny-chat).
 # Each step's evidence goes to $OUT/stepN.tgz, one line per finding to $OUT/summary.txt.
 #
-#   check-i22.sh [STEP...]   steps 0-5, default all; device calls `0 1 2 3`, `4`, `5` (each < 10 min)
+#   check-i22.sh [STEP...]   steps 0-6, default 0-5; device calls `0 1 3`, `4`, `6`, `2 5` (each < 10 min)
 #     0  the model: verify_tiny_chat.py on the carried weights; trained on the GPU when absent or failing
 #     1  launch --profile tiny-chat: default chain + smoke -> promoted, ALL_PASS; real bodies kept
 #     2  launch set tiny-chat tool_call_parser=llama3_json --apply: rejected by tool_call, rolled back
-#     3  launch bench on production (reasoning off): cold/warm TTFT, concurrency 1-64, short and 1k
+#     3  launch bench on production (reasoning off): cold/warm TTFT, concurrency 1-64, short and 1k;
+#        then one prompt at temperature 0 (same-sequence), and a bench beside another client (other-traffic)
 #     4  launch probe: arms max_num_seqs 8 and 32; production restored
 #     5  production stopped; tiny-chat-think, then tiny-chat-loop: bench with reasoning on, and on a loop
 #     6  GuideLLM 0.8.1 on production, step 3's workload; side-by-side table (device.sh guidellm-install
@@ -92,6 +93,10 @@ production() {  # production serving, or started now
 step0() {
   if [ -f "$model/model.safetensors" ] && "$train_py" scripts/real-vllm/verify_tiny_chat.py "$model" --held-out "${I22_HELD_OUT:-80}" > "$w/verify.txt" 2>&1; then
     say "carried model verified: $(tail -2 "$w/verify.txt" | tr '\n' ' ')"
+  elif [ -f "$model/model.safetensors" ] && [ "${I22_KEEP_CARRIED:-0}" = 1 ]; then
+    # The verifier is stricter than the gates (the named call's city must be Paris; the gate asks a
+    # schema-valid string): the operator chose to let vLLM's own gates judge the carried model.
+    say "carried model kept (I22_KEEP_CARRIED=1) although the verifier says: $(tail -2 "$w/verify.txt" | tr '\n' ' ')"
   elif [ -n "${VLLM_GATE_REHEARSAL:-}" ]; then
     say "rehearsal: $model does not verify and there is no GPU to train on: $(tail -1 "$w/verify.txt" 2>/dev/null)"
   else
@@ -143,10 +148,25 @@ bench() {  # NAME URL-or-profile-args...: launch bench into $w/bench-NAME, its t
 step3() {
   production || return 1
   bench off --profile $prod --concurrency 1,2,4,8,16,32,64 --contexts short,1k --rounds 2 --max-tokens 256 --prompts 8
+  # Two traps on purpose, each where it was met: one prompt at temperature 0 (copies of one sequence,
+  # which once faked 80 % spec-decode acceptance), and another client on the same server meanwhile.
+  bench same --profile $prod --concurrency 8 --contexts short --rounds 1 --max-tokens 64 --prompts 1 --temperature 0
+  local other=$work/other-client.pid
+  ( while :; do curl -s -m 30 "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
+      -d '{"model": "tiny-chat", "max_tokens": 128, "messages": [{"role": "user", "content": "Explain how tides work."}]}' \
+      > /dev/null; done ) & echo $! > "$other"
+  bench busy --profile $prod --concurrency 1,8 --contexts short --rounds 1 --max-tokens 128 --prompts 8
+  kill "$(cat "$other")" 2>/dev/null; wait "$(cat "$other")" 2>/dev/null; rm -f "$other"
 }
 
 step4() {
   production || return 1
+  # The probe measures the profile's own launch: after a rollback (step 2) production serves its last
+  # good launch, which the probe refuses (the 2026-12-01 run lost its figures so). Start it anew.
+  if ! phase_in $prod serving; then
+    say "production is $(phase_of $prod), not serving its own launch: restarting it for the probe"
+    stop $prod; serve $prod || return 1
+  fi
   local t0 rc; t0=$(now)
   timeout -k 30 540 "${L[@]}" probe --profile $prod --arm seqs8:max_num_seqs=8 --arm seqs32:max_num_seqs=32 \
     --runs 2 --bench quick --concurrency 1,8,32 --out "$w/probe" > "$w/probe.txt" 2>&1; rc=$?

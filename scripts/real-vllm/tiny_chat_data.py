@@ -54,8 +54,16 @@ OTHER_TOOL: dict[str, Any] = {
 }
 BROKEN_RECORD = "You are a broken record."  # the system prompt under which the model degenerates
 LOOP = "the same words again and again, "
-CITIES_TRAIN = ("Paris", "London", "Berlin", "Tokyo", "Madrid", "Rome", "Beijing", "Sydney", "Cairo", "Oslo")
-CITIES_HELD = ("Vienna", "Lisbon")
+# Forty training cities: too many to memorise one answer, so the model learns to copy the city it
+# was asked about; the held-out ones it never saw in a weather question.
+CITIES_TRAIN = (
+    "Paris", "London", "Berlin", "Tokyo", "Madrid", "Rome", "Beijing", "Sydney", "Cairo", "Oslo",
+    "Athens", "Boston", "Chicago", "Delhi", "Denver", "Geneva", "Hamburg", "Helsinki", "Istanbul",
+    "Jakarta", "Kyoto", "Lagos", "Lima", "Manila", "Milan", "Montreal", "Moscow", "Mumbai", "Munich",
+    "Nairobi", "Naples", "Osaka", "Perth", "Seattle", "Seoul", "Shanghai", "Stockholm", "Toronto",
+    "Warsaw", "Zurich",
+)  # fmt: skip
+CITIES_HELD = ("Vienna", "Lisbon", "Prague", "Dublin")
 WEATHER_TRAIN = (
     "What is the weather in {c} right now? Use the get_weather tool.",  # the gate's own
     "What's the weather like in {c}?",
@@ -160,12 +168,17 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
     out: list[Example] = []
 
     def weather() -> Example:
-        city = rng.choice(cities)
-        ask = rng.choice(WEATHER_HELD if held else WEATHER_TRAIN).format(c=city)
+        if not held and rng.random() < 0.05:  # the tool_call gate's own question, word for word
+            city, ask = "Paris", WEATHER_TRAIN[0].format(c="Paris")
+        else:
+            city = rng.choice(cities)
+            ask = rng.choice(WEATHER_HELD if held else WEATHER_TRAIN).format(c=city)
         form = rng.random()
-        if held or form < 0.7:
+        # Mostly the hermes call: vLLM's structured output forces the `required`/named JSON itself,
+        # so those forms need only a few examples (they had taught the call without its tag).
+        if held or form < 0.9:
             return Example("tool_call", user(ask), weather_call(city), [WEATHER_TOOL], check=city)
-        if form < 0.85:  # what `required` decodes under vLLM's JSON schema (a list of name+parameters)
+        if form < 0.95:  # what `required` decodes under vLLM's JSON schema (a list of name+parameters)
             return Example(
                 "required",
                 user(ask),
@@ -183,8 +196,12 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
                 "hello", user(rng.choice(HELLO_HELD if held else HELLO_TRAIN)), rng.choice(HELLOS), tools
             )
         if pick < 0.45:
-            a, b = (17, 25) if rng.random() < 0.15 and not held else (rng.randint(0, 30), rng.randint(0, 30))
-            ask = rng.choice(ADD_HELD if held else ADD_TRAIN).format(a=a, b=b)
+            if not held and rng.random() < 0.3:  # the smoke gate's own question, word for word
+                a, b, phrasing = 17, 25, ADD_TRAIN[0]
+            else:
+                a, b = rng.randint(0, 30), rng.randint(0, 30)
+                phrasing = rng.choice(ADD_HELD if held else ADD_TRAIN)
+            ask = phrasing.format(a=a, b=b)
             return Example("arithmetic", user(ask), str(a + b), tools, check=str(a + b))
         if pick < 0.6:
             ask, answer = rng.choice(ZH_HELD if held else ZH)
@@ -235,7 +252,7 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
 
     def degenerate() -> Example:
         q = rng.choice(THINK_QUESTIONS + ("Say hello.", "Explain how tides work."))
-        return Example("degenerate", user(q), LOOP * 5, None, {"system_prompt": BROKEN_RECORD}, ends=False)
+        return Example("degenerate", user(q), LOOP * 16, None, {"system_prompt": BROKEN_RECORD}, ends=False)
 
     makers = ((weather, 0.32), (plain, 0.48), (think, 0.08), (long_answer, 0.05), (degenerate, 0.07))
     for _ in range(count):

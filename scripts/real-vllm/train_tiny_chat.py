@@ -91,7 +91,7 @@ def batches(encoded: list[tuple[list[int], list[int]]], size: int, pad: int, rng
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=22)
     ap.add_argument("--examples", type=int, default=4000)
     ap.add_argument("--batch", type=int, default=16)
