@@ -156,6 +156,6 @@ def judge(
         ),
         checks.no_usage(sum(1 for r in ok if not r.tokens_from_usage), len(ok)),
         checks.other_traffic(draft.delta, sum(r.output_tokens or 0 for r in ok)),
-        checks.empty_answers(draft.empty, len(ok), reasoning),
+        checks.empty_answers([r.finish_reason for r in records if r.empty_answer], len(ok), reasoning),
     ]
     return CellSummary(context, concurrency, rounds, tuple(f for f in found if f is not None))

@@ -6,6 +6,7 @@ Thresholds are named constants so docs/bench.md and the tests can state them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -119,11 +120,19 @@ def degenerate(scores: Sequence[float | None], flagged: int) -> Finding | None:
     )
 
 
-def empty_answers(empty: int, total: int, reasoning: bool) -> Finding | None:
-    if not empty:
+def empty_answers(finish_reasons: Sequence[str | None], total: int, reasoning: bool) -> Finding | None:
+    """Answers with neither text nor a tool call, by why they ended (their finish_reason): a budget
+    spent (`length`) wants a larger max_tokens; a model that ended its turn (`stop`) after its
+    reasoning will not answer with more budget. On the H200, tiny-chat-think's 94 of 128 empty
+    answers all ended with `stop` (docs/real-vllm.md, issue 22): blaming max_tokens would be wrong."""
+    if not finish_reasons:
         return None
-    why = " (the reasoning spent all of max_tokens)" if reasoning else ""
-    return Finding(Flag.EMPTY_ANSWERS, f"{empty}/{total} answers empty{why}")
+    spent = sum(1 for f in finish_reasons if f == "length")
+    ended = Counter(f or "none" for f in finish_reasons if f != "length")
+    after = " after reasoning" if reasoning else ""
+    why = [f"{spent} spent all of max_tokens{' on reasoning' if reasoning else ''}"] if spent else []
+    why += [f"{n} ended ({reason}) with no answer{after}" for reason, n in sorted(ended.items())]
+    return Finding(Flag.EMPTY_ANSWERS, f"{len(finish_reasons)}/{total} answers empty: {'; '.join(why)}")
 
 
 def small_max_tokens(reasoning: bool, max_tokens: int) -> Finding | None:

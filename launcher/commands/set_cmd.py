@@ -129,9 +129,23 @@ def run_set(
     undo = f"launch rollback {shlex.quote(tag)} --profile {shlex.quote(profile)}"
     click.echo(f"undo:   {undo}")
     if apply_now:
-        return reload_if_running(options.state_dir, profile, timeout_s)
+        code = reload_if_running(options.state_dir, profile, timeout_s)
+        if code != ExitCode.OK:
+            _say_the_file_keeps_the_change(path, profile, check.dependents, undo)
+        return code
     note_if_running(options.state_dir, profile, f"add --apply next time, or run `{undo}` to go back")
     return int(ExitCode.OK)
+
+
+def _say_the_file_keeps_the_change(path: Path, profile: str, dependents: tuple[str, ...], undo: str) -> None:
+    """A change the launcher did not take stays written: the next start serves it again, and every
+    profile that extends this one inherits it (on the H200, a rejected tool parser reached two child
+    profiles this way: docs/real-vllm.md, issue 22). Say so, with the way back."""
+    heirs = f" and what {', '.join(dependents)} inherit" if dependents else ""
+    click.echo(
+        f"  the file keeps the change: {path.name} is what the next start of {profile!r} serves{heirs}; "
+        f"to put it back as it was: {undo} (it restarts nothing when that launch is the one serving)"
+    )
 
 
 def _snapshot_target(

@@ -125,10 +125,11 @@ step2() {
   "${L[@]}" set $prod tool_call_parser=llama3_json --tag badparser --apply --timeout-s 480 > "$w/set.txt" 2>&1; rc=$?
   say "launch set $prod tool_call_parser=llama3_json --tag badparser --apply: exit $rc after $(since "$t0") s (3 = rolled back)"
   tail -6 "$w/set.txt" | sed 's/^/  /' | tee -a "$out/summary.txt"
-  if [ $rc = 0 ]; then  # promoted: the simulator has no llama3_json failure; the real vLLM does
-    "${L[@]}" rollback badparser --profile $prod >> "$w/set.txt" 2>&1
-    say "NOT rejected (a rehearsal's simulator serves any parser): rolled back, exit $?"
-  fi
+  # The file keeps a rejected change, and tiny-chat-think/-loop extend tiny-chat: put it back, or step 5
+  # in the same call serves llama3_json too (2026-12-02, call 9). Serving last-good, this restarts nothing.
+  "${L[@]}" rollback badparser --profile $prod --timeout-s 480 > "$w/rollback.txt" 2>&1
+  say "launch rollback badparser --profile $prod: exit $? ($(tail -1 "$w/rollback.txt" | cut -c1-160))"
+  [ $rc = 0 ] && say "NOT rejected (a rehearsal's simulator serves any parser): the rollback above restarted it"
   until_true 120 phase_in $prod serving_last_good serving
   cp -r "$state/profiles/$prod/logs" "$w/logs"
   grep -rh -m2 -E 'could not locate the bot token|Error in parser creation' "$w/logs" | cut -c1-300 | sed 's/^/  vLLM: /' | tee -a "$out/summary.txt"

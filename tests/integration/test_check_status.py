@@ -84,6 +84,15 @@ def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     assert entry["fingerprint"] == good["serving_fingerprint"] and entry["url"] == f"http://127.0.0.1:{port}"
     assert "rejected by graph_capture: startup failed" in entry["rollback_reason"]
     assert entry["profile_fingerprint"] not in (None, entry["fingerprint"])  # the change did not serve
+    # The file keeps the rejected change, and set says so with the way back; going back restarts nothing.
+    assert "the file keeps the change: svc.toml is what the next start of 'svc' serves" in done.stdout
+    assert "launch rollback long --profile svc (it restarts nothing" in done.stdout
+    back = launch(launcher, "rollback", "long", "--profile", "svc", "--timeout-s", "60")
+    assert back.returncode == 0 and f"already serving {good['serving_fingerprint']}" in back.stdout, back.stdout
+    code, payload = status_json(launcher, "--profile", "svc")
+    [entry] = payload["profiles"]
+    assert entry["profile_fingerprint"] == entry["fingerprint"] == good["serving_fingerprint"]
+    assert entry["phase"] == "serving_last_good"  # the same engine: nothing was restarted
 
 
 def test_stopped_profile_fails_check_and_status_exits_3(launcher: Launcher) -> None:

@@ -39,12 +39,22 @@ def test_degenerate_cell_needs_a_quarter_of_answers() -> None:
 
 def test_empty_answers_and_the_reasoning_budget_warning() -> None:
     # the field note: 4 of 6 answers blank at max_tokens 200 on a reasoning model
-    found = checks.empty_answers(4, 6, reasoning=True)
+    found = checks.empty_answers(["length"] * 4, 6, reasoning=True)
     assert found is not None and "4/6" in found.message and "reasoning" in found.message
+    assert found.message == "4/6 answers empty: 4 spent all of max_tokens on reasoning"
+    # a model that ends its turn after reasoning: more max_tokens would not help, so it is not blamed
+    ended = checks.empty_answers(["stop", "length", "stop"], 8, reasoning=True)
+    assert ended is not None and ended.message == (
+        "3/8 answers empty: 1 spent all of max_tokens on reasoning; 2 ended (stop) with no answer after reasoning"
+    )
+    plain = checks.empty_answers(["stop", None], 4, reasoning=False)
+    assert plain is not None and plain.message == (
+        "2/4 answers empty: 1 ended (none) with no answer; 1 ended (stop) with no answer"
+    )
     warn = checks.small_max_tokens(True, 200)
     assert warn is not None and warn.flag == Flag.SMALL_MAX_TOKENS
     assert checks.small_max_tokens(True, 1024) is None and checks.small_max_tokens(False, 200) is None
-    assert checks.empty_answers(0, 6, reasoning=True) is None
+    assert checks.empty_answers([], 6, reasoning=True) is None
 
 
 def test_round_one_outlier_after_a_restart() -> None:
