@@ -66,6 +66,7 @@ class ScriptedEngine:
         self.exited = threading.Event()
         self.death: Death | None = None
         self.stops: list[float] = []  # the grace of each stop()
+        self.watch_calls = 0  # watch_every_process() calls: the supervisor's, before it serves
         self._on_exit: list[Callable[[], None]] = []
         self._on_death: list[Callable[[], None]] = []
 
@@ -107,6 +108,9 @@ class ScriptedEngine:
 
     def group_members(self) -> list[int]:
         return self.process_tree()
+
+    def watch_every_process(self) -> None:
+        self.watch_calls += 1
 
     def stop(self, grace_s: float = 30.0) -> StopReport:
         self.stops.append(grace_s)

@@ -228,6 +228,10 @@ class EngineProcess:
             return []
         return process_tree(self._proc.pid)
 
+    def watch_every_process(self) -> None:
+        if self._group_watch is not None:
+            self._group_watch.refresh_now()
+
     def group_members(self) -> list[int]:
         """Live (non-zombie) processes still in the engine's process group."""
         return [] if self.pgid is None else group_members(self.pgid)

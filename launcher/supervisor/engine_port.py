@@ -47,6 +47,10 @@ class EngineHandle(Protocol):
 
     def process_tree(self) -> list[int]: ...
 
+    def watch_every_process(self) -> None:
+        """From now on every vital process of the engine is watched (re-read at once, not at the next
+        periodic re-read): called before the engine serves."""
+
     def group_members(self) -> list[int]: ...
 
     def stop(self, grace_s: float) -> StopReport: ...

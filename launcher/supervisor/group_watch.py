@@ -7,7 +7,10 @@ wrong process. Here each vLLM-titled descendant gets a pidfd, which turns readab
 process exits (no health polling); the descendants are re-read every `REFRESH_S`, since workers
 appear during startup and set their title only once running (every `SETTLED_REFRESH_S` once none
 has appeared for a while: reading the process table costs CPU on a shared host). Untitled helpers (compiler
-subprocesses, multiprocessing's resource tracker) come and go and are not watched.
+subprocesses, multiprocessing's resource tracker) come and go and are not watched. `refresh_now()`
+re-reads them at once and returns when that is done: before promotion, so that every process that
+serves is watched even when the engine started faster than one `REFRESH_S` (the simulator's 0.06 s
+startup once let a SIGKILLed engine core go unnamed until its API server exited 12 s later).
 
 A process that is not our child cannot be waited for, so its exit status is read from
 /proc/PID/stat (field 52, `exit_code`, Linux >= 3.5) while it is a zombie, before its parent
@@ -93,6 +96,9 @@ class GroupWatch:
         self._watched: dict[int, tuple[int, str]] = {}  # pid -> (pidfd, title)
         self._seen: set[int] = set()
         self._thread: threading.Thread | None = None
+        self._rounds = threading.Condition()
+        self._asked = 0  # refresh_now() calls so far
+        self._done = 0  # of them, how many a finished re-read began after
 
     def start(self) -> None:
         if not hasattr(os, "pidfd_open"):
@@ -111,6 +117,20 @@ class GroupWatch:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
 
+    def refresh_now(self, timeout_s: float = 2.0) -> bool:
+        """Re-read the descendants at once; True once a re-read that began after this call ended
+        (False: not running, stopped, or not done within `timeout_s`)."""
+        if self._thread is None or self._stopped.is_set():
+            return False
+        with self._rounds:
+            self._asked += 1
+            mine = self._asked
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"r")
+            return self._rounds.wait_for(
+                lambda: self._done >= mine or self._stopped.is_set(), timeout_s
+            ) and (self._done >= mine)
+
     def watched(self) -> dict[int, str]:
         return {pid: title for pid, (_, title) in list(self._watched.items())}
 
@@ -118,13 +138,20 @@ class GroupWatch:
         quiet = 0
         try:
             while not self._stopped.is_set():
+                with self._rounds:
+                    asked = self._asked
                 quiet = 0 if self._refresh() else quiet + 1
+                with self._rounds:
+                    self._done = asked
+                    self._rounds.notify_all()
                 death = self._wait(SETTLED_REFRESH_S if quiet >= SETTLE_ROUNDS else REFRESH_S)
                 if death is not None and not self._stopped.is_set():
                     self._stopped.set()
                     self.on_death(death)
                     return
         finally:
+            with self._rounds:
+                self._rounds.notify_all()  # a refresh_now() waiting sees the stop
             for fd, _ in self._watched.values():
                 os.close(fd)
             self._watched.clear()
@@ -161,7 +188,9 @@ class GroupWatch:
         for fd in by_fd:
             poller.register(fd, select.POLLIN)
         for fd, _ in poller.poll(int(timeout_s * 1000)):
-            if fd in by_fd:
+            if fd == self._wake_r:
+                os.read(self._wake_r, 64)  # a stop, or refresh_now(): the loop reads the table again
+            elif fd in by_fd:
                 pid, title = by_fd[fd]
                 return Death(pid, title, zombie_wait_status(pid), time.monotonic())
         return None

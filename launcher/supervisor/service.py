@@ -182,6 +182,8 @@ class Supervisor(Reloading):
             self.transitions.record(phase=Phase.GATING, show={})
         inbox_stop = self.inbox.stop_requested.is_set
         report = self.execute.gates(attempt, self.progress, inbox_stop, self.hooks.gpu_bytes)
+        if report.passed:
+            attempt.engine.watch_every_process()  # what serves is watched, however fast it started
         facts = attempt.facts()
         self.store.write_last_facts(
             self.profile, {**facts, "recorded_at": utc_now(), "label": candidate.label}

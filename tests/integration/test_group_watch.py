@@ -61,6 +61,53 @@ def test_a_killed_engine_core_is_named_with_its_signal() -> None:
                     leftover.kill()
 
 
+# A stand-in API server whose engine core is titled only when asked: a startup faster than one re-read.
+LATE = r"""
+import subprocess, sys, time
+sys.stdin.readline()
+core = subprocess.Popen([sys.executable, "-c",
+    "import setproctitle, time; setproctitle.setproctitle('VLLM::EngineCore'); "
+    "print('titled', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+core.stdout.readline()
+print(core.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_refresh_now_watches_a_core_titled_after_the_last_re_read() -> None:
+    """What the supervisor relies on before it promotes: once refresh_now() returns, a core that
+    appeared a moment ago is watched, and its SIGKILL is named as the core's, not the API server's."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    deaths: queue.Queue[Death] = queue.Queue()
+    watch = GroupWatch(parent.pid, ("VLLM",), deaths.put)
+    assert not watch.refresh_now(timeout_s=0.1)  # not started: nothing to re-read
+    core, started = None, 0.0
+    try:
+        watch.start()
+        assert watch.refresh_now() and watch.watched() == {}  # the API server alone: untitled
+        assert parent.stdin is not None and parent.stdout is not None
+        parent.stdin.write("go\n")
+        parent.stdin.flush()
+        core = int(parent.stdout.readline())
+        started = psutil.Process(core).create_time()
+        assert watch.refresh_now()
+        assert watch.watched() == {core: "VLLM::EngineCore"}
+        os.kill(core, signal.SIGKILL)
+        assert deaths.get(timeout=10).describe() == f"VLLM::EngineCore pid {core} killed by SIGKILL"
+        assert not watch.refresh_now(timeout_s=0.1)  # the watch ended with the first death
+    finally:
+        watch.stop()
+        parent.kill()
+        parent.wait(timeout=10)
+        if core is not None:  # started by this test's child: end it if the test failed before the kill
+            with contextlib.suppress(psutil.Error):
+                leftover = psutil.Process(core)
+                if leftover.create_time() == started:
+                    leftover.kill()
+
+
 def test_death_descriptions_from_wait_statuses() -> None:
     assert Death.from_returncode(7, "API server", -9).how() == "killed by SIGKILL"
     assert Death.from_returncode(7, "API server", 0).how() == "exited with code 0"

@@ -231,6 +231,7 @@ def test_a_candidate_that_passes_is_promoted_and_a_sigterm_stops_it_with_exit_0(
     ready = box.notices.calls.index(("ready", f"serving candidate svc@{fingerprint}"))
     assert box.notices.calls.index(("stopping", "")) > ready
     assert box.engines.latest.stops == [30.0]  # stopped once, with the default grace
+    assert box.engines.latest.watch_calls == 1  # every process of what serves watched before it serves
     facts = StateStore(box.state).last_facts("svc")
     assert facts is not None and facts["kv_cache_tokens"] == 180224  # the engine's log reached the facts
     assert "phase serving" in box.progress.getvalue()
@@ -269,6 +270,7 @@ def test_rejected_with_no_last_good_exits_1_with_the_gate_s_words(tmp_path: Path
     assert box.record(Event.REJECTED)["reason"] == status["rollback_reason"]
     assert box.guard.status(fingerprint).failures == 1  # the guard counts the failed start
     assert box.last_good() is None and not any(c[0] == "ready" for c in box.notices.calls)
+    assert box.engines.latest.watch_calls == 0  # a rejected engine never serves
 
 
 def test_a_rejected_candidate_rolls_back_to_last_good_which_serves_until_stopped(tmp_path: Path) -> None:
