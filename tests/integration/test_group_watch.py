@@ -9,6 +9,7 @@ import queue
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -18,9 +19,7 @@ from launcher.supervisor.group_watch import Death, GroupWatch
 pytestmark = pytest.mark.integration
 
 # A stand-in API server: one short-lived untitled helper, one titled engine core, then waits.
-PARENT = r"""
-import subprocess, sys, time
-subprocess.run([sys.executable, "-c", "pass"])  # a compiler subprocess: exits 0, not a death
+CORE = r"""
 core = subprocess.Popen([sys.executable, "-c",
     "import setproctitle, time; setproctitle.setproctitle('VLLM::EngineCore'); "
     "print('titled', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
@@ -28,17 +27,47 @@ core.stdout.readline()
 print(core.pid, flush=True)
 time.sleep(60)
 """
+PARENT = (
+    r"""
+import subprocess, sys, time
+subprocess.run([sys.executable, "-c", "pass"])  # a compiler subprocess: exits 0, not a death
+"""
+    + CORE
+)
+# The same, with the core started (and titled) only when asked: a startup faster than one re-read.
+LATE = (
+    r"""
+import subprocess, sys, time
+sys.stdin.readline()
+"""
+    + CORE
+)
+
+
+@contextlib.contextmanager
+def ended_after(watch: GroupWatch, parent: subprocess.Popen[str]) -> Iterator[list[psutil.Process]]:
+    """Yields a list the test puts its child's engine core in; then ends the watch, the parent, and
+    that core if the test failed before killing it (psutil refuses a pid that was reused since)."""
+    cores: list[psutil.Process] = []
+    try:
+        yield cores
+    finally:
+        watch.stop()
+        parent.kill()
+        parent.wait(timeout=10)
+        for core in cores:
+            with contextlib.suppress(psutil.Error):
+                core.kill()
 
 
 def test_a_killed_engine_core_is_named_with_its_signal() -> None:
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
     deaths: queue.Queue[Death] = queue.Queue()
     watch = GroupWatch(parent.pid, ("VLLM",), deaths.put)
-    core, started = None, 0.0
-    try:
+    with ended_after(watch, parent) as cores:
         assert parent.stdout is not None
         core = int(parent.stdout.readline())
-        started = psutil.Process(core).create_time()
+        cores.append(psutil.Process(core))
         watch.start()
         deadline_rounds = 40  # wait until the watch holds a pidfd on the core (it re-reads every 0.5 s)
         while core not in watch.watched() and deadline_rounds:
@@ -50,28 +79,6 @@ def test_a_killed_engine_core_is_named_with_its_signal() -> None:
         death = deaths.get(timeout=10)
         assert death.describe() == f"VLLM::EngineCore pid {core} killed by SIGKILL"
         assert deaths.empty()
-    finally:
-        watch.stop()
-        parent.kill()
-        parent.wait(timeout=10)
-        if core is not None:  # started by this test's child: end it if the test failed before the kill
-            with contextlib.suppress(psutil.Error):
-                leftover = psutil.Process(core)
-                if leftover.create_time() == started:
-                    leftover.kill()
-
-
-# A stand-in API server whose engine core is titled only when asked: a startup faster than one re-read.
-LATE = r"""
-import subprocess, sys, time
-sys.stdin.readline()
-core = subprocess.Popen([sys.executable, "-c",
-    "import setproctitle, time; setproctitle.setproctitle('VLLM::EngineCore'); "
-    "print('titled', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
-core.stdout.readline()
-print(core.pid, flush=True)
-time.sleep(60)
-"""
 
 
 def test_refresh_now_watches_a_core_titled_after_the_last_re_read() -> None:
@@ -83,29 +90,19 @@ def test_refresh_now_watches_a_core_titled_after_the_last_re_read() -> None:
     deaths: queue.Queue[Death] = queue.Queue()
     watch = GroupWatch(parent.pid, ("VLLM",), deaths.put)
     assert not watch.refresh_now(timeout_s=0.1)  # not started: nothing to re-read
-    core, started = None, 0.0
-    try:
+    with ended_after(watch, parent) as cores:
         watch.start()
         assert watch.refresh_now() and watch.watched() == {}  # the API server alone: untitled
         assert parent.stdin is not None and parent.stdout is not None
         parent.stdin.write("go\n")
         parent.stdin.flush()
         core = int(parent.stdout.readline())
-        started = psutil.Process(core).create_time()
+        cores.append(psutil.Process(core))
         assert watch.refresh_now()
         assert watch.watched() == {core: "VLLM::EngineCore"}
         os.kill(core, signal.SIGKILL)
         assert deaths.get(timeout=10).describe() == f"VLLM::EngineCore pid {core} killed by SIGKILL"
         assert not watch.refresh_now(timeout_s=0.1)  # the watch ended with the first death
-    finally:
-        watch.stop()
-        parent.kill()
-        parent.wait(timeout=10)
-        if core is not None:  # started by this test's child: end it if the test failed before the kill
-            with contextlib.suppress(psutil.Error):
-                leftover = psutil.Process(core)
-                if leftover.create_time() == started:
-                    leftover.kill()
 
 
 def test_death_descriptions_from_wait_statuses() -> None:
