@@ -6,17 +6,13 @@ read them as they read them on the device.
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gates.graph_capture import GraphCaptureGate
 from gates.outcome import Verdict
-from launcher.bench import checks, repetition
 from launcher.logfacts.logfile import parse_file
 from launcher.profile.plan import build_plan
 from launcher.profile.semantics import capture_config
@@ -25,6 +21,7 @@ from launcher.supervisor.candidate import expectations
 from launcher.supervisor.history import History
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context
+from tests.recorded_bench import read_cells, rescore
 from vllm_flags.cudagraph_sizes import expected_graphs
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26" / "h200-2"
@@ -139,26 +136,15 @@ def test_graph_capture_passes_on_the_recorded_draft_model_log() -> None:
 
 # --- issue 22 step 3: the bench's degenerate detector on the real answers ---
 
-def _cells(phase: str = "timed") -> dict[tuple[str, int], list[dict[str, Any]]]:
-    cells: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    with gzip.open(DATA / "bench" / "requests.jsonl.gz", "rt", encoding="utf-8") as lines:
-        for line in lines:
-            record = json.loads(line)
-            if record["phase"] == phase:
-                cells[(record["context"], record["concurrency"])].append(record)
-    return cells
-
-
 def test_the_degenerate_detector_fires_again_on_the_recorded_answers() -> None:
     summary = json.loads((DATA / "bench" / "summary.json").read_text(encoding="utf-8"))
-    cells = _cells()
+    cells = read_cells(DATA / "bench" / "requests.jsonl.gz")
     assert len(cells) == len(summary["cells"]) == 14
     fired = 0
     for cell in summary["cells"]:
         answers = [r for r in cells[(cell["context"], cell["concurrency"])] if r["status"] == 200]
-        scores = [repetition.distinct_ngram_ratio(r["content"]) for r in answers]
+        scores, finding = rescore(answers)
         assert scores == [r["content_score"] for r in answers]
-        finding = checks.degenerate(scores, sum(1 for s in scores if repetition.is_degenerate(s)))
         recorded = [f["message"] for f in cell["flags"] if f["flag"] == "degenerate"]
         assert [finding.message] if finding else recorded == [], cell["context"]
         fired += finding is not None

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from gates.graph_capture import GraphCaptureGate
 from gates.logged_error import last_exception
 from gates.outcome import Verdict
 from gates.tool_cases import CASES, judge_reply, judge_stream
-from launcher.bench import checks, repetition
+from launcher.bench import checks
 from launcher.bench.checks import Flag
 from launcher.bench.server_metrics import MetricsDelta
 from launcher.logfacts.logfile import parse_file
@@ -31,6 +30,7 @@ from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from launcher.supervisor.candidate import expectations
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context
+from tests.recorded_bench import Cells, read_cells, rescore
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26" / "h200-3"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"
@@ -47,17 +47,8 @@ def _status(path: Path) -> dict[str, Any]:
     return status
 
 
-def _records(folder: str) -> list[dict[str, Any]]:
-    with gzip.open(DATA / folder / "requests.jsonl.gz", "rt", encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines]
-
-
-def _cells(folder: str) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    cells: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for record in _records(folder):
-        if record["phase"] == "timed":
-            cells[(record["context"], record["concurrency"])].append(record)
-    return cells
+def _cells(folder: str) -> Cells:
+    return read_cells(DATA / folder / "requests.jsonl.gz")
 
 
 def _summary(folder: str) -> dict[str, Any]:
@@ -236,9 +227,8 @@ def test_the_degenerate_detector_fires_again_on_the_recorded_answers() -> None:
     fired = []
     for cell in summary["cells"]:
         answers = [r for r in cells[(cell["context"], cell["concurrency"])] if r["status"] == 200]
-        scores = [repetition.distinct_ngram_ratio(r["content"]) for r in answers]
+        scores, finding = rescore(answers)
         assert scores == [r["content_score"] for r in answers]
-        finding = checks.degenerate(scores, sum(1 for s in scores if repetition.is_degenerate(s)))
         assert ([finding.message] if finding else []) == _flags(cell, Flag.DEGENERATE)
         if finding:
             fired.append((cell["context"], cell["concurrency"]))
@@ -325,9 +315,7 @@ def test_the_broken_record_is_degenerate_and_its_cold_was_not_cold() -> None:
     summary, cells = _summary("reasoning/loop"), _cells("reasoning/loop")
     fired = 0
     for cell in summary["cells"]:
-        answers = [r for r in cells[("short", cell["concurrency"])] if r["status"] == 200]
-        scores = [repetition.distinct_ngram_ratio(r["content"]) for r in answers]
-        finding = checks.degenerate(scores, sum(1 for s in scores if repetition.is_degenerate(s)))
+        _, finding = rescore(cells[("short", cell["concurrency"])])
         assert finding is not None and [finding.message] == _flags(cell, Flag.DEGENERATE)
         fired += 1
     assert fired == 3
