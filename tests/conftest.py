@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.parallel"]  # how the suite runs under pytest-xdist
+pytest_plugins = ["tests.bytecode", "tests.parallel"]  # bytecode caches; how the suite runs under xdist
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_PROFILES = REPO / "profiles"
