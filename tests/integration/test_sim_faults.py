@@ -57,6 +57,21 @@ def wait_health(sim: SimHandle, code: int, timeout_s: float) -> bool:
     return False
 
 
+def note_children_until(sim: SimHandle, line: str, timeout_s: float) -> list[psutil.Process]:
+    """Every process the sim started until it logs `line`: polled from the start, because the
+    injected crash follows the line within a millisecond at startup speed 1000 — a single look
+    after the line could find the engine already gone."""
+    seen: dict[int, psutil.Process] = {}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for proc in sim.descendants():
+            seen.setdefault(proc.pid, proc)
+        if sim.tail.wait_for(line, 0.005):
+            seen.update((proc.pid, proc) for proc in sim.descendants() if proc.pid not in seen)
+            return list(seen.values())
+    return []
+
+
 def engine_rss_mib(sim: SimHandle) -> float:
     return titled(sim, "VLLM::EngineCore")[0].memory_info().rss / 2**20
 
@@ -102,8 +117,7 @@ def test_engine_death_after_n_requests() -> None:
 def test_startup_failures(args: list[str], expected: str) -> None:
     sim = start_sim(args)
     try:
-        assert sim.wait_for("Using V2 Model Runner", 15.0)  # the engine (and workers) run: note them
-        children = sim.descendants()
+        children = note_children_until(sim, "Using V2 Model Runner", 15.0)  # engine (and workers)
         assert children
         assert sim.proc.wait(20) == 1
         text = sim.drained()
