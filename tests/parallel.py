@@ -3,30 +3,46 @@
 - Tests that share a module-scoped fixture (a simulator, a bench run) are one `xdist_group`, so one
   worker starts it, not each.
 - Tests marked `alone` measure time (rates, latencies, RSS growth per window) against the simulator's
-  model of time; the suite's other workers would bend what they measure on a 2-core host. They are
-  one group too, so one worker runs them in a row. Every test of a parallel run holds a shared flock
-  on one file of the run; an `alone` test holds it exclusively, and keeps it while its worker's next
-  test is `alone` too, so the others wait once, not before each. A turnstile flock taken on the way
-  in lets the exclusive holder in before new shared holders. Each wait is bounded by the running
-  tests' own deadlines.
+  model of time; other tests sharing the CPU with them fairly would bend what they measure on a
+  2-core host. They are one group, and the scheduler hands that group out first, so one worker (the
+  window's owner) starts the run with them. While it runs them — the *alone window* — the owner
+  keeps its priority and every CPU, and every other worker runs at nice 19 on every CPU but the
+  owner's first: the `alone` tests have a core of their own and the first call on the other, and the
+  rest of the suite runs on what they leave, beside them instead of after them. When the window
+  closes the others take every CPU back at their next test; the nice value stays (lowering it back
+  needs privileges), the owner's too, so all workers are equal again (docs/decisions/0010).
+- Where that cannot hold — a host with one CPU, a run started at a low priority, an `alone` test on
+  a worker that did not start with one (another scheduler, a restarted worker) — the `alone` test
+  holds the run's flock exclusively, and every other test holds it shared, so nothing runs beside
+  it: the exclusive holder keeps it while its worker's next test is `alone` too, and a turnstile
+  flock taken on the way in lets it in before new shared holders. Each wait is bounded by the
+  running tests' own deadlines.
 
 Groups need `--dist loadgroup` (pyproject addopts) and pytest < 9.2 (pytest-xdist#1386: the group
 suffix xdist puts on the node id no longer takes effect there). Without xdist (`-n 0`) tests run one
-at a time and nothing is locked, grouped or reordered.
+at a time and nothing is locked, grouped, reordered or re-prioritised.
 """
 
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Generator
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import pytest
+from xdist.scheduler import LoadGroupScheduling
+from xdist.workermanage import WorkerController
+
+ALONE = "alone"  # the marker, and the xdist group of the tests it marks
+LOWERED_NICE = 19  # every worker but the window's owner, from its first test on
+OWNER_NICE_MAX = 9  # an owner started above this is not ahead of nice 19 enough: its tests lock
 
 
 def is_alone(item: pytest.Item | None) -> bool:
-    return item is not None and item.get_closest_marker("alone") is not None
+    return item is not None and item.get_closest_marker(ALONE) is not None
 
 
 def shared_fixture_module(item: pytest.Item) -> str | None:
@@ -38,7 +54,104 @@ def shared_fixture_module(item: pytest.Item) -> str | None:
     return item.nodeid.split("::")[0] if scopes & {"module", "package"} else None
 
 
-class RunGate:
+class WorkerCpu(Protocol):
+    """What a worker may change about its own scheduling; what it starts from then on inherits it."""
+
+    def cpus(self) -> set[int]: ...
+    def nice(self) -> int: ...
+    def lower_priority(self) -> None: ...
+    def run_on(self, cpus: set[int]) -> None: ...
+
+
+class OwnThreads:
+    """WorkerCpu on this process: Linux keeps nice and affinity per thread, so every thread of it."""
+
+    def cpus(self) -> set[int]:
+        return set(os.sched_getaffinity(0))
+
+    def nice(self) -> int:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+
+    def lower_priority(self) -> None:
+        nice = max(LOWERED_NICE, self.nice())
+        self._each_thread(lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice))
+
+    def run_on(self, cpus: set[int]) -> None:
+        self._each_thread(lambda tid: os.sched_setaffinity(tid, cpus))
+
+    @staticmethod
+    def _each_thread(change: Callable[[int], None]) -> None:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                change(int(tid))
+            except ProcessLookupError:
+                continue  # a thread that ended meanwhile
+
+
+class AloneWindow:
+    """One worker's side of the alone window (module docstring); `expected` when the run has
+    `alone` tests and the scheduler that hands them out first."""
+
+    def __init__(self, directory: Path, expected: bool, cpu: WorkerCpu) -> None:
+        self.lock_path = directory / "alone-window.lock"
+        self.opened_path = directory / "alone-window.opened"
+        self.expected = expected
+        self.cpu = cpu
+        self.all_cpus = cpu.cpus()
+        self.owner: bool | None = None  # None until this worker's first test
+        self.protects = False  # the owner's tests need no lock: the window keeps the others off
+        self.confined = False
+        self._held: IO[bytes] | None = None
+
+    def enter(self, alone: bool) -> bool:
+        """Called before each test; whether this `alone` test runs protected by the window."""
+        if self.owner is None:
+            self.owner = alone and self.expected
+            if self.owner:
+                self._open()
+            else:
+                self._stand_aside()
+        elif self._held is not None and not alone:
+            self.close()
+        elif self.confined and self._closed():
+            self.cpu.run_on(self.all_cpus)
+            self.confined = False
+        return alone and self._held is not None and self.protects
+
+    def close(self) -> None:
+        """The owner's window ends: it drops to the others' priority and lets them have every CPU."""
+        if self._held is None:
+            return
+        self.cpu.lower_priority()
+        self._held.close()  # releases the flock: the others see the window closed
+        self._held = None
+
+    def _open(self) -> None:
+        self._held = self.lock_path.open("ab")
+        fcntl.flock(self._held, fcntl.LOCK_EX)  # before the marker: marker + free lock = closed
+        self.opened_path.touch()
+        self.protects = len(self.all_cpus) >= 2 and self.cpu.nice() <= OWNER_NICE_MAX
+
+    def _stand_aside(self) -> None:
+        if not self.expected:
+            return  # no window in this run: nothing to make room for
+        self.cpu.lower_priority()
+        if len(self.all_cpus) >= 2:
+            self.cpu.run_on(self.all_cpus - {min(self.all_cpus)})
+            self.confined = True
+
+    def _closed(self) -> bool:
+        if not self.opened_path.exists():
+            return False  # the owner has not started yet
+        with self.lock_path.open("ab") as probe:
+            try:
+                fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+        return True
+
+
+class RunLock:
     """The run's shared/exclusive lock: two files in the directory all workers of one run share."""
 
     def __init__(self, directory: Path) -> None:
@@ -56,15 +169,15 @@ class RunGate:
             if handle is not None:
                 handle.close()  # closing releases its flock
 
-    def enter(self, alone: bool) -> None:
+    def enter(self, exclusive: bool) -> None:
         assert self._run is not None and self._turnstile is not None
-        if alone and self.exclusive:
+        if exclusive and self.exclusive:
             return  # kept from the previous `alone` test
         fcntl.flock(self._turnstile, fcntl.LOCK_EX)
-        fcntl.flock(self._run, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
+        fcntl.flock(self._run, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if not exclusive:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
-        self.exclusive = alone
+        self.exclusive = exclusive
 
     def leave(self, keep: bool) -> None:
         assert self._run is not None and self._turnstile is not None
@@ -76,23 +189,48 @@ class RunGate:
         self.exclusive = False
 
 
-_GATE = pytest.StashKey[RunGate]()
+class AloneFirstScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no types
+    """xdist's `loadgroup`, except that the `alone` group is the first work unit handed out."""
+
+    workqueue: OrderedDict[str, dict[str, bool]]
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        if ALONE in self.workqueue:
+            self.workqueue.move_to_end(ALONE, last=False)
+        super()._assign_work_unit(node)
+
+
+_LOCK = pytest.StashKey[RunLock]()
+_WINDOW = pytest.StashKey[AloneWindow]()
+
+
+def _run_directory(config: pytest.Config) -> Path:
+    """A worker's basetemp is `<the run's basetemp>/gwN`: the run's own directory is its parent."""
+    return Path(config.option.basetemp).parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None:
+    if not hasattr(config, "workerinput"):
         return
-    # A worker's basetemp is `<the run's basetemp>/gwN`: the run's own directory is its parent.
-    gate = RunGate(Path(config.option.basetemp).parent)
-    gate.open()
-    config.stash[_GATE] = gate
+    lock = RunLock(_run_directory(config))
+    lock.open()
+    config.stash[_LOCK] = lock
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    gate = config.stash.get(_GATE, None)
-    if gate is not None:
-        gate.close()
+    lock = config.stash.get(_LOCK, None)
+    if lock is not None:
+        lock.close()
+    window = config.stash.get(_WINDOW, None)
+    if window is not None:
+        window.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadGroupScheduling | None:
+    if config.getvalue("dist") != "loadgroup":
+        return None  # xdist's own choice
+    return AloneFirstScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
@@ -101,20 +239,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     items[:] = [item for item in items if not is_alone(item)] + [item for item in items if is_alone(item)]
     for item in items:
-        group = "alone" if is_alone(item) else shared_fixture_module(item)
+        group = ALONE if is_alone(item) else shared_fixture_module(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The window is expected when what is left after deselection holds `alone` tests."""
+    config = session.config
+    if not hasattr(config, "workerinput"):
+        return
+    # xdist sets a worker's `dist` to "no" and keeps whether the run is `loadgroup` in `loadgroup`.
+    loadgroup = bool(getattr(config.option, "loadgroup", False))
+    expected = loadgroup and any(is_alone(item) for item in session.items)
+    config.stash[_WINDOW] = AloneWindow(_run_directory(config), expected, OwnThreads())
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
 ) -> Generator[None, object, object]:
-    gate = item.config.stash.get(_GATE, None)
-    if gate is None:
+    lock = item.config.stash.get(_LOCK, None)
+    window = item.config.stash.get(_WINDOW, None)
+    if lock is None or window is None:
         return (yield)
-    gate.enter(alone=is_alone(item))
+    alone = is_alone(item)
+    protected = window.enter(alone)
+    lock.enter(exclusive=alone and not protected)
     try:
         return (yield)
     finally:
-        gate.leave(keep=is_alone(item) and is_alone(nextitem))
+        lock.leave(keep=alone and is_alone(nextitem))
+        if alone and not is_alone(nextitem):
+            window.close()  # its last `alone` test: the others need not wait for its next one

@@ -88,10 +88,11 @@ def test_without_a_baseline_no_arm_runs_and_production_is_never_stopped(box: Box
 
 def test_sigterm_mid_arm_stops_the_arm_and_restores_production(box: Box, tmp_path: Path) -> None:
     first = box.start_production()
-    # An arm that decodes 20x slower (40 ms a token, ~5 s of bench): at production's pace its 0.2 s
-    # could end on a loaded host while the second launcher below was still starting, and the SIGTERM
-    # then met the restore instead of the arm.
-    slow = ("--arm", "seqs8:max_num_seqs=8", "--arm", "seqs8:sim_decode_ms=2000")
+    # An arm that decodes 100x slower (200 ms a token, ~25 s of bench; the SIGTERM ends it): at
+    # production's pace its 0.2 s could end on a loaded host while the second launcher below was still
+    # starting, and the SIGTERM then met the restore instead of the arm (seen at 20x, 5 s, with the
+    # test's worker aside during the alone window: tests/parallel.py).
+    slow = ("--arm", "seqs8:max_num_seqs=8", "--arm", "seqs8:sim_decode_ms=10000")
     probe = box.start_probe(*slow, *TINY_BENCH, out=tmp_path / "out")
     journal = box.wait_arm_running()
     # While the probe owns the box, a second production launcher is refused (exit 2, no restart loop).
