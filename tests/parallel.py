@@ -37,6 +37,9 @@ from xdist.scheduler import LoadGroupScheduling
 from xdist.workermanage import WorkerController
 
 ALONE = "alone"  # the marker, and the xdist group of the tests it marks
+# The one method of xdist's scheduler that AloneFirstScheduling overrides (xdist 3.5-3.8). Without
+# it the `alone` group may not come first, so no worker expects a window: the lock does it all.
+ALONE_FIRST = hasattr(LoadGroupScheduling, "_assign_work_unit")
 LOWERED_NICE = 19  # every worker but the window's owner, from its first test on
 OWNER_NICE_MAX = 9  # an owner started above this is not ahead of nice 19 enough: its tests lock
 
@@ -228,7 +231,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadGroupScheduling | None:
-    if config.getvalue("dist") != "loadgroup":
+    if config.getvalue("dist") != "loadgroup" or not ALONE_FIRST:
         return None  # xdist's own choice
     return AloneFirstScheduling(config, log)
 
@@ -251,7 +254,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     # xdist sets a worker's `dist` to "no" and keeps whether the run is `loadgroup` in `loadgroup`.
     loadgroup = bool(getattr(config.option, "loadgroup", False))
-    expected = loadgroup and any(is_alone(item) for item in session.items)
+    expected = ALONE_FIRST and loadgroup and any(is_alone(item) for item in session.items)
     config.stash[_WINDOW] = AloneWindow(_run_directory(config), expected, OwnThreads())
 
 
