@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.bytecode", "tests.parallel"]  # bytecode caches; how the suite runs under xdist
+pytest_plugins = ["tests.bytecode", "tests.parallel", "pytester"]  # caches; xdist; a pytest run in a test
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_PROFILES = REPO / "profiles"

@@ -11,7 +11,11 @@
   rest of the suite runs on what they leave, beside them instead of after them. When the window
   closes the others take every CPU back at their next test; the nice value stays (lowering it back
   needs privileges), the owner's too, so all workers are equal again (docs/decisions/0010).
-- Where that cannot hold — a host with one CPU, a run started at a low priority, an `alone` test on
+- The window assumes the host is otherwise idle: lowered to nice 19, the other workers would yield
+  to any other job, and that job would share the owner's core. So the main process reads the host's
+  CPU time over 0.3 s before it starts the workers; busier than half a CPU, and there is no window
+  (pytest's header says which).
+- Where that cannot hold — a busy host, one CPU, a run started at a low priority, an `alone` test on
   a worker that did not start with one (another scheduler, a restarted worker) — the `alone` test
   holds the run's flock exclusively, and every other test holds it shared, so nothing runs beside
   it: the exclusive holder keeps it while its worker's next test is `alone` too, and a turnstile
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -42,6 +47,8 @@ ALONE = "alone"  # the marker, and the xdist group of the tests it marks
 ALONE_FIRST = hasattr(LoadGroupScheduling, "_assign_work_unit")
 LOWERED_NICE = 19  # every worker but the window's owner, from its first test on
 OWNER_NICE_MAX = 9  # an owner started above this is not ahead of nice 19 enough: its tests lock
+HOST_BUSY_MAX_CPUS = 0.5  # other work on the host before the run, in CPUs: above it, no window
+HOST_SAMPLE_S = 0.3
 
 
 def is_alone(item: pytest.Item | None) -> bool:
@@ -55,6 +62,34 @@ def shared_fixture_module(item: pytest.Item) -> str | None:
         return None
     scopes = {defs[-1].scope for defs in info.name2fixturedefs.values() if defs}
     return item.nodeid.split("::")[0] if scopes & {"module", "package"} else None
+
+
+def busy_cpus(before: str, after: str) -> float:
+    """CPUs' worth of busy time between two readings of /proc/stat: everything but idle and iowait
+    on its `cpu` line (steal counts as busy: another guest had the CPU), times the number of CPUs."""
+
+    def read(text: str) -> tuple[int, int, int]:
+        lines = text.splitlines()
+        ticks = [int(v) for v in next(line for line in lines if line.startswith("cpu ")).split()[1:9]]
+        cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+        return sum(ticks), ticks[3] + ticks[4], cpus
+
+    total_a, idle_a, cpus = read(before)
+    total_b, idle_b, _ = read(after)
+    total = total_b - total_a
+    return 0.0 if total <= 0 else (total - (idle_b - idle_a)) / total * cpus
+
+
+def host_busy_cpus() -> float:
+    """How busy the host is with other work right now (this process sleeps while it looks)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            before = stat.read()
+        time.sleep(HOST_SAMPLE_S)
+        with open("/proc/stat", encoding="ascii") as stat:
+            return busy_cpus(before, stat.read())
+    except (OSError, ValueError, StopIteration):
+        return float("inf")  # unknown: no window
 
 
 class WorkerCpu(Protocol):
@@ -205,6 +240,8 @@ class AloneFirstScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist 
 
 _LOCK = pytest.StashKey[RunLock]()
 _WINDOW = pytest.StashKey[AloneWindow]()
+_HOST_BUSY = pytest.StashKey[float]()  # the main process's reading, before the workers start
+_WINDOW_ALLOWED = "alone_window"  # its verdict, as each worker's workerinput carries it
 
 
 def _run_directory(config: pytest.Config) -> Path:
@@ -214,6 +251,8 @@ def _run_directory(config: pytest.Config) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
+        if config.getvalue("dist") == "loadgroup" and (config.getoption("numprocesses", None) or 0):
+            config.stash[_HOST_BUSY] = host_busy_cpus()
         return
     lock = RunLock(_run_directory(config))
     lock.open()
@@ -227,6 +266,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     window = config.stash.get(_WINDOW, None)
     if window is not None:
         window.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: WorkerController) -> None:
+    busy = node.config.stash.get(_HOST_BUSY, float("inf"))
+    node.workerinput[_WINDOW_ALLOWED] = busy <= HOST_BUSY_MAX_CPUS
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    busy = config.stash.get(_HOST_BUSY, None)
+    if busy is None:
+        return None
+    if busy <= HOST_BUSY_MAX_CPUS:
+        return f"alone window: on (other work on the host: {busy:.2f} CPUs)"
+    return f"alone window: off, `alone` tests lock the others out (other work on the host: {busy:.2f} CPUs)"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -254,7 +308,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     # xdist sets a worker's `dist` to "no" and keeps whether the run is `loadgroup` in `loadgroup`.
     loadgroup = bool(getattr(config.option, "loadgroup", False))
-    expected = ALONE_FIRST and loadgroup and any(is_alone(item) for item in session.items)
+    allowed = bool(config.workerinput.get(_WINDOW_ALLOWED, False))
+    expected = ALONE_FIRST and allowed and loadgroup and any(is_alone(item) for item in session.items)
     config.stash[_WINDOW] = AloneWindow(_run_directory(config), expected, OwnThreads())
 
 

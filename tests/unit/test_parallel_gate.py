@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parallel import LOWERED_NICE, AloneWindow, RunLock
+from tests.parallel import LOWERED_NICE, AloneWindow, RunLock, busy_cpus
 
 
 @pytest.fixture
@@ -133,3 +133,31 @@ def test_an_alone_test_elsewhere_than_first_is_not_protected_and_a_run_without_a
     plain = AloneWindow(tmp_path / "x", False, plain_cpu)
     assert plain.enter(alone=False) is False
     assert plain_cpu.niceness == 0 and plain_cpu.on == {0, 1}
+
+
+STAT_BEFORE = """cpu  1000 0 500 8000 100 0 0 0 0 0
+cpu0 500 0 250 4000 50 0 0 0 0 0
+cpu1 500 0 250 4000 50 0 0 0 0 0
+intr 1
+"""
+
+
+def _stat_after(busy: int, idle: int, iowait: int = 0, steal: int = 0) -> str:
+    return STAT_BEFORE.replace(
+        "cpu  1000 0 500 8000 100 0 0 0 0 0",
+        f"cpu  {1000 + busy} 0 500 {8000 + idle} {100 + iowait} 0 0 {steal} 0 0",
+    )
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        (_stat_after(busy=0, idle=60), 0.0),  # an idle host
+        (_stat_after(busy=30, idle=30), 1.0),  # one of two CPUs busy: another job
+        (_stat_after(busy=0, idle=30, iowait=30), 0.0),  # waiting on the disk is not CPU
+        (_stat_after(busy=0, idle=30, steal=30), 1.0),  # another guest had the CPU
+        (STAT_BEFORE, 0.0),  # no time passed
+    ],
+)
+def test_how_busy_the_host_was_reads_in_cpus(after: str, expected: float) -> None:
+    assert busy_cpus(STAT_BEFORE, after) == pytest.approx(expected)
