@@ -150,7 +150,7 @@ class AloneWindow:
             else:
                 self._stand_aside()
         elif self._held is not None and not alone:
-            self.close()
+            self.close()  # the owner's first test after its `alone` ones (else pytest_unconfigure)
         elif self.confined and self._closed():
             self.cpu.run_on(self.all_cpus)
             self.confined = False
@@ -328,5 +328,3 @@ def pytest_runtest_protocol(
         return (yield)
     finally:
         lock.leave(keep=alone and is_alone(nextitem))
-        if alone and not is_alone(nextitem):
-            window.close()  # its last `alone` test: the others need not wait for its next one

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.parallel import OWNER_NICE_MAX
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 TESTS = """
 import fcntl, json, os
