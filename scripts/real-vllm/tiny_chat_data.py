@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# The gates' own tool cases, imported, never copied: a gate whose prompt or tool changes changes the
+# training data with it (and tests/unit/test_tiny_chat.py's digest of the data says so). The device
+# scripts put the repository on PYTHONPATH; a plain `python3 scripts/real-vllm/...` finds it here.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gates.tool_cases import ASK_NOTHING, ASK_WEATHER, WEATHER_TOOL  # noqa: E402
 
 # The template vLLM renders (saved as chat_template.jinja). Tools are shown by name and description
 # only: both are plain strings, so vLLM's rendering and transformers' are the same bytes.
@@ -33,21 +40,6 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and enable_thinking %}<think>\n{% endif %}{% endif %}"
 )
-WEATHER_TOOL: dict[str, Any] = {  # the tool_call gate's tool (gates/tool_cases.py), verbatim
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": "City name, e.g. Paris"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["city"],
-        },
-    },
-}
 OTHER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {"name": "get_time", "description": "Get the local time in a city.", "parameters": {}},
@@ -64,8 +56,9 @@ CITIES_TRAIN = (
     "Warsaw", "Zurich",
 )  # fmt: skip
 CITIES_HELD = ("Vienna", "Lisbon", "Prague", "Dublin")
+GATE_CITY = "Paris"  # the city the tool_call gate asks about
 WEATHER_TRAIN = (
-    "What is the weather in {c} right now? Use the get_weather tool.",  # the gate's own
+    ASK_WEATHER.replace(GATE_CITY, "{c}"),  # the gate's own, for every city
     "What's the weather like in {c}?",
     "How is the weather in {c} today?",
     "Tell me the weather in {c}.",
@@ -85,7 +78,7 @@ WEATHER_HELD = (
     "How warm is it in {c} now?",
 )
 HELLO_TRAIN = (
-    "Say hello to the user in one short sentence. No tool is needed for this.",  # the gate's own
+    ASK_NOTHING,  # the gate's own
     "Say hello.",
     "Hi there!",
     "Hello!",
@@ -169,7 +162,7 @@ def examples(root: Path, split: str, seed: int, count: int) -> list[Example]:
 
     def weather() -> Example:
         if not held and rng.random() < 0.05:  # the tool_call gate's own question, word for word
-            city, ask = "Paris", WEATHER_TRAIN[0].format(c="Paris")
+            city, ask = GATE_CITY, ASK_WEATHER
         else:
             city = rng.choice(cities)
             ask = rng.choice(WEATHER_HELD if held else WEATHER_TRAIN).format(c=city)

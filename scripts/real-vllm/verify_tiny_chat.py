@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_chat_data import BROKEN_RECORD, WEATHER_TOOL, Example, examples, user  # noqa: E402
+from tiny_chat_data import (  # noqa: E402
+    ASK_NOTHING,
+    ASK_WEATHER,
+    BROKEN_RECORD,
+    GATE_CITY,
+    WEATHER_TOOL,
+    Example,
+    examples,
+    user,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -123,22 +132,12 @@ def judge(kind: str, text: str, ended: bool, check: str) -> tuple[bool, str]:
 
 def gate_cases() -> list[tuple[str, Example, str]]:
     """The prompts the device run sends: the tool_call gate's and the smoke gate's, verbatim."""
-    ask = "What is the weather in Paris right now? Use the get_weather tool."
     tools = [WEATHER_TOOL]
     cases = [
-        ("tool_call", Example("tool_call", user(ask), "", tools, check="Paris"), ""),
-        ("required", Example("required", user(ask), "", tools, check="Paris"), ""),
-        ("named", Example("named", user(ask), "", tools, check="Paris"), ""),
-        (
-            "no_tool",
-            Example(
-                "hello",
-                user("Say hello to the user in one short sentence. No tool is needed for this."),
-                "",
-                tools,
-            ),
-            "",
-        ),
+        ("tool_call", Example("tool_call", user(ASK_WEATHER), "", tools, check=GATE_CITY), ""),
+        ("required", Example("required", user(ASK_WEATHER), "", tools, check=GATE_CITY), ""),
+        ("named", Example("named", user(ASK_WEATHER), "", tools, check=GATE_CITY), ""),
+        ("no_tool", Example("hello", user(ASK_NOTHING), "", tools), ""),
         (
             "arithmetic",
             Example("arithmetic", user("What is 17 + 25? Answer with the number only."), "", check="42"),

@@ -3,6 +3,7 @@ in the shapes vLLM produces, and hold out what it claims to hold out."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gates.tool_cases import ASK_NOTHING, ASK_WEATHER, WEATHER_TOOL, schema_problem
 from tests.conftest import REPO
@@ -68,7 +70,44 @@ def test_the_gates_own_prompts_are_trained(data: ModuleType) -> None:
         "Name three primary colours.",
     ):
         assert ask in smoke_source and ask in trained
-    assert data.WEATHER_TOOL == WEATHER_TOOL
+
+
+def test_the_tool_cases_live_once_in_the_gate(data: ModuleType, verify: ModuleType) -> None:
+    """The scripts import the tool_call gate's tool and prompts: no copy to drift from it."""
+    assert data.WEATHER_TOOL is WEATHER_TOOL
+    assert (
+        data.WEATHER_TRAIN[0].format(c=data.GATE_CITY) == ASK_WEATHER and data.HELLO_TRAIN[0] is ASK_NOTHING
+    )
+    asked = {name: example.messages[-1]["content"] for name, example, _ in verify.gate_cases()}
+    assert asked["tool_call"] == asked["required"] == asked["named"] == ASK_WEATHER
+    assert asked["no_tool"] == ASK_NOTHING
+    for script in ("tiny_chat_data.py", "verify_tiny_chat.py"):
+        source = (SCRIPTS / script).read_text(encoding="utf-8")
+        copies = [
+            text
+            for text in (ASK_WEATHER, ASK_NOTHING, WEATHER_TOOL["function"]["description"])
+            if text in source
+        ]
+        assert copies == [], f"{script} copies the gate's {copies}"
+
+
+# sha256 of every chat the tiny-chat model is trained and held-out-verified on (seed 22, the device
+# run's counts), rendered through its template as transformers renders it: the data must not move
+# when where it comes from does. A deliberate change of the data updates it (and retrains the model).
+RENDERED_DIGEST = "390e5ef983bbb9ddbc18b46079118388dd8e928f0cdbc9dfb4f086ef6d7f746f"
+
+
+def test_the_rendered_training_chats_are_the_ones_the_model_was_trained_on(data: ModuleType) -> None:
+    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(
+        data.CHAT_TEMPLATE
+    )
+    digest = hashlib.sha256()
+    for split, count in (("train", 4000), ("held_out", 400)):
+        for e in data.examples(REPO, split, 22, count):
+            text = template.render(messages=e.messages, tools=e.tools, add_generation_prompt=True, **e.kwargs)
+            row = [e.kind, text, e.target, e.tools, e.kwargs, e.ends, e.check]
+            digest.update(json.dumps(row, ensure_ascii=False).encode() + b"\n")
+    assert digest.hexdigest() == RENDERED_DIGEST
 
 
 def test_structured_output_targets_have_vllms_shapes_and_match_the_schema(data: ModuleType) -> None:
