@@ -162,11 +162,15 @@ class _Traffic:
             for stream in range(streams):
                 pool.submit(self._stream, stream, streams)
             try:
-                start = self.ctx.clock.monotonic()
-                for window in range(1, windows + 1):
-                    self.interrupted = self._wait_until(start + window * window_s)
+                # Each window ends window_s after the previous sample, not on a fixed grid: a sample
+                # a busy host took late must not leave the next window near empty (two samples a
+                # moment apart show no growth, and a real leak would pass as "no leak").
+                sampled = self.ctx.clock.monotonic()
+                for _ in range(windows):
+                    self.interrupted = self._wait_until(sampled + window_s)
                     if self.interrupted is not None:
                         break
+                    sampled = self.ctx.clock.monotonic()
                     pids: Sequence[int] = self.ctx.server.process_tree()
                     rss.append(self.ctx.memory.rss_bytes(pids) / MIB)
                     used = self.ctx.memory.gpu_bytes(pids)

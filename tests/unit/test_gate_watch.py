@@ -49,7 +49,6 @@ class ModelHttp:
 class TreeMemory:
     """RSS of 2 GiB while the tree has processes, 0 once it is empty (what psutil reports)."""
 
-
     def rss_bytes(self, pids: Sequence[int]) -> int:
         return 2048 * 1024 * 1024 if pids else 0
 
@@ -99,6 +98,45 @@ def test_a_series_with_zeros_is_never_a_pass() -> None:
     gappy = dataclasses.replace(ctx, memory=GappyMemory())
     outcome = MemoryLeakGate(FAST).check(gappy)
     assert outcome.verdict is Verdict.FAIL and "rss was 0 MiB at the end of window(s) [3]" in outcome.summary
+
+
+@dataclass
+class StallingClock(FakeClock):
+    """A fake clock whose sleeper is held up once for `stall_s` at `stall_at`: a busy host."""
+
+    stall_at: float = float("inf")
+    stall_s: float = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self.now >= self.stall_at:
+            self.now += self.stall_s
+            self.stall_at = float("inf")
+
+
+@dataclass
+class LeakingMemory:
+    """RSS growing 100 MiB per 10 s window from 2 GiB, as a function of the clock."""
+
+    clock: FakeClock
+
+    def rss_bytes(self, pids: Sequence[int]) -> int:
+        return int((2048 + 10.0 * (self.clock.now - 1000.0)) * 1024 * 1024)
+
+    def gpu_bytes(self, pids: Sequence[int]) -> int | None:
+        return None
+
+
+def test_a_late_sample_does_not_empty_the_next_window_and_hide_a_leak() -> None:
+    """Window 4's sample comes 25 s late (the gate's thread was held up): windows on a fixed grid
+    sampled 5 and 6 at the same moment, saw no growth between them and called the leak no leak."""
+    clock = StallingClock(stall_at=1000.0 + 35.0, stall_s=25.0)
+    ctx = make_context(ScriptedLog(clock), clock, server=FakeServer())
+    ctx = dataclasses.replace(ctx, http=ModelHttp(), memory=LeakingMemory(clock))
+    outcome = MemoryLeakGate(FAST).check(ctx)
+    assert outcome.verdict is Verdict.FAIL and "rss leak: grew 3+ windows in a row" in outcome.summary
+    series = outcome.evidence["rss_mib"]
+    assert len(series) == 6 and all(b - a >= 100 for a, b in zip(series, series[1:], strict=False))
 
 
 class PassingGate:
