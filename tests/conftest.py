@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.bytecode", "tests.parallel", "pytester"]  # caches; xdist; a pytest run in a test
+pytest_plugins = ["tests.bytecode", "pytester"]  # bytecode caches; a pytest run in a test
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_PROFILES = REPO / "profiles"

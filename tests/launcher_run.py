@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.procgroup import group_members
+from tests.simserver import HANG_S
 from tests.simserver import free_port as free_port  # one free-port helper for every test module
 
 LAUNCH = Path(sys.executable).with_name("launch")
@@ -102,7 +103,7 @@ class Launcher:
             return []
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
-    def wait_for(self, check: Callable[[dict[str, Any]], bool], timeout_s: float = 30.0) -> dict[str, Any]:
+    def wait_for(self, check: Callable[[dict[str, Any]], bool], timeout_s: float = HANG_S) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             status = self.status()
@@ -113,14 +114,14 @@ class Launcher:
             time.sleep(0.05)
         raise AssertionError(f"no such status within {timeout_s}s; last {self.status()}\n{self.output()}")
 
-    def wait_phase(self, phase: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    def wait_phase(self, phase: str, timeout_s: float = HANG_S) -> dict[str, Any]:
         return self.wait_for(lambda s: s.get("phase") == phase, timeout_s)
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
 
-    def wait_exit(self, timeout_s: float = 30.0) -> int:
+    def wait_exit(self, timeout_s: float = HANG_S) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout=timeout_s)
 

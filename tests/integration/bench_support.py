@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.simserver import HANG_S
+
 LAUNCH = Path(sys.executable).with_name("launch")
 SPEED = 50.0
 # At --sim-speed 50: 2 ms decode steps (100 / 50) and 0.8 us of prefill per uncached token.
@@ -32,7 +34,7 @@ def launch_bench(
     *,
     env: dict[str, str] | None = None,
     pre: list[str] | None = None,
-    timeout_s: float = 60.0,
+    timeout_s: float = HANG_S,
 ) -> subprocess.CompletedProcess[str]:
     argv = [str(LAUNCH), *(pre or []), "bench", *args, "--out", str(out), "--no-plots"]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from tests.launcher_run import LAUNCH, Launcher, free_port, group_members, write_profile
+from tests.simserver import HANG_S
 
 PROFILE = "prod"
 # At --sim-speed 50 with --sim-decode-ms 100: 2 ms decode steps; startup phases well under a second.
@@ -61,7 +62,7 @@ class Box:
                 del os.environ["VLLM_GATE_STATE"]
             else:
                 os.environ["VLLM_GATE_STATE"] = previous
-        launcher.wait_phase("serving", timeout_s=30)
+        launcher.wait_phase("serving")
         return launcher
 
     def status(self) -> dict[str, Any]:
@@ -90,7 +91,7 @@ class Box:
             else []
         )
 
-    def launch(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    def launch(self, *args: str, timeout_s: float = HANG_S) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(LAUNCH), *args], capture_output=True, text=True, env=self.env, timeout=timeout_s
         )
@@ -106,7 +107,7 @@ class Box:
             start_new_session=True,
         )
 
-    def wait(self, check: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    def wait(self, check: Callable[[], bool], what: str, timeout_s: float = HANG_S) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if check():
@@ -116,7 +117,7 @@ class Box:
             f"not within {timeout_s}s: {what}; status {self.status()}; journal {self.journal()}"
         )
 
-    def wait_serving(self, not_pid: int | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
+    def wait_serving(self, not_pid: int | None = None, timeout_s: float = HANG_S) -> dict[str, Any]:
         def serving() -> bool:
             status, pid = self.status(), self.launcher_pid()
             return status.get("phase") == "serving" and pid is not None and pid != not_pid and alive(pid)
@@ -124,7 +125,7 @@ class Box:
         self.wait(serving, "production serving again", timeout_s)
         return self.status()
 
-    def wait_arm_running(self, timeout_s: float = 30.0) -> dict[str, Any]:
+    def wait_arm_running(self, timeout_s: float = HANG_S) -> dict[str, Any]:
         """The journal names a started arm engine (its process group)."""
         self.wait(
             lambda: bool((self.journal() or {}).get("arm_pgid")), "an arm engine in the journal", timeout_s

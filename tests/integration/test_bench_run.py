@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.bench.checks import CHK_QUEUED
 from tests.integration.bench_support import (
     FAST,
     SMALL,
@@ -21,10 +22,10 @@ from tests.integration.bench_support import (
 )
 from tests.simserver import SimHandle, free_port, running_sim
 
-pytestmark = pytest.mark.integration
-# Tests on `run` read one bench run, whose cells measure the simulator's decode rate: they run alone
-# (tests/parallel.py).
-ALONE = pytest.mark.alone
+# one simulator and one bench run for the module: its tests go to one worker (addopts: --dist loadgroup)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_bench_run")]
+# How close the measured rates come to the simulator's pace is a figure, not a verdict of these tests
+# (bench/bench_figures.py `cells`; docs/decisions/0011): they judge what was measured and reported.
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +42,8 @@ def run(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[
     return bench_json(sim.url, out, *args, env=env), out
 
 
-@ALONE
-def test_cells_report_decode_and_chk_near_one_when_nothing_queues(run: tuple[dict, Path]) -> None:
-    summary, _ = run
+def test_cells_report_decode_and_chk_from_what_their_rounds_measured(run: tuple[dict, Path]) -> None:
+    summary, out = run
     assert [(c["context"], c["concurrency"]) for c in summary["cells"]] == [
         ("short", 1),
         ("short", 4),
@@ -51,15 +51,19 @@ def test_cells_report_decode_and_chk_near_one_when_nothing_queues(run: tuple[dic
         ("1k", 4),
     ]
     for entry in summary["cells"]:
-        # the sim decodes one token per 2 ms step (+0.08 ms per running sequence at speed 1)
-        assert 300 < entry["decode_tok_s"] < 520, entry
-        assert entry["chk"] < 1.5, entry
-        assert entry["errors"] == 0 and entry["empty_answers"] == 0
-        assert "queued" not in flags(entry)
-    assert cell(summary, "short", 4)["total_tok_s"] > 2.5 * cell(summary, "short", 1)["total_tok_s"]
+        timed = requests_of(out, phase="timed", context=entry["context"], concurrency=entry["concurrency"])
+        assert entry["errors"] == 0 and entry["empty_answers"] == 0 and entry["requests"] == len(timed) == 12
+        assert entry["rounds"] == 3 and [r["round"] for r in entry["per_round"]] == [1, 2, 3]
+        assert all(r["output_tokens"] == sum(q["output_tokens"] for q in timed if q["round"] == r["round"])
+                   for r in entry["per_round"])  # fmt: skip
+        # decode is 1 / ITL median: None where a busy client read most chunks in one go (gaps of 0)
+        decode, total, level = entry["decode_tok_s"], entry["total_tok_s"], entry["concurrency"]
+        assert total > 0 and (decode is None or decode > 0)
+        assert entry["chk"] == (None if decode is None else pytest.approx(decode * level / total))
+        queued = level > 1 and entry["chk"] is not None and entry["chk"] > CHK_QUEUED
+        assert ("queued" in flags(entry)) == queued
 
 
-@ALONE
 def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: tuple[dict, Path]) -> None:
     summary, _ = run
     long_context = next(c for c in summary["contexts"] if c["context"] == "1k")
@@ -68,7 +72,6 @@ def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: tuple[dict, Path]
     assert cell(summary, "1k", 1)["prefix_hit_rate"] > 0.95  # every prompt warmed before the rounds
 
 
-@ALONE
 def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: tuple[dict, Path]) -> None:
     _, out = run
     warmed = {r["prompt"] for r in requests_of(out, phase="warmup", context="1k")}
@@ -78,14 +81,12 @@ def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: tuple[dict, P
         assert all(r["cached_tokens"] > 0.9 * r["prompt_tokens"] for r in timed)
 
 
-@ALONE
 def test_first_run_after_a_restart_is_flagged(run: tuple[dict, Path]) -> None:
     summary, _ = run
     assert "fresh-server" in flags(summary)
     assert summary["server"]["requests_served_before"] == 0.0
 
 
-@ALONE
 def test_jsonl_has_usage_tokens_not_delta_counts(run: tuple[dict, Path]) -> None:
     _, out = run
     timed = requests_of(out, phase="timed")
@@ -128,7 +129,6 @@ def test_table_output_and_explanations(sim: SimHandle, tmp_path: Path) -> None:
     assert (tmp_path / "t" / "summary.json").exists() and (tmp_path / "t" / "requests.jsonl").exists()
 
 
-@ALONE
 def test_cells_carry_vllm_bench_serve_names_in_ms_and_tok_s(run: tuple[dict, Path]) -> None:
     summary, out = run
     entry = cell(summary, "short", 4)
@@ -138,11 +138,9 @@ def test_cells_carry_vllm_bench_serve_names_in_ms_and_tok_s(run: tuple[dict, Pat
     assert ttfts_ms[0] <= entry["median_ttft_ms"] <= ttfts_ms[-1]
     for name in ("ttft", "tpot", "itl", "e2el"):
         stats = [entry[f"{k}_{name}_ms"] for k in ("median", "p90", "p99")]
-        assert 0 < stats[0] <= stats[1] <= stats[2], (name, stats)
+        assert 0 <= stats[0] <= stats[1] <= stats[2], (name, stats)
         assert entry[f"mean_{name}_ms"] > 0
-    assert entry["median_tpot_ms"] == pytest.approx(1000 / entry["decode_tok_s"], rel=0.35)
-    assert entry["output_throughput"] == pytest.approx(entry["total_tok_s"], rel=0.35)
-    assert entry["total_token_throughput"] > entry["output_throughput"]
+    assert entry["total_token_throughput"] > entry["output_throughput"] > 0
 
 
 def test_a_run_that_measured_nothing_exits_1(tmp_path: Path) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from launcher.bench import corpus
-from launcher.bench.checks import Flag
+from launcher.bench.checks import CHK_QUEUED, Flag
 from launcher.bench.client import Client
 from launcher.bench.options import BenchOptions
 from launcher.bench.runner import Runner
@@ -24,16 +24,24 @@ pytestmark = pytest.mark.integration
 ONE_ROUND = ["--contexts", "short", "--rounds", "1", "--max-tokens", "48"]
 
 
-@pytest.mark.alone
-def test_queueing_behind_max_num_seqs_shows_in_chk(tmp_path: Path) -> None:
-    # field note: max-num-seqs 8 at c32 gave chk 9.55; here 1 slot at c4 must give about 4
-    with running_sim([*FAST, "--max-num-seqs", "1"], speed=SPEED) as sim:
+def test_requests_queued_behind_max_num_seqs_are_in_the_cell_chk_judges(tmp_path: Path) -> None:
+    """One slot at c4 (field note: max-num-seqs 8 at c32 gave chk 9.55). What chk comes to is a
+    figure (bench/bench_figures.py `queued`: about 4); the rule on it is unit-tested on scripted
+    rounds (tests/unit/test_bench_cells.py). Here: the queue is real and the cell reports on it."""
+    truth = tmp_path / "truth.jsonl"
+    with running_sim([*FAST, "--max-num-seqs", "1", "--sim-ground-truth", str(truth)], speed=SPEED) as sim:
         summary = bench_json(sim.url, tmp_path / "q", *ONE_ROUND, "--concurrency", "4", "--prompts", "4")
     entry = cell(summary, "short", 4)
-    assert entry["chk"] > 2.5 and "queued" in flags(entry)
+    rows = {r["id"]: r for r in map(json.loads, truth.read_text(encoding="utf-8").splitlines())}
+    timed = sorted((rows[r["response_id"]] for r in requests_of(tmp_path / "q", phase="timed")),
+                   key=lambda row: row["first_token_mono"])  # fmt: skip
+    assert len(timed) == entry["requests"] == 4
+    # the sim's own record: each request's first token came after the previous one's last
+    assert all(later["first_token_mono"] >= earlier["finish_mono"] for earlier, later in pairwise(timed))
+    assert entry["chk"] == pytest.approx(entry["decode_tok_s"] * 4 / entry["total_tok_s"])
+    assert ("queued" in flags(entry)) == (entry["chk"] > CHK_QUEUED)
 
 
-@pytest.mark.alone
 def test_identical_greedy_prompts_are_one_sequence_and_mixed_acceptance_differs(tmp_path: Path) -> None:
     spec = json.dumps({"method": "mtp", "num_speculative_tokens": 2})
     with running_sim([*FAST, "--speculative-config", spec], speed=SPEED) as sim:
@@ -54,14 +62,11 @@ def test_identical_greedy_prompts_are_one_sequence_and_mixed_acceptance_differs(
     assert "same-sequence" not in flags(many)
     assert one["spec_acceptance"] is not None and many["spec_acceptance"] is not None
     assert one["spec_acceptance"] != pytest.approx(many["spec_acceptance"], abs=1e-6)
-    # several tokens per chunk: decode counts tokens, not chunks. Checked per request against the
-    # chunk rate it saw itself, so the machine's load cannot move the verdict.
-    ratios = []
-    for row in requests_of(tmp_path / "mixed"):
-        gaps = [b - a for a, b in zip(row["event_offsets_s"], row["event_offsets_s"][1:], strict=False)]
-        if row.get("decode_tok_s") and len(gaps) >= 3:
-            ratios.append(row["decode_tok_s"] * statistics.median(gaps))
-    assert ratios and statistics.median(ratios) > 1.2, ratios
+    # several tokens per chunk: the usage counts more tokens than there were events, and decode is
+    # per token (tests/unit/test_bench_record.py; the rate itself: bench/bench_figures.py `spec`)
+    timed = requests_of(tmp_path / "mixed", phase="timed")
+    assert timed and all(r["tokens_from_usage"] for r in timed)
+    assert sum(r["output_tokens"] for r in timed) > sum(r["events"] for r in timed)
 
 
 def test_reasoning_with_a_small_budget_leaves_empty_answers_and_warns(tmp_path: Path) -> None:
@@ -75,21 +80,24 @@ def test_reasoning_with_a_small_budget_leaves_empty_answers_and_warns(tmp_path: 
     assert "small-max-tokens" in flags(summary) and summary["server"]["reasoning_model"] is True
 
 
-@pytest.mark.alone
-def test_degenerate_answers_are_flagged_and_slow_decode_is_measured_exactly(tmp_path: Path) -> None:
+def test_degenerate_answers_are_flagged_and_every_token_the_sim_wrote_is_measured(tmp_path: Path) -> None:
+    """How exactly slow decode is measured (about 166 tok/s, ITL within 5 % of the sim's own chunk
+    gaps) is a figure: bench/bench_figures.py `slow`. Here: every token the sim wrote was received,
+    counted and timed."""
     truth = tmp_path / "truth.jsonl"
     args = [*FAST, "--sim-degenerate", "--sim-slow-decode", "3", "--sim-ground-truth", str(truth)]
     with running_sim(args, speed=SPEED) as sim:
         summary = bench_json(sim.url, tmp_path / "d", *ONE_ROUND, "--concurrency", "1", "--prompts", "2")
     entry = cell(summary, "short", 1)
     assert "degenerate" in flags(entry) and entry["answer_score_median"] < 0.2
-    # slow decode x3: 6 ms steps -> about 166 tok/s, and within 5 % of the sim's own chunk gaps
-    assert 120 < entry["decode_tok_s"] < 180
     rows = {r["id"]: r for r in map(json.loads, truth.read_text(encoding="utf-8").splitlines())}
-    for request in requests_of(tmp_path / "d", phase="timed"):
-        stamps = [t[0] for t in rows[request["response_id"]]["tokens"]]
-        gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False) if b > a]
-        assert request["itl_median_s"] == pytest.approx(statistics.median(gaps), rel=0.05)
+    timed = requests_of(tmp_path / "d", phase="timed")
+    assert len(timed) == 2 and entry["decode_tok_s"] > 0
+    for request in timed:
+        written = rows[request["response_id"]]["tokens"]
+        assert request["output_tokens"] == len(written) == request["events"]  # one token per step
+        itl = request["itl_median_s"]  # 0 where a busy client read most chunks in one go
+        assert itl >= 0 and request["decode_tok_s"] == (pytest.approx(1 / itl) if itl else None)
 
 
 def test_nested_cold_prefixes_show_in_the_hit_delta() -> None:

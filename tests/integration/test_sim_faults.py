@@ -191,7 +191,14 @@ def test_eager_fallback_and_a_marker_on_first_request() -> None:
         assert sim.wait_for("] KERNEL_READY", 5.0)
 
 
-@pytest.mark.alone
+def _wait_until(check: object, timeout_s: float) -> bool:
+    """An event wait: the deadline is a hang's, never part of what is proved."""
+    deadline = time.monotonic() + timeout_s
+    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.05)
+    return bool(check())  # type: ignore[operator]
+
+
 def test_leak_grows_rss_and_warmup_plateaus() -> None:
     leak = start_sim(["--sim-leak-mib-per-min", "3000"])
     warm = start_sim(["--sim-warmup-growth-mib", "60", "--sim-warmup-growth-s", "0.5"])
@@ -199,29 +206,28 @@ def test_leak_grows_rss_and_warmup_plateaus() -> None:
         assert leak.wait_for(READY_LINE, 15) and warm.wait_for(READY_LINE, 15)
         leak_base, warm_base = engine_rss_mib(leak), engine_rss_mib(warm)
         chat(warm, "hi")  # the allocator warms up with the first traffic
-        deadline = time.monotonic() + 8
-        while engine_rss_mib(warm) - warm_base < 58 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert engine_rss_mib(warm) - warm_base >= 58
+        assert _wait_until(lambda: engine_rss_mib(warm) - warm_base >= 58, 60)
         plateau, leak_mid = engine_rss_mib(warm), engine_rss_mib(leak)
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:  # a fixed observation window: growth is a rate over time
-            time.sleep(0.1)
-        assert engine_rss_mib(warm) - plateau < 3  # warm-up stopped growing
-        assert engine_rss_mib(leak) - leak_mid >= 30  # 50 MiB/s keeps going
         assert leak_mid > leak_base
+        # The leak's own growth is the observation window (30 MiB: 0.6 s of its 50 MiB/s, however
+        # long the host takes): the leak keeps going through it, the warm-up has stopped.
+        assert _wait_until(lambda: engine_rss_mib(leak) - leak_mid >= 30, 60)
+        assert engine_rss_mib(warm) - plateau < 3
     finally:
         kill_group(leak)
         kill_group(warm)
 
 
 def test_sigterm_ignored_for_a_while() -> None:
-    with running_sim(["--sim-ignore-sigterm-s", "0.6"]) as sim:
-        sent = time.monotonic()
+    """Ignored: the server still answers after SIGTERM; then it shuts down by itself, cleanly."""
+    with running_sim(["--sim-ignore-sigterm-s", "3600"]) as sim:
         os.kill(sim.proc.pid, signal.SIGTERM)
-        assert sim.wait_for("[shutdown] API server: shutdown triggered", 5.0)
-        assert time.monotonic() - sent >= 0.55
-        assert sim.proc.wait(10) == 0
+        assert chat(sim, "still there?").status_code == 200
+        assert "shutdown triggered" not in sim.tail.text() and sim.proc.poll() is None
+    with running_sim(["--sim-ignore-sigterm-s", "0.6"]) as sim:
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        assert sim.wait_for("[shutdown] API server: shutdown triggered", 60.0)
+        assert sim.proc.wait(60) == 0
 
 
 def test_orphans_survive_their_parent() -> None:
@@ -245,7 +251,8 @@ def test_the_engine_after_its_api_server_is_sigkilled(version: str, outlives: bo
         os.kill(sim.proc.pid, signal.SIGKILL)
         sim.proc.wait(10)
         with contextlib.suppress(psutil.TimeoutExpired):
-            engine.wait(0.5)  # an engine that follows its parent is gone well within this
+            # one that follows its parent ends this wait by going; one that outlives it is still there
+            engine.wait(0.5 if outlives else 60)
         assert bool(alive([engine])) is outlives
         if outlives:
             engine.send_signal(signal.SIGTERM)
@@ -279,6 +286,9 @@ def test_model_level_faults(tmp_path: Path) -> None:
         tool = chat(sim, "What is the weather in Paris?", tools=[WEATHER]).json()["choices"][0]
         assert "tool_calls" not in tool["message"] and '"name": "get_weather"' in tool["message"]["content"]
         assert tool["finish_reason"] == "stop"
-    times = [t[0] for t in json.loads(truth.read_text().splitlines()[1])["tokens"]]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert statistics.median(gaps) >= 0.0035  # 12 ms x 4 / speed 10 = 4.8 ms per token
+    # the slow decode's step time is the time model's (tests/unit/test_sim_rules.py), its pace a
+    # figure (bench/bench_figures.py `slow`); here the sim recorded every token it wrote
+    rows = [json.loads(line) for line in truth.read_text().splitlines()]
+    assert [len(r["tokens"]) for r in rows] == [r["output_tokens"] for r in rows] and 60 in [
+        len(r["tokens"]) for r in rows
+    ]

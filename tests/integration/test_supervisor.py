@@ -52,8 +52,10 @@ def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: Any) -> 
     assert launcher.status()["phase"] == "stopped"
 
 
-# Five 0.4 s windows; the rule's threshold scaled down with them (a real gate uses 20 s and 1024 MiB).
-FAST_LEAK_GATE = {"windows": 5, "window_s": 0.3, "min_growth_mib": 100, "concurrency": 1,
+# Five 1 s windows, the rule's threshold scaled down with them (a real gate uses 20 s and 1024 MiB):
+# the leak grows 100 MiB a window, and a warm-up's 0.45 s stays inside the first; an engine would
+# have to stall for most of a second for either verdict to move (docs/decisions/0011).
+FAST_LEAK_GATE = {"windows": 5, "window_s": 1.0, "min_growth_mib": 100, "concurrency": 1,
                   "prompt_paragraphs": 4, "max_tokens": 8}  # fmt: skip
 FAULTS = {
     "kernel_marker": ({}, {"kernel_marker": {"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 0.5}},
@@ -62,7 +64,7 @@ FAULTS = {
     "eager": ({"sim_eager_fallback": True}, {}, "eager mode though the profile did not ask"),
     "model_name": ({"sim_serve_model_name": "fable-27b"}, {}, "server serves ['fable-27b'], profile expects ['sim']"),
     "tool_call": ({"sim_tool_fault": "malformed"}, {}, "not valid JSON"),
-    "memory_leak": ({"sim_leak_mib_per_min": 24000}, {"memory_leak": FAST_LEAK_GATE}, "rss leak: grew 3+ windows"),
+    "memory_leak": ({"sim_leak_mib_per_min": 6000}, {"memory_leak": FAST_LEAK_GATE}, "rss leak: grew 3+ windows"),
 }  # fmt: skip
 
 
@@ -70,10 +72,7 @@ def _order(gates: dict[str, Any]) -> list[str] | None:
     return ["health", "memory_leak"] if "memory_leak" in gates else None
 
 
-# The leak gate judges RSS growth per 0.3 s window: it runs alone (tests/parallel.py).
-@pytest.mark.parametrize(
-    "fault", [pytest.param(f, marks=pytest.mark.alone if f == "memory_leak" else ()) for f in sorted(FAULTS)]
-)
+@pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_each_gate_rejects_its_fault_and_last_good_keeps_serving(fault: str, launcher_factory: Any) -> None:
     args, gates, expected = FAULTS[fault]
     launcher = launcher_factory()
@@ -85,8 +84,9 @@ def test_each_gate_rejects_its_fault_and_last_good_keeps_serving(fault: str, lau
     good = launcher.wait_phase("serving")
     write_profile(launcher.profiles, "svc", port, args=args, gates=gates, order=_order(gates))
     launcher.signal(signal.SIGHUP)
-    status = launcher.wait_for(lambda s: s.get("reload_seq") == 1, timeout_s=60)
-    assert status["phase"] == "serving_last_good", status
+    status = launcher.wait_for(lambda s: s.get("reload_seq") == 1, timeout_s=120)
+    judged = [r.get("gates") for r in launcher.history() if r["event"] == "gates"]
+    assert status["phase"] == "serving_last_good", (status, judged)
     assert expected in status["rollback_reason"]
     assert status["serving_fingerprint"] == good["serving_fingerprint"]
     events = [r["event"] for r in launcher.history() if r["event"] != "engine_stopped"]
@@ -186,7 +186,6 @@ def test_a_sigkilled_launcher_takes_its_engine_with_it(launcher_factory: Any) ->
     assert wait_gone(engine, timeout_s=20) == [], "the engine outlived its SIGKILLed launcher"
 
 
-@pytest.mark.alone
 def test_allocator_warm_up_that_plateaus_passes_the_leak_gate(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     profiles.mkdir()

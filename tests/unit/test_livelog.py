@@ -3,7 +3,7 @@ one file write per chunk with rotation, and a disk that refuses writes never sto
 
 from __future__ import annotations
 
-import time
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -105,7 +105,8 @@ def test_a_line_that_came_while_the_gate_was_checking_ends_the_next_wait_at_once
     log = LiveLog(None)
     log.wait_for_change(0)  # the chain's previous wait returned
     log.feed("output", "INFO Application startup complete.\n")  # arrives during the gate's check
-    started = time.monotonic()
-    log.wait_for_change(30.0)
-    assert time.monotonic() - started < 5.0
+    waiter = threading.Thread(target=log.wait_for_change, args=(3600.0,), daemon=True)
+    waiter.start()
+    waiter.join(timeout=60)  # only a wait that missed the line is still blocked here
+    assert not waiter.is_alive(), "the wait missed the line that came during the check"
     log.wait_for_change(0.01)  # nothing new since: a real wait (returns by its timeout)

@@ -9,7 +9,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -365,7 +364,6 @@ def test_the_installed_launch_command_round_trips(shipped_profiles: Path, state_
     exe = Path(sys.executable).with_name("launch")
     env = {**os.environ, "VLLM_GATE_PROFILES": str(shipped_profiles), "VLLM_GATE_STATE": str(state_dir)}
     original = (shipped_profiles / "fable-27b.toml").read_bytes()
-    started = time.monotonic()
     run = subprocess.run(
         [exe, "set", "fable-27b", "speculative_config.num_speculative_tokens=2", "--tag", "mtp2"],
         env=env,
@@ -385,7 +383,6 @@ def test_the_installed_launch_command_round_trips(shipped_profiles: Path, state_
     )
     assert run.returncode == 0, run.stderr
     assert (shipped_profiles / "fable-27b.toml").read_bytes() == original
-    assert time.monotonic() - started < 30
 
 
 def dead_pid() -> int:
@@ -396,18 +393,25 @@ def dead_pid() -> int:
 
 
 @pytest.mark.parametrize(
-    ("program", "says"),
+    ("program", "timeout_s", "says"),
     [
-        (
+        (  # the deadline is what this case proves: it can only come later on a busy host, never early
             "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
             "print('ready', flush=True); time.sleep(60)",
+            "0.5",
             "gave no verdict within 0.5 s",
         ),
-        ("import time; print('ready', flush=True); time.sleep(60)", "exited during the reload"),
+        (  # the death ends the wait: a deadline that is never reached, however busy the host
+            # SIGHUP's default action, whatever the suite inherited (under nohup it is ignored)
+            "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+            "print('ready', flush=True); time.sleep(600)",
+            "300",
+            "exited during the reload",
+        ),
     ],
 )
 def test_a_launcher_that_gives_no_verdict_is_a_failure_not_a_hang(
-    program: str, says: str, shipped_profiles: Path, state_dir: Path
+    program: str, timeout_s: str, says: str, shipped_profiles: Path, state_dir: Path
 ) -> None:
     """One ignores SIGHUP (the wait times out), one dies of it (the wait sees it go)."""
     proc = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
@@ -426,7 +430,7 @@ def test_a_launcher_that_gives_no_verdict_is_a_failure_not_a_hang(
             "a",
             "--apply",
             "--timeout-s",
-            "0.5",
+            timeout_s,
         )
         assert result.exit_code == 1, result.output
         assert says in result.output and "Traceback" not in result.output

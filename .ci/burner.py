@@ -1,0 +1,121 @@
+"""CPU-bound neighbours for `.ci/run`: the suite must pass on a busy host (issue 34, point 2).
+
+    python .ci/burner.py start N PIDFILE --watch PID   # N busy loops at the suite's own priority
+    python .ci/burner.py end PIDFILE                   # fail unless all are still alive; end them by pid
+
+Each burner is bounded: it spins until its lifetime is over (--max-s, default 1800 s) or until the
+watched process (`.ci/run`'s shell) is gone, whichever comes first, so a CI job that is killed
+leaves no burner behind. `end` reports the CPU time they burned, which shows the load was real.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Spins, looking up about 20 times a second whether its time is up or the watched process is gone.
+SPIN = """
+import os, sys, time
+end, watched = time.monotonic() + float(sys.argv[1]), int(sys.argv[2])
+def watched_alive():
+    try:
+        os.kill(watched, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+while time.monotonic() < end and watched_alive():
+    stop = time.monotonic() + 0.05
+    while time.monotonic() < stop:
+        pass
+"""
+
+
+def start(count: int, pidfile: Path, watch: int, max_s: float) -> int:
+    burners = []
+    for _ in range(count):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SPIN, str(max_s), str(watch)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,  # a signal meant for the suite's group never reaches them
+        )
+        burners.append({"pid": proc.pid, "create_time": _stat(proc.pid)[0]})
+    pidfile.write_text(json.dumps({"burners": burners, "started": time.monotonic()}))
+    pids = " ".join(str(b["pid"]) for b in burners)
+    print(f"burners: {count} CPU-bound processes beside the suite (pids {pids})")
+    return 0
+
+
+def end(pidfile: Path) -> int:
+    info = json.loads(pidfile.read_text())
+    wall = time.monotonic() - float(info["started"])
+    cpu, lost = 0.0, []
+    for burner in info["burners"]:
+        pid, started = int(burner["pid"]), burner["create_time"]
+        now_started, ticks = _stat(pid)
+        if now_started != started:
+            lost.append(pid)
+            continue
+        cpu += ticks / os.sysconf("SC_CLK_TCK")
+        os.kill(pid, signal.SIGKILL)  # a busy loop has nothing to clean up
+    for burner in info["burners"]:
+        _reap(int(burner["pid"]))
+    pidfile.unlink()
+    cores = cpu / wall if wall > 0 else 0.0
+    print(f"burners: {cpu:.0f} s of CPU in {wall:.0f} s beside the suite ({cores:.2f} cores)")
+    if lost:
+        print(f"FAIL: burner(s) {lost} ended before the suite did (signalled by a test?)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _stat(pid: int) -> tuple[str | None, int]:
+    """(start time, utime + stime in ticks) from /proc/PID/stat; (None, 0) when it is gone or a zombie."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None, 0
+    fields = text[text.rfind(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None, 0
+    return fields[19], int(fields[11]) + int(fields[12])
+
+
+def _reap(pid: int) -> None:
+    """Wait for a killed burner to be gone (it is init's child by now, or still ours)."""
+    deadline = time.monotonic() + 10
+    while _stat(pid)[0] is not None and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.02)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    begin = sub.add_parser("start")
+    begin.add_argument("count", type=int)
+    begin.add_argument("pidfile", type=Path)
+    begin.add_argument("--watch", type=int, required=True, help="end when this process is gone")
+    begin.add_argument("--max-s", type=float, default=1800.0)
+    finish = sub.add_parser("end")
+    finish.add_argument("pidfile", type=Path)
+    args = parser.parse_args()
+    if args.command == "start":
+        if not 0 <= args.count <= 64:
+            parser.error("count: 0 to 64 burners")
+        return start(args.count, args.pidfile, args.watch, args.max_s)
+    return end(args.pidfile)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
