@@ -5,18 +5,26 @@ an error body, a closed connection, no answer at all), without starting an engin
     async with ScriptedHttp(answer) as server:      # answer(request) -> Reply
         client = Client(server.url)
 
-It runs in the test's own event loop; each request is recorded (`server.requests`) with the
-connection it came on, so keep-alive and retries can be counted.
+It runs in the test's own event loop, or in a thread of its own for code that runs its own loop
+(`in_thread`); each request is recorded (`server.requests`) with the connection it came on, so
+keep-alive and retries can be counted. `InstantVllm` is an answer that behaves like vLLM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
+
+from launcher.bench.workload import TEMPLATE_TOKENS
+
+HANG_S = 300.0  # a wait that must end by an event fails only on a hang (docs/decisions/0011)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +142,38 @@ class ScriptedHttp:
             writer.close()
 
 
+@contextlib.contextmanager
+def in_thread(answer: Callable[[Request], Reply]) -> Iterator[ScriptedHttp]:
+    """The server on an event loop in its own thread, for code that calls `asyncio.run` itself."""
+    server = ScriptedHttp(answer)
+    loop = asyncio.new_event_loop()
+    ready, failed = threading.Event(), []
+    stop: asyncio.Future[None] = loop.create_future()
+
+    async def main() -> None:
+        async with server:
+            ready.set()
+            await stop
+
+    def run() -> None:
+        try:
+            loop.run_until_complete(main())
+        except BaseException as err:  # the test learns of it below, not from a dead thread
+            failed.append(err)
+            ready.set()
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, name="scripted-http", daemon=True)
+    thread.start()
+    assert ready.wait(HANG_S) and not failed, failed
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(stop.set_result, None)
+        thread.join(HANG_S)
+
+
 async def _read_request(reader: asyncio.StreamReader, connection: int) -> Request | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -148,3 +188,70 @@ async def _read_request(reader: asyncio.StreamReader, connection: int) -> Reques
             headers[name.strip().lower()] = value.strip()
     body = await reader.readexactly(int(headers.get("content-length", "0")))
     return Request(method, path, headers, body, connection)
+
+
+@dataclass
+class InstantVllm:
+    """Answers like vLLM, at once: a token a word of the prompt, four output words, /v1/models, and
+    /metrics counters that move with what it served. Each knob is one way a real server differs."""
+
+    max_model_len: int = 32768
+    cold_hits: bool = False  # a prefix cache that answers even unique prompts
+    reasoning: bool = False
+    metrics: bool = True
+    started: float = field(default_factory=lambda: time.time() - 3600)
+    tokens_per_word: float = 1.3
+    refuse_probe_above: int | None = None  # a probe prompt longer than this gets vLLM's 400
+    probe_status: int = 200
+    queries: int = 0
+    hits: int = 0
+    served: int = 5
+    chats: list[dict[str, object]] = field(default_factory=list)
+    scrapes: int = 0
+
+    def __call__(self, request: Request) -> Reply:
+        if request.path == "/metrics":
+            self.scrapes += 1
+            return self._metrics()
+        if request.path == "/v1/models":
+            return json_reply(
+                200, {"object": "list", "data": [{"id": "m", "max_model_len": self.max_model_len}]}
+            )
+        body = request.json()
+        self.chats.append(body)
+        text = " ".join(str(m["content"]) for m in body["messages"])
+        tokens = int(len(text.split()) * self.tokens_per_word) + TEMPLATE_TOKENS
+        probe = body["max_tokens"] == 1
+        if probe and self.probe_status != 200:
+            return json_reply(self.probe_status, {"error": {"message": "engine dead", "code": 500}})
+        if probe and self.refuse_probe_above is not None and tokens > self.refuse_probe_above:
+            message = f"This model's maximum context length is {self.refuse_probe_above} tokens."
+            return json_reply(400, {"error": {"message": message, "type": "BadRequestError", "code": 400}})
+        self.queries += tokens
+        self.hits += tokens // 2 if self.cold_hits else 0
+        self.served += 1
+        return self._stream(tokens, 1 if probe else 4)
+
+    def _stream(self, prompt_tokens: int, output: int) -> Reply:
+        field_name = "reasoning" if self.reasoning else "content"
+        events: list[object] = [
+            {"id": "c", "choices": [{"index": 0, "delta": {field_name: f" w{k}"}, "finish_reason": None}]}
+            for k in range(output)
+        ]
+        if self.reasoning:
+            events.append({"id": "c", "choices": [{"index": 0, "delta": {"content": "ok"}}]})
+        events.append({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": output}
+        events.append({"id": "c", "choices": [], "usage": usage})
+        return sse_reply(events)
+
+    def _metrics(self) -> Reply:
+        if not self.metrics:
+            return json_reply(404, {"detail": "Not Found"})
+        return text_reply(
+            200,
+            f"process_start_time_seconds {self.started}\n"
+            f'vllm:prefix_cache_queries_total{{engine="0"}} {self.queries}\n'
+            f'vllm:prefix_cache_hits_total{{engine="0"}} {self.hits}\n'
+            f'vllm:request_success_total{{finished_reason="stop"}} {self.served}\n',
+        )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from launcher.bench import checks
 from launcher.bench.client import Client
@@ -17,77 +16,16 @@ from launcher.bench.record import RequestRecord
 from launcher.bench.results import RunResult
 from launcher.bench.runner import Runner
 from launcher.bench.target import Target
-from launcher.bench.workload import TEMPLATE_TOKENS, ContextSpec
-from tests.scripted_http import Reply, Request, ScriptedHttp, json_reply, sse_reply, text_reply
+from launcher.bench.workload import ContextSpec
+from tests.scripted_http import InstantVllm, Reply, Request, ScriptedHttp
 
 SHORT = ContextSpec("short", 0)
 DOC = ContextSpec("1k", 1000)
 
 
-@dataclass
-class Engine:
-    """Answers like vLLM, instantly: a token a word of the prompt, four output words, /metrics counters
-    that move with what it served. Each knob is one way a real server differs."""
-
-    max_model_len: int = 32768
-    cold_hits: bool = False  # a prefix cache that answers even unique prompts
-    reasoning: bool = False
-    metrics: bool = True
-    started: float = field(default_factory=lambda: time.time() - 3600)
-    tokens_per_word: float = 1.3
-    refuse_probe_above: int | None = None  # a probe prompt longer than this gets vLLM's 400
-    probe_status: int = 200
-    queries: int = 0
-    hits: int = 0
-    served: int = 5
-    chats: list[dict[str, object]] = field(default_factory=list)
-    scrapes: int = 0
-
-    def __call__(self, request: Request) -> Reply:
-        if request.path == "/metrics":
-            self.scrapes += 1
-            return self._metrics()
-        body = request.json()
-        self.chats.append(body)
-        text = " ".join(str(m["content"]) for m in body["messages"])
-        tokens = int(len(text.split()) * self.tokens_per_word) + TEMPLATE_TOKENS
-        probe = body["max_tokens"] == 1
-        if probe and self.probe_status != 200:
-            return json_reply(self.probe_status, {"error": {"message": "engine dead", "code": 500}})
-        if probe and self.refuse_probe_above is not None and tokens > self.refuse_probe_above:
-            message = f"This model's maximum context length is {self.refuse_probe_above} tokens."
-            return json_reply(400, {"error": {"message": message, "type": "BadRequestError", "code": 400}})
-        self.queries += tokens
-        self.hits += tokens // 2 if self.cold_hits else 0
-        self.served += 1
-        return self._stream(tokens, 1 if probe else 4)
-
-    def _stream(self, prompt_tokens: int, output: int) -> Reply:
-        field_name = "reasoning" if self.reasoning else "content"
-        events: list[object] = [
-            {"id": "c", "choices": [{"index": 0, "delta": {field_name: f" w{k}"}, "finish_reason": None}]}
-            for k in range(output)
-        ]
-        if self.reasoning:
-            events.append({"id": "c", "choices": [{"index": 0, "delta": {"content": "ok"}}]})
-        events.append({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": output}
-        events.append({"id": "c", "choices": [], "usage": usage})
-        return sse_reply(events)
-
-    def _metrics(self) -> Reply:
-        if not self.metrics:
-            return json_reply(404, {"detail": "Not Found"})
-        return text_reply(
-            200,
-            f"process_start_time_seconds {self.started}\n"
-            f'vllm:prefix_cache_queries_total{{engine="0"}} {self.queries}\n'
-            f'vllm:prefix_cache_hits_total{{engine="0"}} {self.hits}\n'
-            f'vllm:request_success_total{{finished_reason="stop"}} {self.served}\n',
-        )
-
-
-def run(engine: Engine, options: BenchOptions, max_model_len: int | None = 32768) -> tuple[RunResult, Runner]:
+def run(
+    engine: InstantVllm, options: BenchOptions, max_model_len: int | None = 32768
+) -> tuple[RunResult, Runner]:
     async def main() -> tuple[RunResult, Runner]:
         async with ScriptedHttp(engine) as server, Client(server.url) as client:
             target = Target(server.url, "m", max_model_len, "--url")
@@ -109,7 +47,7 @@ def user_texts(chats: list[dict[str, object]]) -> list[str]:
 
 
 def test_a_run_sends_cold_prompts_then_the_set_once_then_every_round_and_plans_exactly_that() -> None:
-    engine = Engine()
+    engine = InstantVllm()
     result, runner = run(engine, options())
     texts = user_texts(engine.chats)
     assert len(engine.chats) == runner.planned([SHORT]) == 2 + 3 + 2 * 3 + 2 * 3
@@ -130,7 +68,7 @@ def test_a_run_sends_cold_prompts_then_the_set_once_then_every_round_and_plans_e
 
 
 def test_each_round_counts_only_its_own_requests_on_the_servers_counters() -> None:
-    engine = Engine()
+    engine = InstantVllm()
     result, _ = run(engine, options(concurrency=(2,)))
     for round_ in result.cells[0].rounds:
         assert round_.delta.prefix_queries == sum(r.prompt_tokens or 0 for r in round_.records)
@@ -138,23 +76,23 @@ def test_each_round_counts_only_its_own_requests_on_the_servers_counters() -> No
 
 
 def test_copies_of_a_prompt_get_their_own_seed_and_greedy_sends_none() -> None:
-    engine = Engine()
+    engine = InstantVllm()
     run(engine, options(concurrency=(2,), prompts=1, rounds=1))
     timed = engine.chats[-2:]
     assert user_texts(timed)[0] == user_texts(timed)[1]
     assert timed[0]["seed"] != timed[1]["seed"], "two copies in flight: the same prompt, different seeds"
-    greedy = Engine()
+    greedy = InstantVllm()
     run(greedy, options(concurrency=(2,), prompts=1, rounds=1, temperature=0.0))
     assert not any("seed" in c for c in greedy.chats)
 
 
 def test_identical_greedy_copies_are_flagged() -> None:
-    result, _ = run(Engine(), options(concurrency=(2,), prompts=1, rounds=1, temperature=0.0))
+    result, _ = run(InstantVllm(), options(concurrency=(2,), prompts=1, rounds=1, temperature=0.0))
     assert checks.Flag.SAME_SEQUENCE in {f.flag for f in result.cells[0].findings}
 
 
 def test_a_context_that_does_not_fit_is_skipped_with_its_arithmetic() -> None:
-    engine = Engine()
+    engine = InstantVllm()
     result, runner = run(engine, options(contexts=(SHORT, DOC)), max_model_len=1000)
     assert result.notes == (
         "context 1k skipped: 1000 prompt + 4 output tokens do not fit max_model_len 1000",
@@ -164,7 +102,7 @@ def test_a_context_that_does_not_fit_is_skipped_with_its_arithmetic() -> None:
 
 
 def test_a_long_context_is_calibrated_once_per_language_before_anything_else() -> None:
-    engine = Engine(tokens_per_word=2.0)
+    engine = InstantVllm(tokens_per_word=2.0)
     result, runner = run(engine, options(contexts=(DOC,), concurrency=(1,), rounds=1, prompts=2))
     probes = [c for c in engine.chats if c["max_tokens"] == 1]
     assert engine.chats[: len(probes)] == probes and len(probes) == 2
@@ -173,7 +111,7 @@ def test_a_long_context_is_calibrated_once_per_language_before_anything_else() -
 
 
 def test_a_probe_the_server_refuses_as_too_long_shrinks_and_is_sent_again() -> None:
-    engine = Engine(refuse_probe_above=300)
+    engine = InstantVllm(refuse_probe_above=300)
     result, _ = run(
         engine, options(contexts=(DOC,), concurrency=(1,), rounds=1, prompts=1), max_model_len=20000
     )
@@ -183,7 +121,7 @@ def test_a_probe_the_server_refuses_as_too_long_shrinks_and_is_sent_again() -> N
 
 
 def test_a_probe_that_fails_otherwise_leaves_lengths_estimated_and_says_so() -> None:
-    engine = Engine(probe_status=500)
+    engine = InstantVllm(probe_status=500)
     result, _ = run(engine, options(contexts=(DOC,), concurrency=(1,), rounds=1, prompts=1))
     assert len([c for c in engine.chats if c["max_tokens"] == 1]) == 2, "a 500 is not retried smaller"
     assert result.token_ratios == {}
@@ -194,7 +132,7 @@ def test_a_probe_that_fails_otherwise_leaves_lengths_estimated_and_says_so() -> 
 
 
 def test_metrics_that_cannot_be_read_are_a_note_and_leave_the_cold_phase_unproven() -> None:
-    result, _ = run(Engine(metrics=False), options(concurrency=(1,), rounds=1))
+    result, _ = run(InstantVllm(metrics=False), options(concurrency=(1,), rounds=1))
     assert result.notes == (
         "/metrics unreadable (/metrics answered HTTP 404): no hit rate, acceptance or cold proof",
     )
@@ -202,20 +140,20 @@ def test_metrics_that_cannot_be_read_are_a_note_and_leave_the_cold_phase_unprove
 
 
 def test_a_cold_phase_the_prefix_cache_answered_is_flagged() -> None:
-    result, _ = run(Engine(cold_hits=True), options(concurrency=(1,), rounds=1))
+    result, _ = run(InstantVllm(cold_hits=True), options(concurrency=(1,), rounds=1))
     [finding] = result.colds[0].findings
     assert finding.flag is checks.Flag.COLD_NOT_COLD and finding.message.startswith("cold was not cold: ")
 
 
 def test_a_reasoning_model_is_noticed_and_a_small_budget_flagged() -> None:
-    result, _ = run(Engine(reasoning=True), options(concurrency=(1,), rounds=1))
+    result, _ = run(InstantVllm(reasoning=True), options(concurrency=(1,), rounds=1))
     assert result.reasoning
     assert [f.flag for f in result.findings] == [checks.Flag.SMALL_MAX_TOKENS]
     assert result.cells[0].records[0].reasoning_tokens > 0
 
 
 def test_a_server_started_a_minute_ago_is_flagged_fresh() -> None:
-    result, _ = run(Engine(started=time.time() - 60), options(concurrency=(1,), rounds=1))
+    result, _ = run(InstantVllm(started=time.time() - 60), options(concurrency=(1,), rounds=1))
     assert [f.flag for f in result.findings] == [checks.Flag.FRESH_SERVER]
 
 
@@ -223,7 +161,7 @@ def test_the_run_records_are_handed_to_the_sink_round_by_round() -> None:
     batches: list[list[str]] = []
 
     async def main() -> None:
-        async with ScriptedHttp(Engine()) as server, Client(server.url) as client:
+        async with ScriptedHttp(InstantVllm()) as server, Client(server.url) as client:
             target = Target(server.url, "m", None, "--url")
             runner = Runner(client, target, options(concurrency=(1,)), run_id="s", sink=phases)
             await runner.run()
@@ -243,7 +181,7 @@ def test_request_ids_are_the_runs_and_never_repeat() -> None:
             seen.append(request.headers["x-request-id"])
         return engine(request)
 
-    engine = Engine()
+    engine = InstantVllm()
 
     async def main() -> None:
         async with ScriptedHttp(answer) as server, Client(server.url) as client:
