@@ -24,7 +24,7 @@ from typing import Any
 
 from launcher.bench.workload import TEMPLATE_TOKENS
 
-HANG_S = 300.0  # a wait that must end by an event fails only on a hang (docs/decisions/0011)
+HANG_S = 300.0  # a wait that must end by an event fails only on a hang (docs/decisions/0013)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ SIM = Path(sys.executable).with_name("vllm-sim")
 SNAPSHOT = Path(__file__).resolve().parent.parent / "vllm_flags" / "data" / "vllm-serve-schema-0.33.0.json"
 READY_LINE = "Application startup complete."
 # The default deadline of the helpers' waits: only a hang reaches it, however busy the host
-# (docs/decisions/0011). A wait that passes returns at its event, long before.
+# (docs/decisions/0013). A wait that passes returns at its event, long before.
 HANG_S = 300.0
 LAST_ROUTE = "Route: /v1/completions, Methods: POST"  # the last stdout line before ready
 

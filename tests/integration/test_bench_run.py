@@ -25,7 +25,7 @@ from tests.simserver import SimHandle, free_port, running_sim
 # one simulator and one bench run for the module: its tests go to one worker (addopts: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_bench_run")]
 # How close the measured rates come to the simulator's pace is a figure, not a verdict of these tests
-# (bench/bench_figures.py `cells`; docs/decisions/0011): they judge what was measured and reported.
+# (bench/bench_figures.py `cells`; docs/decisions/0013): they judge what was measured and reported.
 
 
 @pytest.fixture(scope="module")

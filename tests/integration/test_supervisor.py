@@ -54,7 +54,7 @@ def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: Any) -> 
 
 # Five 1 s windows, the rule's threshold scaled down with them (a real gate uses 20 s and 1024 MiB):
 # the leak grows 100 MiB a window, and a warm-up's 0.45 s stays inside the first; an engine would
-# have to stall for most of a second for either verdict to move (docs/decisions/0011).
+# have to stall for most of a second for either verdict to move (docs/decisions/0013).
 FAST_LEAK_GATE = {"windows": 5, "window_s": 1.0, "min_growth_mib": 100, "concurrency": 1,
                   "prompt_paragraphs": 4, "max_tokens": 8}  # fmt: skip
 FAULTS = {

@@ -1,4 +1,4 @@
-"""The rule of docs/decisions/0011, enforced: no test judges the wall clock.
+"""The rule of docs/decisions/0013, enforced: no test judges the wall clock.
 
 A test asserts what was measured, flagged, refused or restarted; that something took less than N
 seconds, or that two timings are close, is a figure for bench/ (bench/bench_figures.py), because a
@@ -177,7 +177,7 @@ def test_no_test_judges_the_wall_clock() -> None:
         integration = "integration" in path.relative_to(TESTS).parts
         for line in wall_clock_judgements(path.read_text(encoding="utf-8"), integration):
             offences.append(f"{path.relative_to(REPO)}:{line}")
-    assert offences == [], "these asserts judge the wall clock (docs/decisions/0011): " + ", ".join(offences)
+    assert offences == [], "these asserts judge the wall clock (docs/decisions/0013): " + ", ".join(offences)
 
 
 # (source, integration): each judges the wall clock
