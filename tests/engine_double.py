@@ -27,6 +27,8 @@ from launcher.supervisor.attempt import Attempt
 from launcher.supervisor.engine import LineSink, StopReport
 from launcher.supervisor.group_watch import Death
 from launcher.supervisor.progress import Progress
+from launcher.watch.verdict import Judgement
+from launcher.watch.verdict import Verdict as JudgedVerdict
 
 FIRST_PID = 40_000  # never signalled: a scripted engine has no process
 
@@ -175,3 +177,63 @@ class ScriptedEngines:
             results.append(GateResult(name, Verdict.PASS if passed else Verdict.FAIL, summary, {}, 0.0))
         attempt.report = ChainReport(tuple(results))
         return attempt.report
+
+
+class ScriptedWatch:
+    """supervisor.hooks.WatchHandle, played from a script: at `start()` it reports its judgement."""
+
+    def __init__(
+        self, judgement: Judgement | None, on_change: Callable[[Judgement], None], label: str
+    ) -> None:
+        self.scripted = judgement
+        self.on_change = on_change
+        self.label = label
+        self.judgement = Judgement(JudgedVerdict.SERVING)
+        self.started = False
+        self.stopped = False
+        self.evidence: list[tuple[str, str]] = []  # (verdict, action) of each bundle kept
+
+    def start(self) -> None:
+        self.started = True
+        if self.scripted is not None:
+            self.report(self.scripted)
+
+    def report(self, judgement: Judgement) -> None:
+        self.judgement = judgement
+        self.on_change(judgement)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def keep_evidence(
+        self,
+        directory: Path,
+        *,
+        profile: str,
+        label: str,
+        judgement: Judgement,
+        action: str,
+        engine_log: Path,
+    ) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{len(list(directory.iterdir()))}-{judgement.verdict}.txt"
+        path.write_text(f"{profile} {label} {judgement.verdict} {action}\n")
+        self.evidence.append((str(judgement.verdict), action))
+        return path
+
+
+class ScriptedWatches:
+    """The watch factory of the seam: each watch started (one per engine that serves) takes the
+    next scripted judgement (None: it stays quiet)."""
+
+    def __init__(self, *judgements: Judgement | None) -> None:
+        self.judgements = list(judgements)
+        self.made: list[ScriptedWatch] = []
+
+    def __call__(
+        self, candidate: object, engine: object, on_change: Callable[[Judgement], None]
+    ) -> ScriptedWatch:
+        judgement = self.judgements.pop(0) if self.judgements else None
+        watch = ScriptedWatch(judgement, on_change, str(getattr(candidate, "label", "")))
+        self.made.append(watch)
+        return watch

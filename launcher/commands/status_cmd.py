@@ -12,7 +12,7 @@ import psutil
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
-from launcher.state.serving import EXIT_UNKNOWN, exit_code, serving_entry
+from launcher.state.serving import EXIT_UNKNOWN, SERVING_PHASES, exit_code, serving_entry
 from launcher.state.store import StateStore
 from launcher.supervisor.history import History
 from launcher.supervisor.status import read_status
@@ -31,8 +31,8 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool) -> None:
 
     \b
     Exit 0 serving (the candidate or last-good), 3 not serving (starting, gating, stopped, failed,
-    never run), 4 unknown profile (no profile file and no state). With several profiles: 0 only
-    when every one serves.
+    never run, or judged wedged or failing by the serving watch), 4 unknown profile (no profile
+    file and no state). With several profiles: 0 only when every one serves.
     """
     store = StateStore(options.state_dir)
     names = [name] if name else sorted(p.name for p in store.profiles_root.glob("*") if p.is_dir())
@@ -162,9 +162,26 @@ def _human(status: dict[str, Any]) -> str:
     for key, label in LABELS.items():
         if status.get(key) is not None:
             lines.append(f"  {label}: {status[key]}")
+    watch = status.get("watch")
+    if status.get("phase") in SERVING_PHASES and isinstance(watch, dict) and watch.get("verdict"):
+        lines.append(f"  watch: {_watch_line(watch)}")
     for gate in status.get("gates") or []:
         lines.append(f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}")
     return "\n".join(lines)
+
+
+def _watch_line(watch: dict[str, Any]) -> str:
+    """`wedged by canary since …: no answer within 10 s (2 in a row); VLLM::EngineCore pid N is stopped`."""
+    text = str(watch["verdict"])
+    if watch.get("check"):
+        text += f" by {watch['check']}"
+    if watch.get("since"):
+        text += f" since {watch['since']}"
+    if watch.get("detail") and watch.get("check"):
+        text += f": {watch['detail']}"
+    if watch.get("process") and str(watch["process"]) not in str(watch.get("detail")):
+        text += f"; {watch['process']}"
+    return text
 
 
 @click.command("history")

@@ -141,9 +141,63 @@ SUPERVISOR: tuple[Setting, ...] = (
         "leak_monitor",
         str,
         None,
-        "After promotion, keep applying the leak rule of [gates.memory_leak] every window: "
-        "`log`, `restart` or `rollback` (re-gate; last-good if that fails). Off when unset.",
+        "What a leak found by the serving watch (the leak rule of [gates.memory_leak], window by "
+        "window) does: `log`, `restart` or `rollback`. Unset: what `on_wedge` says.",
         choices=("log", "restart", "rollback"),
+    ),
+    Setting(
+        "watch",
+        bool,
+        True,
+        "After promotion (and after a rollback), judge the server all the time: a canary generation, "
+        "/health, /metrics progress, its processes' states, host RAM and swap, its memory "
+        "(docs/gates.md, The serving watch). false: only a death is noticed.",
+    ),
+    Setting(
+        "canary_interval_s",
+        (int, float),
+        15.0,
+        "One short real generation through the served model this often (sooner after a failed check).",
+        unit="s",
+        minimum=1,
+        maximum=3600,
+    ),
+    Setting(
+        "canary_timeout_s",
+        (int, float),
+        10.0,
+        "Deadline of each canary and each /health and /metrics read of the watch.",
+        unit="s",
+        minimum=0.5,
+        maximum=600,
+    ),
+    Setting(
+        "canary_tool_call_every",
+        int,
+        20,
+        "Every Nth canary is the tool_call gate's first case instead, judged by the gate's own judge "
+        "(0: never).",
+        minimum=0,
+        maximum=100_000,
+    ),
+    Setting(
+        "wedge_after",
+        int,
+        2,
+        "Canaries (or /health reads) in a row that miss their deadline, with no progress in /metrics, "
+        "before the server is called wedged.",
+        minimum=1,
+        maximum=100,
+    ),
+    Setting(
+        "on_wedge",
+        str,
+        "restart",
+        "What a wedged, failing or starving verdict does: `restart` (the same launch; the launch "
+        "served before it if it happens again within preflight.restart_window_s), `rollback` (the "
+        "launch served before it at once) or `log` (record it; status exits 3, systemd's watchdog "
+        "stops). Evidence is kept first either way.",
+        choices=("restart", "rollback", "log"),
     ),
 )
 
@@ -154,11 +208,30 @@ class SupervisorSettings:
 
     stop_grace_s: float
     leak_monitor: str | None
+    watch: bool
+    canary_interval_s: float
+    canary_timeout_s: float
+    canary_tool_call_every: int
+    wedge_after: int
+    on_wedge: str
 
     @classmethod
     def read(cls, table: Mapping[str, Any] | None) -> SupervisorSettings:
         values = SettingValues.of(SUPERVISOR, table)
-        return cls(values.number("stop_grace_s"), values.optional_text("leak_monitor"))
+        return cls(
+            stop_grace_s=values.number("stop_grace_s"),
+            leak_monitor=values.optional_text("leak_monitor"),
+            watch=values.flag("watch"),
+            canary_interval_s=values.number("canary_interval_s"),
+            canary_timeout_s=values.number("canary_timeout_s"),
+            canary_tool_call_every=values.integer("canary_tool_call_every"),
+            wedge_after=values.integer("wedge_after"),
+            on_wedge=values.text("on_wedge"),
+        )
+
+    @property
+    def leak_action(self) -> str:
+        return self.leak_monitor or self.on_wedge
 
 
 def engine_settings(profile_data: Mapping[str, Any]) -> SettingValues:

@@ -67,6 +67,11 @@ def _expectations(value: Any) -> bool:
     )
 
 
+def _watch(value: Any) -> bool:
+    """The serving watch's verdict in status.json (launcher/watch/verdict.py `Judgement.to_json`)."""
+    return isinstance(value, dict) and _is_str(value.get("verdict")) and _opt(_is_str)(value.get("check"))
+
+
 # Required keys and their checks; optional keys, when present, are checked too.
 LAST_GOOD_SEEN: Mapping[str, Check] = {"argv": _str_list, "env": _str_map, "fingerprint": _is_str}
 LAST_GOOD: Mapping[str, Check] = {
@@ -83,6 +88,7 @@ STATUS_OPTIONAL: Mapping[str, Check] = {
     "serving_profile": _opt(_is_str), "serving_fingerprint": _opt(_is_str),
     "engine_started_at": _opt(_is_str),
     "phase_since": _opt(_is_str), "rollback_reason": _opt(_is_str), "detail": _opt(_is_str),
+    "watch": _opt(_watch),
 }  # fmt: skip
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}

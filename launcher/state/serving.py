@@ -1,7 +1,8 @@
 """What a profile serves now, in one shape a script can trust, and the exit code that says it.
 
 `launch status` exits like `systemctl status`: 0 serving (the candidate or last-good), 3 not
-serving (starting, gating, rolling back, stopped, failed, never run), 4 unknown profile (neither a
+serving (starting, gating, rolling back, stopped, failed, never run — or up, but judged `wedged` or
+`failing` by the serving watch: requests hang or fail), 4 unknown profile (neither a
 profile file nor any state). Its JSON is always `{"state_dir": …, "profiles": [entry, …]}`, with
 one entry per profile, also when one is asked for by name.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 SERVING_PHASES = frozenset({"serving", "serving_last_good"})
+NOT_SERVING_VERDICTS = frozenset({"wedged", "failing"})  # launcher/watch/verdict.py `Verdict.serves`
 UNKNOWN = "unknown"
 NEVER_RUN = "never_run"
 EXIT_SERVING = 0
@@ -35,8 +37,9 @@ def serving_entry(
         return {"profile": name, "phase": phase, "serving": False, "url": None, "served_model": None,
                 "uptime_s": None, "fingerprint": None, "profile_fingerprint": profile_fingerprint,
                 "gates": []}  # fmt: skip
-    serving = status.get("phase") in SERVING_PHASES
-    record = last_good if serving and _same_launch(status, last_good) else None
+    up = status.get("phase") in SERVING_PHASES
+    record = last_good if up and _same_launch(status, last_good) else None
+    serving = up and watch_verdict(status) not in NOT_SERVING_VERDICTS
     return {
         **status,
         "serving": serving,
@@ -47,6 +50,13 @@ def serving_entry(
         "profile_fingerprint": profile_fingerprint,
         "gates": status.get("gates") or [],
     }
+
+
+def watch_verdict(status: dict[str, Any]) -> str | None:
+    """The serving watch's verdict in a status record, when one runs."""
+    watch = status.get("watch")
+    verdict = watch.get("verdict") if isinstance(watch, dict) else None
+    return verdict if isinstance(verdict, str) else None
 
 
 def exit_code(entries: list[dict[str, Any]]) -> int:

@@ -4,6 +4,8 @@ Every state file's name is spelled here and nowhere else in `launcher/` (a unit 
 the modules that own a file ask the store for its path. Layout (docs/architecture.md "State dir"):
     STATE/history.jsonl                           starts, gate results, promotions, rollbacks
     STATE/profiles/NAME/last_good.json            the promoted plan: argv, env, fingerprint, resolved profile
+    STATE/profiles/NAME/previous_good.json        promoted before last-good; a wedge rolls back to it
+    STATE/profiles/NAME/incidents/                the serving watch's evidence, kept before it acted
     STATE/profiles/NAME/last_facts.json           log facts of the last start (KV pool, capture, outcome)
     STATE/profiles/NAME/status.json               what `launch status` reads
     STATE/profiles/NAME/launcher.lock|json        one launcher per profile, and its pid
@@ -58,6 +60,12 @@ class StateStore:
 
     def last_good_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "last_good.json"
+
+    def previous_good_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "previous_good.json"
+
+    def incidents_dir(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "incidents"
 
     def last_facts_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "last_facts.json"
@@ -115,6 +123,13 @@ class StateStore:
 
     def write_last_good(self, profile: str, record: dict[str, Any]) -> None:
         self._write(self.last_good_path(profile), record)
+
+    def previous_good_to_start(self, profile: str) -> dict[str, Any] | None:
+        """The launch promoted before last-good, checked as last-good is (None when there is none)."""
+        return read_record(self.previous_good_path(profile), LAST_GOOD, LAST_GOOD_OPTIONAL)
+
+    def write_previous_good(self, profile: str, record: dict[str, Any]) -> None:
+        self._write(self.previous_good_path(profile), record)
 
     def last_facts(self, profile: str) -> dict[str, Any] | None:
         return read_record(self.last_facts_path(profile), {})

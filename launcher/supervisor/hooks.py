@@ -5,12 +5,43 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.notify_port import Notifier, NullNotifier
+from launcher.watch.verdict import Judgement
+
+if TYPE_CHECKING:
+    from launcher.supervisor.engine_port import EngineHandle
 
 GpuLocksFn = Callable[[Candidate], AbstractContextManager[object]]  # held for the engine's whole life
+
+
+class WatchHandle(Protocol):
+    """The serving watch as the serve loop uses it (launcher/watch/runner.py `ServingWatch`)."""
+
+    @property
+    def judgement(self) -> Judgement: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def keep_evidence(
+        self,
+        directory: Path,
+        *,
+        profile: str,
+        label: str,
+        judgement: Judgement,
+        action: str,
+        engine_log: Path,
+    ) -> Path: ...
+
+
+# Makes the watch of what serves: the candidate, its engine, and where verdict changes go.
+WatchFactory = Callable[[Candidate, "EngineHandle", Callable[[Judgement], None]], WatchHandle]
 
 
 class PreflightFn(Protocol):
@@ -33,10 +64,11 @@ class Guard(Protocol):
 
 @dataclass
 class Hooks:
-    """Seams the host-safety layer plugs into (preflight, GPU locks, restart guard, NVML, sd_notify)."""
+    """Seams the host layer plugs into (preflight, GPU locks, restart guard, NVML, sd_notify, the watch)."""
 
     preflight: PreflightFn | None = None
     notifier: Notifier = field(default_factory=NullNotifier)
     gpu_bytes: Callable[[Any], int | None] | None = None
     gpu_locks: GpuLocksFn | None = None
     restart_guard: Callable[[Candidate], Guard] | None = None
+    watch: WatchFactory | None = None  # the serving watch of what serves (None: only deaths are seen)

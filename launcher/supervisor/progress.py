@@ -40,6 +40,11 @@ EVENT_LEVELS = {
     "phase.failed": "error",  # refused, or nothing could be served
     "engine.failed": "error",  # vLLM's startup died
     "engine.engine_died": "error",
+    "watch.degraded": "warning",  # the serving watch (launcher/watch/): a check failed, retried
+    "watch.wedged": "error",
+    "watch.failing": "error",
+    "watch.starving": "error",
+    "watch.incident_failed": "warning",
 }
 SYSLOG_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 

@@ -1,10 +1,12 @@
 """The supervisor: start a candidate, gate it, promote it — or roll back to last-good by itself —
-then keep watching: engine death, SIGTERM/SIGINT (stop), SIGHUP (reload), the leak monitor.
+then keep watching: engine death, SIGTERM/SIGINT (stop), SIGHUP (reload), and the serving watch's
+verdicts (recovery.py: wedged, failing, starving are acted on).
 
 Exit codes (launcher/errors.py): 0 stopped while serving the candidate, 1 rejected with nothing
 to roll back to, 3 stopped while serving last-good, 4 preflight or the restart guard refused, 5
-engine died after promotion. A reload that changes nothing, or whose candidate preflight refuses,
-keeps the serving engine (`reload_requests` carries each requester's verdict).
+engine died after promotion (or the serving watch judged it bad again with nothing else to serve).
+A reload that changes nothing, or whose candidate preflight refuses, keeps the serving engine
+(`reload_requests` carries each requester's verdict).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import threading
 import time
 
 from gates.chain import ChainReport
-from launcher.errors import ExitCode, PreflightRefused
+from launcher.errors import BadInput, ExitCode, PreflightRefused
 from launcher.host.orphans import deployment_id
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
@@ -29,8 +31,8 @@ from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
-from launcher.supervisor.monitor import LeakMonitor
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.recovery import Watching
 from launcher.supervisor.reload import Reloading
 from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.status import Phase, StatusBoard
@@ -44,7 +46,7 @@ def _epoch_of(monotonic_s: float) -> float:
     return round(time.time() - (time.monotonic() - monotonic_s), 6)
 
 
-class Supervisor(Reloading):
+class Supervisor(Reloading, Watching):
     def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
                  hooks: Hooks | None = None, progress: Progress | None = None,
                  execute: Execute | None = None) -> None:  # fmt: skip
@@ -67,8 +69,8 @@ class Supervisor(Reloading):
         self.inbox = SignalInbox(self.wake.set)
         self.current: Attempt | None = None
         self.serving_last_good = False
-        self.restart_requested = False
         self._stop_lock = threading.RLock()
+        self._init_watching()
 
     # ---- entry point -------------------------------------------------------------------------
     def run(self) -> int:
@@ -202,6 +204,7 @@ class Supervisor(Reloading):
 
     def _promote(self, candidate: Candidate, report: ChainReport) -> None:
         record = {**candidate.to_record(), "promoted_at": utc_now(), "gates": report.to_json()}
+        self._keep_previous_good(candidate)
         self.store.write_last_good(self.profile, record)
         self.serving_last_good = False
         self.transitions.record(
@@ -218,6 +221,16 @@ class Supervisor(Reloading):
             label=candidate.label,
             fingerprint=candidate.fingerprint,
         )
+        self._start_watch()
+
+    def _keep_previous_good(self, candidate: Candidate) -> None:
+        """The launch promoted before this one stays on record: a rollback after a wedge starts it."""
+        try:
+            old = self.store.last_good_to_start(self.profile)
+        except BadInput:
+            return  # a corrupt record is no rollback target
+        if old is not None and old.get("fingerprint") != candidate.fingerprint:
+            self.store.write_previous_good(self.profile, old)
 
     def _roll_back(self, rejected: Candidate, report: ChainReport | None, reason: str) -> int | None:
         self._stop_current("candidate rejected")
@@ -261,71 +274,63 @@ class Supervisor(Reloading):
             ready=f"serving last-good; {reason}",
             label=last_good.label,
         )
+        self._start_watch()
         return None
 
     # ---- after promotion -------------------------------------------------------------------
     def _supervise(self) -> int:
-        monitor = LeakMonitor.from_candidate(self.current.candidate if self.current else None)
         watchdog = Watchdog(self.hooks.notifier)
         while True:
-            self.wake.wait(timeout=min(monitor.tick_s if monitor else 1.0, watchdog.tick_s))
+            self.wake.wait(timeout=min(1.0, watchdog.tick_s))
             self.wake.clear()
             self.books.retry()
             if self.current is not None:
-                watchdog.maybe_ping(self.current.candidate)
-            signals = self.inbox.take()
-            if self.restart_requested:
-                self.restart_requested = False
-                signals.append(signal.SIGHUP)
-            for sig in signals:
-                if sig in (signal.SIGTERM, signal.SIGINT):
-                    self.hooks.notifier.stopping()
-                    self._stop_current(f"{sig.name} received")
-                    self.transitions.record(
-                        Event.STOPPED, phase=Phase.STOPPED, status={"engine_pid": None}, signal=sig.name
-                    )
-                    return int(ExitCode.ROLLED_BACK if self.serving_last_good else ExitCode.OK)
-                if sig == signal.SIGHUP:
-                    code = self._reload()
-                    if code is not None:
-                        return code
-                    monitor = LeakMonitor.from_candidate(self.current.candidate if self.current else None)
-            death = self.current.engine.death if self.current is not None else None
-            if self.current is not None and death is not None:
-                died = death.describe()  # recorded first; stopping the rest drains the pipe after
-                self.transitions.record(
-                    Event.ENGINE_DIED,
-                    phase=Phase.FAILED,
-                    status={"detail": f"engine died after promotion: {died}", "engine_pid": None},
-                    show={"detail": f"engine died: {died}"},
-                    how=died,
-                    pid=death.pid,
-                    process=death.name,
-                    noticed_at_epoch=_epoch_of(death.noticed_at),
-                    facts=self.current.facts(),
-                )
-                if self.hooks.restart_guard is not None:
-                    candidate = self.current.candidate
-                    self.hooks.restart_guard(candidate).record_failure(
-                        candidate.fingerprint, f"engine {died}"
-                    )
-                return int(ExitCode.ENGINE_DIED)
-            if monitor is not None and self.current is not None:
-                self._watch_memory(monitor)
+                watchdog.maybe_ping(self.current.candidate, self.watch_serves if self.watch else None)
+            code = self._take_signals()
+            if code is None:
+                code = self._notice_death()
+            if code is None:
+                code = self._handle_watch_news()
+            if code is not None:
+                return code
 
-    def _watch_memory(self, monitor: LeakMonitor) -> None:
-        assert self.current is not None
-        finding = monitor.sample(self.current.engine.process_tree(), self.hooks.gpu_bytes)
-        if finding is not None:
-            self.transitions.record(
-                Event.LEAK_DETECTED,
-                status={"detail": f"memory leak: {finding}"},
-                reason=finding,
-                action=monitor.action,
-            )
-            if monitor.action in ("restart", "rollback"):
-                self.restart_requested = True  # a reload re-gates; rollback follows if it fails
-                self.wake.set()
+    def _take_signals(self) -> int | None:
+        for sig in self.inbox.take():
+            if sig in (signal.SIGTERM, signal.SIGINT):
+                self.hooks.notifier.stopping()
+                self._stop_current(f"{sig.name} received")
+                self.transitions.record(
+                    Event.STOPPED, phase=Phase.STOPPED, status={"engine_pid": None}, signal=sig.name
+                )
+                return int(ExitCode.ROLLED_BACK if self.serving_last_good else ExitCode.OK)
+            if sig == signal.SIGHUP:
+                code = self._reload()
+                if code is not None:
+                    return code
+        return None
+
+    def _notice_death(self) -> int | None:
+        death = self.current.engine.death if self.current is not None else None
+        if self.current is None or death is None:
+            return None
+        died = death.describe()  # recorded first; stopping the rest drains the pipe after
+        self._stop_watch()
+        self.transitions.record(
+            Event.ENGINE_DIED,
+            phase=Phase.FAILED,
+            status={"detail": f"engine died after promotion: {died}", "engine_pid": None},
+            show={"detail": f"engine died: {died}"},
+            how=died,
+            pid=death.pid,
+            process=death.name,
+            source=death.source,
+            noticed_at_epoch=_epoch_of(death.noticed_at),
+            facts=self.current.facts(),
+        )
+        if self.hooks.restart_guard is not None:
+            candidate = self.current.candidate
+            self.hooks.restart_guard(candidate).record_failure(candidate.fingerprint, f"engine {died}")
+        return int(ExitCode.ENGINE_DIED)
 
     def _stop_current(self, why: str) -> None:
         with self._stop_lock:
@@ -334,6 +339,7 @@ class Supervisor(Reloading):
     def _stop_current_locked(self, why: str) -> None:
         if self.current is None:
             return
+        self._stop_watch()  # what is stopped now is no news
         report = self.current.stop(grace_s=self.current.candidate.settings.stop_grace_s)
         self.transitions.record(
             Event.ENGINE_STOPPED,

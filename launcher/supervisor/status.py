@@ -39,6 +39,7 @@ class Status:
     rollback_reason: str | None = None
     reload_seq: int = 0
     detail: str | None = None
+    watch: dict[str, Any] | None = None  # the serving watch's verdict while something serves
 
 
 class StatusBoard:

@@ -1,9 +1,9 @@
-"""Plugs the host-safety layer (preflight, GPU locks, restart guard, NVML, sd_notify) into the
-supervisor's seams. The supervisor itself knows none of these modules."""
+"""Plugs the host-safety layer (preflight, GPU locks, restart guard, NVML, sd_notify) and the
+serving watch into the supervisor's seams. The supervisor itself knows none of these modules."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 import click
@@ -17,7 +17,10 @@ from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
 from launcher.settings import GlobalOptions
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.engine_port import EngineHandle
 from launcher.supervisor.hooks import Hooks
+from launcher.watch.runner import ServingWatch, WatchPlan
+from launcher.watch.verdict import Judgement
 
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
@@ -39,7 +42,15 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         gpu_bytes=_nvml_bytes,
         gpu_locks=gpu_locks,
         restart_guard=restart_guard,
+        watch=serving_watch,
     )
+
+
+def serving_watch(
+    candidate: Candidate, engine: EngineHandle, on_change: Callable[[Judgement], None]
+) -> ServingWatch:
+    """The real serving watch: HTTP to the candidate, psutil on its engine, NVML where there is one."""
+    return ServingWatch(WatchPlan.of(candidate), engine.process_tree, on_change, gpu_bytes=_nvml_bytes)
 
 
 def host_request(candidate: Candidate) -> HostRequest:

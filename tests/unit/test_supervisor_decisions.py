@@ -48,6 +48,7 @@ class Notices:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
         self.at_ready: list[Callable[[], None]] = []
+        self.at_status: list[tuple[str, Callable[[], None]]] = []  # (STATUS= prefix, step), in order
 
     def ready(self, status: str) -> None:
         self.calls.append(("ready", status))
@@ -56,6 +57,8 @@ class Notices:
 
     def status(self, text: str) -> None:
         self.calls.append(("status", text))
+        if self.at_status and text.startswith(self.at_status[0][0]):
+            self.at_status.pop(0)[1]()
 
     def reloading(self) -> None:
         self.calls.append(("reloading", ""))
@@ -121,15 +124,16 @@ class Box:
         self.guard = RestartGuard(StateStore(self.state), "svc", max_failures=2, window_s=600.0)
         self.progress = Terminal()
         self.requests: list[str] = []
+        self.watches: Any = None  # a serving-watch factory (tests/engine_double.py ScriptedWatches)
         self.write()
 
     @property
     def profile_dir(self) -> Path:
         return self.state / "profiles" / "svc"
 
-    def write(self, **args: Any) -> str:
+    def write(self, supervisor: dict[str, Any] | None = None, **args: Any) -> str:
         """Write the profile; returns its fingerprint."""
-        write_profile(self.profiles, "svc", PORT, args=args)
+        write_profile(self.profiles, "svc", PORT, args=args, supervisor=supervisor)
         return build_plan(self.profiles, "svc").fingerprint()
 
     def run(self) -> int:
@@ -138,6 +142,7 @@ class Box:
             notifier=self.notices,
             restart_guard=lambda _: self.guard,
             gpu_locks=self.gpu_locks,
+            watch=self.watches,
         )
         supervisor = Supervisor(
             GlobalOptions(self.profiles, self.state),
@@ -160,6 +165,7 @@ class Box:
             timer.cancel()
         assert not overdue.is_set(), f"no decision within {DEADLINE_S:g} s"
         assert not self.notices.at_ready, "a scripted step was never reached"
+        assert not self.notices.at_status, "a scripted step was never reached"
         return code
 
     # what a test does at a READY=1
@@ -186,6 +192,9 @@ class Box:
     # what it left
     def events(self) -> list[str]:
         return [str(r["event"]) for r in History(self.state / "history.jsonl").read()]
+
+    def history(self) -> list[dict[str, Any]]:
+        return list(History(self.state / "history.jsonl").read())
 
     def record(self, event: Event) -> dict[str, Any]:
         return next(r for r in History(self.state / "history.jsonl").read() if r["event"] == event)
