@@ -41,6 +41,7 @@ class Script:
     gates: tuple[tuple[str, bool, str], ...] = (("health", True, "200 OK"), ("tool_call", True, "2/2 cases"))
     start_error: GateError | None = None
     log: tuple[str, ...] = ()
+    regate: tuple[tuple[str, bool, str], ...] = (("health", True, "200 OK"), ("tool_call", True, "2/2 cases"))
 
 
 def passes(*log: str) -> Script:
@@ -134,6 +135,7 @@ class ScriptedEngines:
         self.scripts = list(scripts)
         self.started: list[ScriptedEngine] = []
         self.while_gating: list[Callable[[], None]] = []  # one step per gate run, before it judges
+        self.asked: list[frozenset[str] | None] = []  # the `only` of each gate run
 
     def add(self, *scripts: Script) -> None:
         self.scripts.extend(scripts)
@@ -156,15 +158,17 @@ class ScriptedEngines:
         progress: Progress,
         should_stop: Callable[[], bool],
         gpu_bytes: GpuBytesFn | None = None,
+        only: frozenset[str] | None = None,
     ) -> ChainReport:
-        """The scripted verdicts; a stop request or a dead engine fails the gate being asked, as
-        the chain runner does."""
+        """The scripted verdicts (`regate` when asked for `only` some gates: a woken engine); a stop
+        request or a dead engine fails the gate being asked, as the chain runner does."""
         if self.while_gating:
             self.while_gating.pop(0)()
         engine = attempt.engine
         assert isinstance(engine, ScriptedEngine)
         results: list[GateResult] = []
-        for name, passed, summary in engine.script.gates:
+        self.asked.append(only)
+        for name, passed, summary in engine.script.regate if only is not None else engine.script.gates:
             if results and results[-1].blocks_promotion:
                 skipped = "not run: an earlier required gate failed"
                 results.append(GateResult(name, Verdict.SKIP, skipped, {}, 0.0))
@@ -237,3 +241,44 @@ class ScriptedWatches:
         watch = ScriptedWatch(judgement, on_change, str(getattr(candidate, "label", "")))
         self.made.append(watch)
         return watch
+
+
+class ScriptedSleeps:
+    """The sleep seam (supervisor/park.py `SleepControl`), played from a script: each call is
+    recorded with the port of the engine it went to; a value set in `fail` makes that call fail."""
+
+    def __init__(self, **fail: str) -> None:
+        self.fail = dict(fail)  # "sleep" | "wake" | "reset" -> why
+        self.calls: list[tuple[str, int]] = []
+        self.asleep: set[int] = set()
+
+    def __call__(self, candidate: object) -> ScriptedSleep:
+        return ScriptedSleep(self, int(getattr(candidate, "port", 0)))
+
+
+class ScriptedSleep:
+    def __init__(self, sleeps: ScriptedSleeps, port: int) -> None:
+        self.sleeps, self.port = sleeps, port
+
+    def _call(self, name: str) -> str | None:
+        self.sleeps.calls.append((name, self.port))
+        return self.sleeps.fail.get(name)
+
+    def sleep(self, timeout_s: float) -> str | None:
+        why = self._call("sleep")
+        if why is None:
+            self.sleeps.asleep.add(self.port)
+        return why
+
+    def is_sleeping(self, timeout_s: float) -> bool | None:
+        self.sleeps.calls.append(("is_sleeping", self.port))
+        return self.port in self.sleeps.asleep
+
+    def wake(self, timeout_s: float) -> str | None:
+        why = self._call("wake")
+        if why is None:
+            self.sleeps.asleep.discard(self.port)
+        return why
+
+    def reset_prefix_cache(self, timeout_s: float) -> str | None:
+        return self._call("reset")

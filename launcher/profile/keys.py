@@ -199,6 +199,51 @@ SUPERVISOR: tuple[Setting, ...] = (
         "stops). Evidence is kept first either way.",
         choices=("restart", "rollback", "log"),
     ),
+    Setting(
+        "park",
+        str,
+        "stop",
+        "What happens to the serving engine while a change is tried: `stop` (a rejected change costs "
+        "a cold start of last-good) or `sleep` (vLLM's sleep mode: weights to host RAM, woken and "
+        "re-gated in seconds when the change is rejected; needs a loopback host and park_port; "
+        "docs/park.md).",
+        choices=("stop", "sleep"),
+    ),
+    Setting(
+        "park_port",
+        int,
+        None,
+        'With park = "sleep": the second loopback port. The sleeper keeps its port, so the candidate '
+        "starts on the other one; what serves alternates between engine.port and park_port.",
+        minimum=1,
+        maximum=65535,
+    ),
+    Setting(
+        "keep_parked",
+        bool,
+        False,
+        'With park = "sleep": after a promotion keep the old engine asleep (its GPU residue and its '
+        "weights in host RAM) until the next change, so `launch rollback` to it is seconds too.",
+    ),
+    Setting(
+        "wake_timeout_s",
+        (int, float),
+        120.0,
+        "Deadline of each sleep, wake and prefix-cache reset; a wake past it is a failed wake "
+        "(last-good then starts cold).",
+        unit="s",
+        minimum=1,
+        maximum=3600,
+    ),
+    Setting(
+        "on_switch",
+        list,
+        None,
+        "A command run (no shell) each time what serves moves to another port, e.g. "
+        '`["/usr/local/bin/vllm-upstream", "{host}", "{port}"]` (placeholders {profile}, {host}, '
+        "{port}, {url}): it points the proxy in front at the engine that serves (docs/park.md).",
+        items=str,
+    ),
 )
 
 
@@ -214,6 +259,11 @@ class SupervisorSettings:
     canary_tool_call_every: int
     wedge_after: int
     on_wedge: str
+    park: str
+    park_port: int | None
+    keep_parked: bool
+    wake_timeout_s: float
+    on_switch: tuple[str, ...] | None
 
     @classmethod
     def read(cls, table: Mapping[str, Any] | None) -> SupervisorSettings:
@@ -227,6 +277,13 @@ class SupervisorSettings:
             canary_tool_call_every=values.integer("canary_tool_call_every"),
             wedge_after=values.integer("wedge_after"),
             on_wedge=values.text("on_wedge"),
+            park=values.text("park"),
+            park_port=None if values.value("park_port") is None else values.integer("park_port"),
+            keep_parked=values.flag("keep_parked"),
+            wake_timeout_s=values.number("wake_timeout_s"),
+            on_switch=None
+            if values.value("on_switch") is None
+            else tuple(map(str, values.value("on_switch"))),
         )
 
     @property

@@ -31,6 +31,12 @@ class Event(StrEnum):
     FAILING = "failing"  # requests answer errors
     STARVING = "starving"  # host RAM, swap or the leak rule
     RECOVERED = "recovered"  # serving again after the watch's restart: how, reason
+    # a change tried beside a sleeping last-good (supervisor/park.py)
+    PARKED = "parked"  # the serving engine sleeps: seconds, its GPU memory awake and asleep
+    PARK_SKIPPED = "park_skipped"  # it could not sleep (no sleep mode, host RAM, a failed sleep): stopped
+    WOKEN = "woken"  # the sleeper serves again after its candidate was rejected: seconds, gates
+    WAKE_FAILED = "wake_failed"  # the wake, its prefix-cache reset or its re-gate failed: cold start
+    SWITCHED = "switched"  # what serves moved to another port: the on_switch hook's command and exit
     # reloads (supervisor/reload.py)
     RELOAD = "reload"  # the serving engine is stopped for a new candidate
     RELOAD_NOOP = "reload_noop"  # the same launch: nothing restarted

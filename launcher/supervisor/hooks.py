@@ -15,7 +15,14 @@ from launcher.watch.verdict import Judgement
 if TYPE_CHECKING:
     from launcher.supervisor.engine_port import EngineHandle
 
-GpuLocksFn = Callable[[Candidate], AbstractContextManager[object]]  # held for the engine's whole life
+
+class GpuLocksFn(Protocol):
+    """The candidate's GPU locks, held for its engine's whole life. `sharing`: a parked engine of
+    this launcher whose locks cover the same GPUs; the candidate then takes none of its own."""
+
+    def __call__(
+        self, candidate: Candidate, *, sharing: Candidate | None = None
+    ) -> AbstractContextManager[object]: ...
 
 
 class WatchHandle(Protocol):
@@ -45,9 +52,13 @@ WatchFactory = Callable[[Candidate, "EngineHandle", Callable[[Judgement], None]]
 
 
 class PreflightFn(Protocol):
-    """Raises PreflightRefused (exit 4). `serving`: the engine a reload stops only once this passed."""
+    """Raises PreflightRefused (exit 4). `serving`: the engine a reload stops only once this passed
+    (what it holds counts as free); `parked`: an engine asleep on the same GPUs (its residue counts
+    as used, but it is not a second model: it serves nothing)."""
 
-    def __call__(self, candidate: Candidate, *, serving: frozenset[int] = ...) -> None: ...
+    def __call__(
+        self, candidate: Candidate, *, serving: frozenset[int] = ..., parked: frozenset[int] = ...
+    ) -> None: ...
 
 
 class Guard(Protocol):

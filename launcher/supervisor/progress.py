@@ -45,6 +45,9 @@ EVENT_LEVELS = {
     "watch.failing": "error",
     "watch.starving": "error",
     "watch.incident_failed": "warning",
+    "park.skipped": "warning",  # the serving engine is stopped, not parked (supervisor/park.py)
+    "park.wake_failed": "error",
+    "park.switch_failed": "warning",
 }
 SYSLOG_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 

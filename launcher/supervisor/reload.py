@@ -41,9 +41,13 @@ class Reloading:
     transitions: Transitions
     current: Attempt | None
 
-    def _stop_current(self, why: str) -> None: ...
+    if TYPE_CHECKING:  # provided by service.Supervisor and the other halves; a stub here would shadow them
 
-    def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
+        def _stop_current(self, why: str) -> None: ...
+
+        def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
+
+        def _park_for(self, candidate: Candidate) -> Candidate | None: ...
 
     def _reload(self) -> int | None:
         """Re-plan the profile and serve it; each request's verdict goes to its requester."""
@@ -81,9 +85,11 @@ class Reloading:
             verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             return self._keep_serving(Event.RELOAD_REFUSED, verdict)
         self.transitions.record(Event.RELOAD, label=candidate.label)
-        self._stop_current("reload")
         with Watchdog(self.hooks.notifier).keepalive():
-            code = self._bring_up(candidate, reloading=True)
+            moved = self._park_for(candidate)  # asleep beside it (park = "sleep"), else stopped
+            if moved is None:
+                self._stop_current("reload")
+            code = self._bring_up(moved or candidate, reloading=True)
         return self._reload_verdict(), code
 
     def _refusal_before_stop(self, candidate: Candidate) -> str | None:

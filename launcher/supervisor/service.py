@@ -31,6 +31,7 @@ from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
+from launcher.supervisor.park import Parking
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.recovery import Watching
 from launcher.supervisor.reload import Reloading
@@ -46,7 +47,7 @@ def _epoch_of(monotonic_s: float) -> float:
     return round(time.time() - (time.monotonic() - monotonic_s), 6)
 
 
-class Supervisor(Reloading, Watching):
+class Supervisor(Reloading, Watching, Parking):
     def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
                  hooks: Hooks | None = None, progress: Progress | None = None,
                  execute: Execute | None = None) -> None:  # fmt: skip
@@ -71,6 +72,7 @@ class Supervisor(Reloading, Watching):
         self.serving_last_good = False
         self._stop_lock = threading.RLock()
         self._init_watching()
+        self._init_parking()
 
     # ---- entry point -------------------------------------------------------------------------
     def run(self) -> int:
@@ -89,6 +91,7 @@ class Supervisor(Reloading, Watching):
                 error = err
                 raise
             finally:
+                self._drop_parked("launcher exiting")
                 self._stop_current("launcher exiting")
                 finalise(
                     self.transitions, self.books, stopping=self.inbox.stop_requested.is_set(), error=error
@@ -153,7 +156,10 @@ class Supervisor(Reloading, Watching):
 
     def _start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
         if self.hooks.preflight is not None:
-            self.hooks.preflight(candidate)
+            if self.parked is not None:
+                self.hooks.preflight(candidate, parked=self._parked_pids())
+            else:
+                self.hooks.preflight(candidate)
         self.transitions.record(
             phase=phase,
             status={"detail": candidate.label, "gates": []},
@@ -168,6 +174,7 @@ class Supervisor(Reloading, Watching):
             gpu_locks=self.hooks.gpu_locks,
             deployment=self.deployment,
             engine_factory=self.execute.engine,
+            sharing=self.parked.candidate if self.parked is not None else None,
         )
         attempt.engine.on_exit(self.wake.set)
         attempt.engine.on_death(self.wake.set)
@@ -221,6 +228,7 @@ class Supervisor(Reloading, Watching):
             label=candidate.label,
             fingerprint=candidate.fingerprint,
         )
+        self._after_promotion()
         self._start_watch()
 
     def _keep_previous_good(self, candidate: Candidate) -> None:
@@ -233,10 +241,13 @@ class Supervisor(Reloading, Watching):
             self.store.write_previous_good(self.profile, old)
 
     def _roll_back(self, rejected: Candidate, report: ChainReport | None, reason: str) -> int | None:
+        rejected_pids = self.current.engine.process_tree() if self.current is not None else []
         self._stop_current("candidate rejected")
         self.transitions.record(
             Event.REJECTED, label=rejected.label, fingerprint=rejected.fingerprint, reason=reason
         )
+        if self.parked is not None and self._wake_parked(rejected_pids, reason):
+            return None  # last-good was asleep beside it: woken and re-gated in seconds
         record = self.store.last_good_to_start(self.profile)
         if record is None:
             self.transitions.record(

@@ -4,7 +4,7 @@ serving watch into the supervisor's seams. The supervisor itself knows none of t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 import click
 
@@ -24,13 +24,23 @@ from launcher.watch.verdict import Judgement
 
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
-    def preflight(candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
-        report = run_preflight(host_request(candidate), options, serving=serving)
+    def preflight(
+        candidate: Candidate, *, serving: frozenset[int] = frozenset(), parked: frozenset[int] = frozenset()
+    ) -> None:
+        report = run_preflight(host_request(candidate), options, serving=serving, parked=parked)
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
             click.echo(f"preflight warning: {warning}", err=True)
 
-    def gpu_locks(candidate: Candidate) -> AbstractContextManager[object]:
-        return GpuLocks.for_request(host_request(candidate), options.state_dir)
+    def gpu_locks(
+        candidate: Candidate, *, sharing: Candidate | None = None
+    ) -> AbstractContextManager[object]:
+        locks = GpuLocks.for_request(host_request(candidate), options.state_dir)
+        if (
+            sharing is not None
+            and locks.gpus == GpuLocks.for_request(host_request(sharing), options.state_dir).gpus
+        ):
+            return nullcontext()  # the parked engine of this launcher holds them, asleep
+        return locks
 
     def restart_guard(candidate: Candidate) -> RestartGuard:
         policy = HostPolicy.from_request(host_request(candidate))

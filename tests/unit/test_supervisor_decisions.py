@@ -33,7 +33,7 @@ from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.service import Supervisor
 from launcher.supervisor.status import read_status
-from tests.engine_double import ScriptedEngines, fails_to_start, passes, rejected_by
+from tests.engine_double import ScriptedEngines, ScriptedSleeps, fails_to_start, passes, rejected_by
 from tests.launcher_run import write_profile
 
 DEADLINE_S = 20.0  # a decision that never comes ends the run with a SIGTERM, and the test fails
@@ -80,9 +80,13 @@ class Preflight:
         self.refuse: dict[str, str] = {}  # fingerprint -> why
         self.refuse_once_stopped: dict[str, str] = {}  # only when no serving engine is counted as free
         self.calls: list[tuple[str, frozenset[int]]] = []
+        self.parked_calls: list[frozenset[int]] = []
 
-    def __call__(self, candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
+    def __call__(
+        self, candidate: Candidate, *, serving: frozenset[int] = frozenset(), parked: frozenset[int] = frozenset()
+    ) -> None:
         self.calls.append((candidate.fingerprint, serving))
+        self.parked_calls.append(parked)
         why = self.refuse.get(candidate.fingerprint)
         if why is None and not serving:
             why = self.refuse_once_stopped.get(candidate.fingerprint)
@@ -97,7 +101,11 @@ class GpuLocks:
         self.log: list[str] = []
 
     @contextmanager
-    def __call__(self, candidate: Candidate) -> Iterator[None]:
+    def __call__(self, candidate: Candidate, *, sharing: Candidate | None = None) -> Iterator[None]:
+        if sharing is not None:
+            self.log.append(f"share {sharing.label} with {candidate.label}")
+            yield
+            return
         self.log.append(f"take {candidate.label}")
         try:
             yield
@@ -125,6 +133,7 @@ class Box:
         self.progress = Terminal()
         self.requests: list[str] = []
         self.watches: Any = None  # a serving-watch factory (tests/engine_double.py ScriptedWatches)
+        self.sleeps = ScriptedSleeps()  # the sleep seam (park = "sleep")
         self.write()
 
     @property
@@ -149,7 +158,7 @@ class Box:
             "svc",
             hooks=hooks,
             progress=Progress(self.progress, notifier=self.notices),
-            execute=Execute(engine=self.engines, gates=self.engines.report),
+            execute=Execute(engine=self.engines, gates=self.engines.report, sleep=self.sleeps),
         )
         overdue = threading.Event()
 

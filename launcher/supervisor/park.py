@@ -1,0 +1,347 @@
+"""A change tried beside a sleeping last-good (`[supervisor] park = "sleep"`, docs/park.md).
+
+Without it every rejected change costs two cold starts: production stops, the candidate loads and
+is rejected, and last-good loads again from nothing (minutes for a real model). vLLM's sleep mode
+keeps the process, its CUDA graphs and compiled code, and moves the weights to host RAM (level 1):
+waking takes seconds. So a reload with `park = "sleep"`:
+1. puts the serving engine to sleep (`POST /sleep?level=1`), confirms `GET /is_sleeping` and, where
+   NVML tells, that its GPU memory fell to the residue (its CUDA context and graph pool);
+2. starts the candidate on the other port (the sleeper keeps its own: vLLM binds without
+   SO_REUSEPORT), on the same GPUs — its preflight counts the sleeper's residue, and the GPU locks
+   are the sleeper's, lent: two engines are never awake on one GPU set;
+3. promoted: the sleeper is stopped (or kept asleep with `keep_parked`, so `launch rollback` to it
+   wakes it); rejected: the candidate is stopped, its GPU memory waited for, the sleeper woken, its
+   prefix cache reset, the gates that speak HTTP run again, and it serves — or, when any of that
+   fails, it is stopped and last-good starts cold as before, the cause named.
+When the host's RAM cannot hold the parked weights, or the serving engine was not started with
+sleep mode, the reload stops it as before and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import psutil
+
+from gates.setting import SettingValues
+from launcher.profile.keys import PREFLIGHT
+from launcher.supervisor.adapters import RequestsHttp
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.events import Event
+from launcher.supervisor.status import Phase
+
+if TYPE_CHECKING:
+    from gates.chain import ChainReport
+    from launcher.state.store import StateStore
+    from launcher.supervisor.attempt import Attempt
+    from launcher.supervisor.execute import Execute
+    from launcher.supervisor.hooks import Hooks
+    from launcher.supervisor.progress import Progress
+    from launcher.supervisor.transitions import Transitions
+
+GIB = 1 << 30
+MIB = 1 << 20
+HTTP_GATES = frozenset({"health", "tool_call", "smoke", "canary"})  # what a woken engine is judged by
+SLEEP_FLAG = "--enable-sleep-mode"
+DEV_MODE = "VLLM_SERVER_DEV_MODE"
+RESIDUE_SHARE = 0.5  # asleep = its GPU memory fell below half of what it held awake …
+RESIDUE_FLOOR = 4 * GIB  # … or under 4 GiB (measured: 0.9 GiB tiny, 1.6 GiB for 2.84 B params)
+RESET_TRIES = 5
+
+
+def asleep_enough(awake_bytes: int, asleep_bytes: int) -> bool:
+    """Level 1 keeps only the CUDA context and graph pool (0.9 GiB for the tiny model, 1.6 GiB for
+    2.84 B parameters on the H200): under half of what it held awake, or under 4 GiB."""
+    return asleep_bytes <= max(awake_bytes * RESIDUE_SHARE, RESIDUE_FLOOR)
+
+
+class SleepControl(Protocol):
+    """vLLM's sleep routes of one engine; each returns None on success, else why it failed."""
+
+    def sleep(self, timeout_s: float) -> str | None: ...
+
+    def is_sleeping(self, timeout_s: float) -> bool | None: ...
+
+    def wake(self, timeout_s: float) -> str | None: ...
+
+    def reset_prefix_cache(self, timeout_s: float) -> str | None: ...
+
+
+class VllmSleep:
+    """The real routes (vLLM 0.26.0 `entrypoints/serve/dev/sleep/api_router.py`, `dev/cache`):
+    `/sleep` and `/wake_up` answer 200 with an empty body, `/is_sleeping` `{"is_sleeping": bool}`,
+    `/reset_prefix_cache` `{"success": bool}` (false while blocks are still held: retried)."""
+
+    def __init__(self, candidate: Candidate) -> None:
+        self.http = RequestsHttp(candidate.base_url, candidate.api_key())
+
+    def sleep(self, timeout_s: float) -> str | None:
+        return self._post("/sleep?level=1", timeout_s)
+
+    def wake(self, timeout_s: float) -> str | None:
+        return self._post("/wake_up", timeout_s)
+
+    def is_sleeping(self, timeout_s: float) -> bool | None:
+        reply = self.http.get("/is_sleeping", timeout_s)
+        try:
+            value = reply.json().get("is_sleeping") if reply.status == 200 else None
+        except (ValueError, AttributeError):
+            return None
+        return value if isinstance(value, bool) else None
+
+    def reset_prefix_cache(self, timeout_s: float) -> str | None:
+        why = "no answer"
+        for _ in range(RESET_TRIES):
+            reply = self.http.post_json("/reset_prefix_cache", {}, timeout_s)
+            try:
+                if reply.status == 200 and json.loads(reply.body).get("success") is True:
+                    return None
+            except (ValueError, AttributeError):
+                pass
+            why = f"/reset_prefix_cache answered {reply.status or reply.error}: {reply.body[:200]}"
+            time.sleep(0.2)
+        return why
+
+    def _post(self, path: str, timeout_s: float) -> str | None:
+        reply = self.http.post_json(path, {}, timeout_s)
+        if reply.status == 200:
+            return None
+        if reply.timed_out:
+            return f"POST {path}: no answer within {timeout_s:g} s"
+        return f"POST {path} answered {reply.status or reply.error}: {reply.body[:300]}".rstrip(": ")
+
+
+SleepFactory = Callable[[Candidate], SleepControl]
+
+
+def can_sleep(candidate: Candidate) -> bool:
+    """Started with sleep mode and its routes (what `park = "sleep"` renders)."""
+    return SLEEP_FLAG in candidate.argv and candidate.env.get(DEV_MODE) == "1"
+
+
+def other_port(serving: Candidate) -> int | None:
+    """The port a candidate starts on while `serving` sleeps on its own."""
+    park_port = serving.settings.park_port
+    if park_port is None:
+        return None
+    return park_port if serving.port == serving.home_port else serving.home_port
+
+
+class Parking:
+    """The park half of `service.Supervisor` (which provides these attributes and methods)."""
+
+    profile: str
+    hooks: Hooks
+    execute: Execute
+    store: StateStore
+    transitions: Transitions
+    progress: Progress
+    current: Attempt | None
+    serving_last_good: bool
+    _stop_lock: threading.RLock
+
+    if TYPE_CHECKING:  # provided by service.Supervisor and the other halves; a stub here would shadow them
+
+        def _stop_watch(self) -> None: ...
+
+        def _start_watch(self) -> None: ...
+
+        def _stop_current(self, why: str) -> None: ...
+
+    def _init_parking(self) -> None:
+        self.parked: Attempt | None = None
+
+    # ---- park ------------------------------------------------------------------------------------
+    def _park_for(self, candidate: Candidate) -> Candidate | None:
+        """Put what serves to sleep for `candidate`; the candidate moved to the free port, or None
+        (then the caller stops the serving engine as before: the reason is in the history)."""
+        serving = self.current
+        if serving is None or serving.candidate.settings.park != "sleep":
+            return None
+        why = self._why_not_park(serving, candidate)
+        if why is not None:
+            self.transitions.record(Event.PARK_SKIPPED, reason=why, label=serving.candidate.label)
+            self.progress.message(f"not parked: {why}; stopping it instead", event="park.skipped")
+            return None
+        self._drop_parked("a newer engine is parked")  # one sleeper at a time (keep_parked)
+        port = other_port(serving.candidate)
+        assert port is not None
+        self._stop_watch()
+        if not self._sleep(serving):
+            return None
+        with self._stop_lock:
+            self.parked, self.current = serving, None
+        return candidate.at_port(port)
+
+    def _why_not_park(self, serving: Attempt, candidate: Candidate) -> str | None:
+        settings = serving.candidate.settings
+        if not can_sleep(serving.candidate):
+            return "the serving engine was started without sleep mode (park was off then)"
+        if settings.park_port is None or candidate.home_port != serving.candidate.home_port:
+            return "the change moves engine.port: nothing to alternate with"
+        weights = serving.facts().get("weights_gib")
+        if isinstance(weights, int | float):
+            floor = SettingValues.of(PREFLIGHT, candidate.profile_data.get("preflight")).number(
+                "min_host_available_gib"
+            )
+            available = psutil.virtual_memory().available / GIB
+            if available - float(weights) < floor:
+                return (f"host RAM: {available:.1f} GiB available cannot hold the {weights:.1f} GiB of "
+                        f"weights a sleep moves there and keep {floor:g} GiB free")  # fmt: skip
+        return None
+
+    def _sleep(self, serving: Attempt) -> bool:
+        settings = serving.candidate.settings
+        control = self.execute.sleep(serving.candidate)
+        pids = serving.engine.process_tree()
+        awake_bytes = self._gpu_bytes(pids)
+        started = time.monotonic()
+        why = control.sleep(settings.wake_timeout_s)
+        if why is None and control.is_sleeping(settings.wake_timeout_s) is not True:
+            why = "/is_sleeping does not say it sleeps"
+        asleep_bytes = self._gpu_bytes(pids)
+        if (
+            why is None
+            and awake_bytes
+            and asleep_bytes is not None
+            and not asleep_enough(awake_bytes, asleep_bytes)
+        ):
+            why = (
+                f"still holds {asleep_bytes / MIB:.0f} MiB of GPU memory ({awake_bytes / MIB:.0f} MiB awake)"
+            )
+        seconds = round(time.monotonic() - started, 3)
+        if why is not None:
+            self.transitions.record(Event.PARK_SKIPPED, reason=f"sleep failed: {why}", seconds=seconds,
+                                    label=serving.candidate.label)  # fmt: skip
+            control.wake(settings.wake_timeout_s)  # best effort: it is stopped next either way
+            return False
+        self.transitions.record(
+            Event.PARKED, label=serving.candidate.label, fingerprint=serving.candidate.fingerprint,
+            port=serving.candidate.port, seconds=seconds,
+            gpu_mib_awake=None if awake_bytes is None else round(awake_bytes / MIB),
+            gpu_mib_asleep=None if asleep_bytes is None else round(asleep_bytes / MIB),
+            host_available_gib=round(psutil.virtual_memory().available / GIB, 2),
+        )  # fmt: skip
+        self.progress.message(
+            f"parked {serving.candidate.label} asleep in {seconds:.2f} s", event="park.parked"
+        )
+        return True
+
+    def _gpu_bytes(self, pids: Sequence[int]) -> int | None:
+        return self.hooks.gpu_bytes(pids) if self.hooks.gpu_bytes is not None and pids else None
+
+    def _parked_pids(self) -> frozenset[int]:
+        return frozenset(self.parked.engine.process_tree()) if self.parked is not None else frozenset()
+
+    # ---- after the candidate's verdict ----------------------------------------------------------
+    def _after_promotion(self) -> None:
+        """The promoted candidate serves: it takes over the sleeper's GPU locks; the sleeper goes,
+        unless `keep_parked` keeps it for a rollback in seconds."""
+        parked, current = self.parked, self.current
+        if parked is None or current is None:
+            return
+        current.held.enter_context(parked.held.pop_all())  # the locks stay held across the handover
+        if not parked.candidate.settings.keep_parked:
+            self._drop_parked("the candidate was promoted")
+        self._switched(current.candidate)
+
+    def _drop_parked(self, why: str) -> None:
+        with self._stop_lock:
+            parked, self.parked = self.parked, None
+        if parked is None:
+            return
+        report = parked.stop(grace_s=parked.candidate.settings.stop_grace_s)
+        self.transitions.record(
+            Event.ENGINE_STOPPED, label=parked.candidate.label, why=f"parked engine: {why}",
+            graceful=report.graceful, killed=report.killed, leftovers=list(report.leftovers),
+            seconds=round(report.seconds, 3),
+        )  # fmt: skip
+
+    def _wake_parked(self, rejected_pids: Sequence[int], reason: str) -> bool:
+        """The candidate was rejected (and stopped): wake the sleeper, re-gate it, serve it."""
+        with self._stop_lock:
+            parked, self.parked = self.parked, None
+        if parked is None:
+            return False
+        started = time.monotonic()
+        why = self._wake(parked, rejected_pids)
+        report: ChainReport | None = None
+        if why is None:
+            report = self.execute.gates(
+                parked, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
+            )
+            failure = report.first_failure
+            why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
+        seconds = round(time.monotonic() - started, 3)
+        if why is not None:
+            self.transitions.record(
+                Event.WAKE_FAILED, label=parked.candidate.label, reason=why, seconds=seconds
+            )
+            self.progress.message(f"wake failed: {why}; last-good starts cold", event="park.wake_failed")
+            parked.stop(grace_s=parked.candidate.settings.stop_grace_s)
+            return False
+        with self._stop_lock:
+            self.current = parked
+        self.serving_last_good = True
+        self.transitions.record(
+            Event.WOKEN, phase=Phase.SERVING_LAST_GOOD,
+            status={"serving_fingerprint": parked.candidate.fingerprint, "rollback_reason": reason,
+                    "engine_pid": parked.engine.pid, "gates": report.to_json() if report else []},
+            show={"reason": reason}, ready=f"serving last-good, woken; {reason}",
+            label=parked.candidate.label, seconds=seconds, port=parked.candidate.port,
+        )  # fmt: skip
+        self._switched(parked.candidate)
+        self._start_watch()
+        return True
+
+    def _wake(self, parked: Attempt, rejected_pids: Sequence[int]) -> str | None:
+        settings = parked.candidate.settings
+        if parked.engine.exited.is_set():
+            return f"the parked engine is gone: {parked.engine.exit_description()}"
+        deadline = time.monotonic() + settings.wake_timeout_s
+        while (self._gpu_bytes(rejected_pids) or 0) > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the candidate's memory must be back before the sleeper takes its own
+        control = self.execute.sleep(parked.candidate)
+        why = control.wake(settings.wake_timeout_s)
+        if why is None and control.is_sleeping(settings.wake_timeout_s) is not False:
+            why = "/is_sleeping does not say it is awake"
+        if why is None:
+            why = control.reset_prefix_cache(settings.wake_timeout_s)  # a stale cache answered garbage
+        return why
+
+    # ---- what serves, told to the proxy ---------------------------------------------------------------
+    def _switched(self, serving: Candidate) -> None:
+        """What serves moved (or may have): run `on_switch` with its address (docs/park.md)."""
+        command = serving.settings.on_switch
+        if not command:
+            return
+        host = "127.0.0.1" if serving.host in ("0.0.0.0", "", "::") else serving.host
+        fields = {
+            "profile": serving.profile,
+            "host": host,
+            "port": str(serving.port),
+            "url": serving.base_url,
+        }
+        argv = [part.format_map(fields) for part in command]
+        code, output = run_switch(argv)
+        self.transitions.record(Event.SWITCHED, port=serving.port, label=serving.label, argv=argv,
+                                exit_code=code, output=output)  # fmt: skip
+        if code != 0:
+            self.progress.message(f"on_switch exited {code}: {output}", event="park.switch_failed")
+
+
+def run_switch(argv: list[str], timeout_s: float = 30.0) -> tuple[int | None, str]:
+    """Run the hook without a shell; (exit code or None when it could not run, its last output)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"{type(err).__name__}: {err}"
+    return done.returncode, (done.stdout + done.stderr)[-500:]

@@ -1,0 +1,155 @@
+"""A change tried beside a sleeping last-good (`park = "sleep"`), through the real `Supervisor.run`
+with scripted engines, scripted gate reports and a scripted sleep seam (tests/engine_double.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import PreflightRefused
+from launcher.supervisor.events import Event
+from tests.engine_double import Script, ScriptedSleeps, passes, rejected_by
+from tests.unit.test_supervisor_decisions import PORT, Box, box_with, without_stops
+
+PARK = {"park": "sleep", "park_port": PORT + 1}
+
+
+def noop() -> None:
+    return None
+
+
+def parked_box(tmp_path: Path, *scripts: Any, **supervisor: Any) -> Box:
+    box = box_with(tmp_path, *scripts)
+    box.write(supervisor={**PARK, **supervisor})
+    return box
+
+
+def port_of(engine: Any) -> int:
+    return int(engine.argv[engine.argv.index("--port") + 1])
+
+
+def test_a_rejected_change_wakes_the_sleeper_instead_of_a_cold_start(tmp_path: Path) -> None:
+    box = parked_box(tmp_path, passes(), rejected_by("tool_call", "auto: no tool call"))
+    box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)  # promoted; then woken
+    assert box.run() == 3  # stopped while serving last-good
+    assert without_stops(box.events()) == ["start", "gates", "promoted", "reload", "parked", "start", "gates",
+                                           "rejected", "woken", "stopped"]  # fmt: skip
+    production, candidate = box.engines.started
+    assert "--enable-sleep-mode" in production.argv and production.env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert (port_of(production), port_of(candidate)) == (PORT, PORT + 1)  # the sleeper keeps its port
+    assert production.stops == [30.0] and candidate.stops  # only the final stop: never restarted
+    assert box.sleeps.calls == [("sleep", PORT), ("is_sleeping", PORT), ("wake", PORT), ("is_sleeping", PORT),
+                                ("reset", PORT)]  # fmt: skip
+    assert box.engines.asked == [None, None, frozenset({"health", "tool_call", "smoke", "canary"})]
+    status = box.status()
+    assert status["phase"] == "stopped" and status["rollback_reason"].endswith("auto: no tool call")
+    woken = box.record(Event.WOKEN)
+    assert woken["port"] == PORT and isinstance(woken["seconds"], float)
+    assert box.preflight.parked_calls[-1] == frozenset({production._pid})  # its residue counted, no 2nd model
+    assert f"share {box.engines.started[0].argv and 'last-good' or ''}" not in box.gpu_locks.log
+    assert any(entry.startswith("share candidate svc@") for entry in box.gpu_locks.log)
+
+
+def test_a_promoted_change_stops_the_sleeper_and_serves_on_the_other_port(tmp_path: Path) -> None:
+    box = parked_box(tmp_path, passes(), passes(), passes())
+    box.then(
+        box.reload(supervisor=PARK, max_num_seqs=8), box.reload(supervisor=PARK, max_num_seqs=16), box.stop
+    )
+    assert box.run() == 0
+    first, second, third = box.engines.started
+    assert [port_of(e) for e in (first, second, third)] == [PORT, PORT + 1, PORT]  # what serves alternates
+    stopped = [r for r in box.history() if r["event"] == Event.ENGINE_STOPPED]
+    assert stopped[0]["why"] == "parked engine: the candidate was promoted"
+    assert box.events().count("parked") == 2 and "woken" not in box.events()
+    assert box.status()["serving_fingerprint"] == box.last_good()
+
+
+def test_keep_parked_keeps_the_old_engine_asleep_until_the_next_change(tmp_path: Path) -> None:
+    box = parked_box(tmp_path, passes(), passes(), keep_parked=True)
+    box.then(box.reload(supervisor={**PARK, "keep_parked": True}, max_num_seqs=8), box.stop)
+    assert box.run() == 0
+    first, _ = box.engines.started
+    assert first.stops and first.stops == [30.0]  # stopped once, when the launcher left
+    stopped = [r["why"] for r in box.history() if r["event"] == Event.ENGINE_STOPPED]
+    assert "parked engine: launcher exiting" in stopped
+
+
+def test_a_failed_wake_stops_the_sleeper_and_starts_last_good_cold(tmp_path: Path) -> None:
+    box = parked_box(tmp_path, passes(), rejected_by("health", "503"), passes())
+    box.sleeps.fail["wake"] = "POST /wake_up: no answer within 120 s"
+    box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)
+    assert box.run() == 3
+    failed = box.record(Event.WAKE_FAILED)
+    assert failed["reason"] == "POST /wake_up: no answer within 120 s"
+    events = without_stops(box.events())
+    assert events[events.index("wake_failed"):] == ["wake_failed", "rollback", "start", "gates",
+                                                    "serving_last_good", "stopped"]  # fmt: skip
+    assert len(box.engines.started) == 3 and box.engines.started[0].stops  # the sleeper was stopped
+
+
+def test_a_woken_engine_that_fails_its_re_gate_is_replaced_by_a_cold_start(tmp_path: Path) -> None:
+    sour = Script(regate=(("health", True, "200 OK"), ("tool_call", False, "garbage after wake")))
+    box = parked_box(tmp_path, sour, rejected_by("health", "503"), passes())
+    box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)
+    assert box.run() == 3
+    assert box.record(Event.WAKE_FAILED)["reason"] == "re-gate: tool_call: garbage after wake"
+    assert "serving_last_good" in box.events()
+
+
+def test_a_sleep_that_fails_is_reported_and_the_engine_stopped_as_before(tmp_path: Path) -> None:
+    box = parked_box(tmp_path, passes(), passes())
+    box.sleeps = ScriptedSleeps(sleep="POST /sleep answered 404")
+    box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)
+    assert box.run() == 0
+    skipped = box.record(Event.PARK_SKIPPED)
+    assert skipped["reason"] == "sleep failed: POST /sleep answered 404"
+    assert port_of(box.engines.started[1]) == PORT  # not moved: the port is free again
+
+
+def test_the_change_that_turns_park_on_stops_the_engine_that_cannot_sleep(tmp_path: Path) -> None:
+    box = box_with(tmp_path, passes(), passes())
+    box.write()  # park = "stop": started without sleep mode
+    box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)
+    assert box.run() == 0
+    assert "parked" not in box.events() and box.sleeps.calls == []
+    assert "--enable-sleep-mode" in box.engines.latest.argv  # the next change can park it
+
+
+def test_sleep_mode_and_the_port_to_alternate_to_are_read_from_the_launch(tmp_path: Path) -> None:
+    from launcher.profile.plan import build_plan
+    from launcher.supervisor.candidate import Candidate
+    from launcher.supervisor.park import can_sleep, other_port
+
+    box = parked_box(tmp_path)
+    candidate = Candidate.from_plan(build_plan(box.profiles, "svc"))
+    assert can_sleep(candidate) and other_port(candidate) == PORT + 1
+    moved = candidate.at_port(PORT + 1)
+    assert moved.fingerprint == candidate.fingerprint and moved.base_url.endswith(f":{PORT + 1}")
+    assert other_port(moved) == PORT and moved.home_port == PORT
+    record = {**candidate.to_record(), "argv": [a for a in candidate.argv if a != "--enable-sleep-mode"]}
+    assert not can_sleep(Candidate.from_record(record))  # a launch started before park was on
+
+
+def test_a_candidate_preflight_refuses_beside_the_sleeper_wakes_it(tmp_path: Path) -> None:
+    box = parked_box(tmp_path, passes())
+    changed = box.write(supervisor=PARK, max_num_seqs=8)
+    box.write(supervisor=PARK)
+    box.preflight.refuse_once_stopped[changed] = "GPU 0: free 1.00 GiB < needed"
+    box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)
+    assert box.run() == 3
+    assert box.events().count("start") == 1 and "woken" in box.events()
+    assert "refused by preflight" in box.status()["rollback_reason"]
+
+
+def test_on_switch_runs_with_the_port_that_serves(tmp_path: Path) -> None:
+    seen = tmp_path / "switched.txt"
+    hook = ["sh", "-c", f"echo {{profile}} {{port}} {{url}} >> {seen}"]
+    box = parked_box(tmp_path, passes(), passes(), on_switch=hook)
+    box.then(box.reload(supervisor={**PARK, "on_switch": hook}, max_num_seqs=8), box.stop)
+    assert box.run() == 0
+    assert seen.read_text().splitlines() == [f"svc {PORT + 1} http://127.0.0.1:{PORT + 1}"]
+    assert box.record(Event.SWITCHED)["exit_code"] == 0
+
+
+def test_preflight_refused_is_still_a_gate_error() -> None:
+    assert PreflightRefused("x").exit_code == 4
