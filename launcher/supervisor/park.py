@@ -247,7 +247,6 @@ class Parking:
         current.held.enter_context(parked.held.pop_all())  # the locks stay held across the handover
         if not parked.candidate.settings.keep_parked:
             self._drop_parked("the candidate was promoted")
-        self._switched(current.candidate)
 
     def _drop_parked(self, why: str) -> None:
         with self._stop_lock:

@@ -63,6 +63,8 @@ class Watching:
 
         def _roll_back(self, rejected: Candidate, report: ChainReport | None, reason: str) -> int | None: ...
 
+        def _switched(self, serving: Candidate) -> None: ...
+
     def _init_watching(self) -> None:
         self.watch: WatchHandle | None = None
         self._watch_news: Judgement | None = None
@@ -202,6 +204,7 @@ class Watching:
             show={"after": reason}, ready=f"serving again after a restart; {reason}",
             label=candidate.label, fingerprint=candidate.fingerprint, how="restart", reason=reason,
         )  # fmt: skip
+        self._switched(candidate)
         self._start_watch()
         return None
 

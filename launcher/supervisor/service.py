@@ -229,6 +229,7 @@ class Supervisor(Reloading, Watching, Parking):
             fingerprint=candidate.fingerprint,
         )
         self._after_promotion()
+        self._switched(candidate)
         self._start_watch()
 
     def _keep_previous_good(self, candidate: Candidate) -> None:
@@ -285,6 +286,7 @@ class Supervisor(Reloading, Watching, Parking):
             ready=f"serving last-good; {reason}",
             label=last_good.label,
         )
+        self._switched(last_good)
         self._start_watch()
         return None
 
