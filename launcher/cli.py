@@ -35,7 +35,8 @@ Exit codes (docs/exit-codes.md):
                                                    4 and 2: refused, the running engine kept)
   launch set, install-unit, history, parse-log, logs    0 2
   launch bench, check, probe        0 1 2
-  launch status                     0 3 4         (0 serving, 3 not serving, 4 unknown profile)
+  launch status                     0 3 4 6       (0 serving, 6 serving last-good, 3 not serving,
+                                                   4 unknown profile)
 """
 
 # name → (module, attribute): each subcommand lives in its own module under launcher/commands/,
@@ -75,7 +76,7 @@ SUMMARIES: dict[str, str] = {
     "rollback": "Restore PROFILE.toml from PROFILE.toml.bak_TAG and make the running launcher serve it.",
     "set": "Change keys of a profile; the file as it was is kept as PROFILE.toml.bak_TAG.",
     "status": "What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback "
-    "happened.",
+    "happened, and whether the profile file differs from what serves.",
     "try": "Start a profile, run its gates, print the report, stop it.",
 }
 
@@ -166,6 +167,11 @@ def _report_bug(ctx: click.Context, err: Exception) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: one JSON object on stdout.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
+    "--retry-rejected", is_flag=True,
+    help="Start the profile's candidate even if its gates rejected this very launch before (without "
+    "it, such a start serves last-good at once and says why).",
+)  # fmt: skip
+@click.option(
     "--profiles-dir",
     type=click.Path(path_type=Path),
     envvar="VLLM_GATE_PROFILES",
@@ -187,6 +193,7 @@ def launch(
     explain: bool,
     as_json: bool,
     allow_unknown: bool,
+    retry_rejected: bool,
     profiles_dir: Path | None,
     state_dir: Path | None,
 ) -> None:
@@ -218,10 +225,10 @@ def launch(
         ctx.exit(run_dry_run(ctx.obj, profile, explain=explain, as_json=as_json, allow_unknown=allow_unknown))
     from launcher.commands.serve import run_serve
 
-    ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown))
+    ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown, retry_rejected=retry_rejected))
 
 
-_SUBCOMMAND_OPTIONS = ("profile", "dry_run", "explain", "as_json", "allow_unknown")
+_SUBCOMMAND_OPTIONS = ("profile", "dry_run", "explain", "as_json", "allow_unknown", "retry_rejected")
 
 
 def _hand_over_to_subcommand(ctx: click.Context, name: str) -> None:

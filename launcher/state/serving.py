@@ -1,6 +1,7 @@
 """What a profile serves now, in one shape a script can trust, and the exit code that says it.
 
-`launch status` exits like `systemctl status`: 0 serving (the candidate or last-good), 3 not
+`launch status` exits like `systemctl status`: 0 serving the profile's launch, 6 serving its
+last-good (a change was rejected: scripts must not read that as healthy), 3 not
 serving (starting, gating, rolling back, stopped, failed, never run — or up, but judged `wedged` or
 `failing` by the serving watch: requests hang or fail), 4 unknown profile (neither a
 profile file nor any state). Its JSON is always `{"state_dir": …, "profiles": [entry, …]}`, with
@@ -18,6 +19,7 @@ NEVER_RUN = "never_run"
 EXIT_SERVING = 0
 EXIT_NOT_SERVING = 3
 EXIT_UNKNOWN = 4
+EXIT_SERVING_LAST_GOOD = 6
 
 
 def serving_entry(
@@ -60,12 +62,25 @@ def watch_verdict(status: dict[str, Any]) -> str | None:
 
 
 def exit_code(entries: list[dict[str, Any]]) -> int:
-    """0 when every listed profile serves; 4 when one asked for is unknown; otherwise 3."""
+    """4 when one asked for is unknown; 3 when one does not serve; 6 when every one serves but one
+    serves its last-good; 0 when every one serves its launch."""
     if any(entry["phase"] == UNKNOWN for entry in entries):
         return EXIT_UNKNOWN
-    if entries and all(entry["serving"] for entry in entries):
-        return EXIT_SERVING
-    return EXIT_NOT_SERVING
+    if not entries or not all(entry["serving"] for entry in entries):
+        return EXIT_NOT_SERVING
+    if any(entry["phase"] == "serving_last_good" for entry in entries):
+        return EXIT_SERVING_LAST_GOOD
+    return EXIT_SERVING
+
+
+def drift(entry: dict[str, Any]) -> str | None:
+    """The profile file renders to another launch than the one that serves (a change not applied,
+    or rejected and rolled back): in words, with the command that shows the difference."""
+    served, file = entry.get("fingerprint"), entry.get("profile_fingerprint")
+    if not entry.get("serving") or not served or not file or served == file:
+        return None
+    return (f"the profile file renders {file}, but {served} serves: "
+            f"`launch --profile {entry['profile']} --dry-run` shows the difference")  # fmt: skip
 
 
 def _same_launch(status: dict[str, Any], last_good: dict[str, Any] | None) -> bool:

@@ -6,6 +6,7 @@ the modules that own a file ask the store for its path. Layout (docs/architectur
     STATE/profiles/NAME/last_good.json            the promoted plan: argv, env, fingerprint, resolved profile
     STATE/profiles/NAME/previous_good.json        promoted before last-good; a wedge rolls back to it
     STATE/profiles/NAME/incidents/                the serving watch's evidence, kept before it acted
+    STATE/profiles/NAME/rejected.json             candidates the gates rejected: a cold start serves last-good
     STATE/profiles/NAME/last_facts.json           log facts of the last start (KV pool, capture, outcome)
     STATE/profiles/NAME/status.json               what `launch status` reads
     STATE/profiles/NAME/launcher.lock|json        one launcher per profile, and its pid
@@ -29,6 +30,7 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 from launcher.state.records import LAST_GOOD, LAST_GOOD_OPTIONAL, LAST_GOOD_SEEN, read_record
 
+KEEP_REJECTED = 50  # rejected fingerprints remembered per profile
 BUG_REPORTS = "bug-reports"  # also the fallback's name in the temp dir, when the state dir is not writable
 
 
@@ -63,6 +65,9 @@ class StateStore:
 
     def previous_good_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "previous_good.json"
+
+    def rejected_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "rejected.json"
 
     def incidents_dir(self, profile: str) -> Path:
         return self.profile_dir(profile) / "incidents"
@@ -123,6 +128,14 @@ class StateStore:
 
     def write_last_good(self, profile: str, record: dict[str, Any]) -> None:
         self._write(self.last_good_path(profile), record)
+
+    def rejected(self, profile: str) -> dict[str, Any]:
+        """Fingerprint → {reason, at, label} of each candidate the gates rejected (none: {})."""
+        return read_record(self.rejected_path(profile), {}) or {}
+
+    def write_rejected(self, profile: str, rejected: dict[str, Any]) -> None:
+        newest = sorted(rejected.items(), key=lambda item: str(item[1].get("at", "")))[-KEEP_REJECTED:]
+        self._write(self.rejected_path(profile), dict(newest))
 
     def previous_good_to_start(self, profile: str) -> dict[str, Any] | None:
         """The launch promoted before last-good, checked as last-good is (None when there is none)."""

@@ -40,6 +40,7 @@ class Reloading:
     board: StatusBoard
     transitions: Transitions
     current: Attempt | None
+    serving_last_good: bool
 
     if TYPE_CHECKING:  # provided by service.Supervisor and the other halves; a stub here would shadow them
 
@@ -78,6 +79,9 @@ class Reloading:
         if serving is not None and serving.same_launch(candidate):
             # A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200).
             detail = f"already serving {candidate.fingerprint}"
+            if self.serving_last_good:  # the file matches what serves again (`launch rollback`)
+                self.serving_last_good = False
+                self.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
             return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:

@@ -50,11 +50,13 @@ def _epoch_of(monotonic_s: float) -> float:
 class Supervisor(Reloading, Watching, Parking):
     def __init__(self, options: GlobalOptions, profile: str, *, allow_unknown: bool = False,
                  hooks: Hooks | None = None, progress: Progress | None = None,
-                 execute: Execute | None = None) -> None:  # fmt: skip
-        """`execute`: the engine seam (the real process and gate chain unless a test scripts them)."""
+                 execute: Execute | None = None, retry_rejected: bool = False) -> None:  # fmt: skip
+        """`execute`: the engine seam (the real process and gate chain unless a test scripts them);
+        `retry_rejected`: start the profile's candidate even when its gates rejected it before."""
         self.options = options
         self.profile = profile
         self.allow_unknown = allow_unknown
+        self.retry_rejected = retry_rejected
         self.hooks = hooks or Hooks()
         self.execute = execute or Execute()
         self.progress = progress or Progress(notifier=self.hooks.notifier)  # STATUS= while starting
@@ -104,10 +106,48 @@ class Supervisor(Reloading, Watching, Parking):
         self._stop_current("stop requested while starting or gating")
 
     def _run(self, plan: LaunchPlan) -> int:
-        outcome = self._bring_up(Candidate.from_plan(plan))
+        candidate = Candidate.from_plan(plan)
+        before = None if self.retry_rejected else self._rejected_before(candidate)
+        if before is not None:
+            outcome = self._roll_back(candidate, None, before)  # what the gates already turned down
+        else:
+            outcome = self._bring_up(candidate)
         if outcome is not None:
             return outcome
         return self._supervise()
+
+    def _rejected_before(self, candidate: Candidate) -> str | None:
+        """Why a start serves last-good at once: the gates rejected this very launch before (an
+        automatic rollback leaves the rejected change in the file; a reboot must not retry it)."""
+        try:
+            entry = self.store.rejected(self.profile).get(candidate.fingerprint)
+            last_good = self.store.last_good(self.profile)
+        except BadInput:
+            return None  # an unreadable record decides nothing: the candidate is tried
+        if (
+            not isinstance(entry, dict)
+            or last_good is None
+            or last_good.get("fingerprint") == candidate.fingerprint
+        ):
+            return None
+        when, why = entry.get("at"), entry.get("reason")
+        return (
+            f"{candidate.label} was rejected before ({when}: {why}); not retried — "
+            f"`launch --profile {self.profile} --retry-rejected` tries it again"
+        )
+
+    def _remember_rejection(self, candidate: Candidate, reason: str | None) -> None:
+        """Rejected by the gates (`reason`), or promoted (None: forgotten)."""
+        try:
+            rejected = self.store.rejected(self.profile)
+        except BadInput:
+            rejected = {}  # rewritten whole: a corrupt file must not block the bookkeeping
+        if reason is None and candidate.fingerprint not in rejected:
+            return
+        rejected.pop(candidate.fingerprint, None)
+        if reason is not None:
+            rejected[candidate.fingerprint] = {"reason": reason, "at": utc_now(), "label": candidate.label}
+        self.store.write_rejected(self.profile, rejected)
 
     # ---- bring-up: candidate, else last-good ------------------------------------------------
     def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None:
@@ -143,6 +183,7 @@ class Supervisor(Reloading, Watching, Parking):
         reason = f"{candidate.label} rejected by {failure.name}: {failure.summary}" if failure else "rejected"
         if guard is not None:
             guard.record_failure(candidate.fingerprint, reason)
+        self._remember_rejection(candidate, reason)
         return self._roll_back(candidate, report, reason)
 
     def _record_refusal(self, candidate: Candidate, reason: str) -> None:
@@ -213,6 +254,7 @@ class Supervisor(Reloading, Watching, Parking):
         record = {**candidate.to_record(), "promoted_at": utc_now(), "gates": report.to_json()}
         self._keep_previous_good(candidate)
         self.store.write_last_good(self.profile, record)
+        self._remember_rejection(candidate, None)
         self.serving_last_good = False
         self.transitions.record(
             Event.PROMOTED,

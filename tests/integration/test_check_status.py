@@ -68,7 +68,7 @@ def test_serving_profile_passes_check_and_status_says_what_serves(launcher: Laun
     assert launch(launcher, "status").returncode == 0
 
 
-def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
+def test_serving_last_good_has_its_own_exit_code_and_the_drift_is_shown(launcher: Launcher) -> None:
     port = free_port()
     path = write_profile(launcher.profiles, "svc", port, args={"sim_model_max_len": 4096})
     append_table(path, "env", {"VLLM_PROCESS_NAME_PREFIX": "CheckLG"})  # foreign orphans: not ours
@@ -80,8 +80,13 @@ def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     assert done.returncode == 3, done.stdout + done.stderr  # rejected by vLLM's own config check
     code, payload = status_json(launcher, "--profile", "svc")
     [entry] = payload["profiles"]
-    assert code == 0 and entry["phase"] == "serving_last_good"
+    assert code == 6 and entry["phase"] == "serving_last_good"  # serving, but not what the file says
     assert entry["fingerprint"] == good["serving_fingerprint"] and entry["url"] == f"http://127.0.0.1:{port}"
+    human = launch(launcher, "status", "--profile", "svc")
+    assert human.returncode == 6
+    drift = f"file: the profile file renders {entry['profile_fingerprint']}, but {entry['fingerprint']} serves: "
+    assert drift in human.stdout and "`launch --profile svc --dry-run` shows the difference" in human.stdout
+    rolled_back_pid = entry["engine_pid"]
     assert "rejected by graph_capture: startup failed" in entry["rollback_reason"]
     assert entry["profile_fingerprint"] not in (None, entry["fingerprint"])  # the change did not serve
     # The file keeps the rejected change, and set says so with the way back; going back restarts nothing.
@@ -92,7 +97,27 @@ def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     code, payload = status_json(launcher, "--profile", "svc")
     [entry] = payload["profiles"]
     assert entry["profile_fingerprint"] == entry["fingerprint"] == good["serving_fingerprint"]
-    assert entry["phase"] == "serving_last_good"  # the same engine: nothing was restarted
+    assert entry["phase"] == "serving" and code == 0  # the file is what serves again: the phase cleared
+    assert entry["engine_pid"] == rolled_back_pid  # the same engine: nothing was restarted
+    assert "file:" not in launch(launcher, "status", "--profile", "svc").stdout
+
+
+def test_status_wait_blocks_until_the_start_has_a_verdict(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_startup_speed": 20})  # ~3 s to load
+    launcher.start()
+    launcher.wait_for(lambda s: s.get("phase") in ("starting", "gating"))
+    waited = launch(launcher, "status", "--profile", "svc", "--wait", "--timeout-s", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert waited.stdout.startswith("svc: serving")
+
+
+def test_status_wait_gives_up_at_its_timeout_saying_what_it_still_does(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_hang_at": "loading"})
+    launcher.start()
+    launcher.wait_for(lambda s: s.get("phase") in ("starting", "gating"))
+    waited = launch(launcher, "status", "--profile", "svc", "--wait", "--timeout-s", "1")
+    assert waited.returncode == 3
+    assert "svc: still gating after 1 s" in waited.stderr or "svc: still starting after 1 s" in waited.stderr
 
 
 def test_stopped_profile_fails_check_and_status_exits_3(launcher: Launcher) -> None:

@@ -134,6 +134,7 @@ class Box:
         self.requests: list[str] = []
         self.watches: Any = None  # a serving-watch factory (tests/engine_double.py ScriptedWatches)
         self.sleeps = ScriptedSleeps()  # the sleep seam (park = "sleep")
+        self.retry_rejected = False
         self.write()
 
     @property
@@ -159,6 +160,7 @@ class Box:
             hooks=hooks,
             progress=Progress(self.progress, notifier=self.notices),
             execute=Execute(engine=self.engines, gates=self.engines.report, sleep=self.sleeps),
+            retry_rejected=self.retry_rejected,
         )
         overdue = threading.Event()
 

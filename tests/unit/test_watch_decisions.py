@@ -141,3 +141,20 @@ def test_systemd_hears_no_watchdog_ping_while_the_watch_says_the_server_does_not
     watchdog._next = 0.0
     assert watchdog.maybe_ping(candidate, lambda: True) is True
     assert notices.calls == [("watchdog", "")]
+
+
+def test_the_watch_speaks_to_the_journal_at_warning_and_err() -> None:
+    import io
+
+    from structlog.testing import capture_logs
+
+    from launcher.supervisor.progress import Progress
+
+    with capture_logs() as events:
+        progress = Progress(io.StringIO())  # not a TTY: one structured event per line
+        for verdict in ("serving", "degraded", "wedged", "failing", "starving"):
+            progress.message(f"watch: {verdict}", event=f"watch.{verdict}")
+    assert [(e["event"], e["log_level"]) for e in events] == [
+        ("watch.serving", "info"), ("watch.degraded", "warning"), ("watch.wedged", "error"),
+        ("watch.failing", "error"), ("watch.starving", "error"),
+    ]  # fmt: skip
