@@ -14,6 +14,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from typing import Any
 
 from gates.chain import ChainReport
 from launcher.errors import BadInput, ExitCode, PreflightRefused
@@ -21,6 +22,7 @@ from launcher.host.orphans import deployment_id
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
+from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
@@ -65,7 +67,10 @@ class Supervisor(Reloading, Watching, Parking):
         self.store = StateStore(options.state_dir, write=self.books.write_file)
         self.history = History(self.store.history_path, write=self.books.append_line)
         self.board = StatusBoard(self.store.status_path(profile), profile, write=self.books.write_file)
-        self.transitions = Transitions(profile, self.board, self.history, self.progress, self.hooks.notifier)
+        self.metrics = LauncherMetrics(metrics_dir(options.state_dir), profile, self._past(profile))
+        self.transitions = Transitions(
+            profile, self.board, self.history, self.progress, self.hooks.notifier, self.metrics
+        )
         self.deployment = deployment_id(options.state_dir, profile)
         self.progress.engine_log = self.store.engine_log(profile)
         self.wake = threading.Event()
@@ -75,6 +80,13 @@ class Supervisor(Reloading, Watching, Parking):
         self._stop_lock = threading.RLock()
         self._init_watching()
         self._init_parking()
+
+    def _past(self, profile: str) -> list[dict[str, Any]]:
+        """The profile's history so far (the metrics' counters go on from it); unreadable: none."""
+        try:
+            return self.history.read(profile=profile)
+        except BadInput:
+            return []
 
     # ---- entry point -------------------------------------------------------------------------
     def run(self) -> int:
@@ -339,6 +351,7 @@ class Supervisor(Reloading, Watching, Parking):
             self.wake.wait(timeout=min(1.0, watchdog.tick_s))
             self.wake.clear()
             self.books.retry()
+            self.metrics.maybe_refresh()
             if self.current is not None:
                 watchdog.maybe_ping(self.current.candidate, self.watch_serves if self.watch else None)
             code = self._take_signals()

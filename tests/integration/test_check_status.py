@@ -84,7 +84,9 @@ def test_serving_last_good_has_its_own_exit_code_and_the_drift_is_shown(launcher
     assert entry["fingerprint"] == good["serving_fingerprint"] and entry["url"] == f"http://127.0.0.1:{port}"
     human = launch(launcher, "status", "--profile", "svc")
     assert human.returncode == 6
-    drift = f"file: the profile file renders {entry['profile_fingerprint']}, but {entry['fingerprint']} serves: "
+    drift = (
+        f"file: the profile file renders {entry['profile_fingerprint']}, but {entry['fingerprint']} serves: "
+    )
     assert drift in human.stdout and "`launch --profile svc --dry-run` shows the difference" in human.stdout
     rolled_back_pid = entry["engine_pid"]
     assert "rejected by graph_capture: startup failed" in entry["rollback_reason"]
@@ -93,7 +95,9 @@ def test_serving_last_good_has_its_own_exit_code_and_the_drift_is_shown(launcher
     assert "the file keeps the change: svc.toml is what the next start of 'svc' serves" in done.stdout
     assert "launch rollback long --profile svc (it restarts nothing" in done.stdout
     back = launch(launcher, "rollback", "long", "--profile", "svc", "--timeout-s", "60")
-    assert back.returncode == 0 and f"already serving {good['serving_fingerprint']}" in back.stdout, back.stdout
+    assert back.returncode == 0 and f"already serving {good['serving_fingerprint']}" in back.stdout, (
+        back.stdout
+    )
     code, payload = status_json(launcher, "--profile", "svc")
     [entry] = payload["profiles"]
     assert entry["profile_fingerprint"] == entry["fingerprint"] == good["serving_fingerprint"]
@@ -210,3 +214,29 @@ def test_status_of_a_state_dir_where_nothing_ran(launcher: Launcher) -> None:
     assert code == 3 and payload["profiles"] == []  # not serving; and no profile is "unknown"
     done = launch(launcher, "status")
     assert done.returncode == 3 and done.stdout.startswith("nothing has run yet")
+
+
+def test_the_prometheus_textfile_follows_a_promotion_and_a_rollback(launcher: Launcher) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    launcher.wait_phase("serving")
+    done = launch(
+        launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply", "--timeout-s", "60"
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    rejected = next(r for r in launcher.history() if r["event"] == "rejected")
+    text = (launcher.state / "metrics" / "vllm_gate_svc.prom").read_text()
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
+
+    def value(name: str, **labels: str) -> float:
+        return found[(name, tuple(sorted({"profile": "svc", **labels}.items())))]
+
+    assert value("vllm_gate_phase", phase="serving_last_good") == 1
+    assert value("vllm_gate_promotions_total") == 1 and value("vllm_gate_rollbacks_total") == 1
+    assert value("vllm_gate_engine_starts_total") == 3  # production, the candidate, last-good
+    assert value("vllm_gate_last_rejected_info", fingerprint=rejected["fingerprint"]) == 1
+    assert value("vllm_gate_gate_passed", gate="tool_call") == 1  # last-good's own chain passed
+    assert value("vllm_gate_serving") == 1
