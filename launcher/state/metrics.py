@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 from prometheus_client import Counter as PromCounter
 
-PHASES = ("starting", "gating", "serving", "rolling_back", "serving_last_good", "failed", "stopped")
+PHASES = ("starting", "gating", "serving", "rolling_back", "serving_last_good", "failed", "stopped", "parked")
 VERDICTS = ("serving", "degraded", "wedged", "failing", "starving")
 COUNTED = {  # history event -> counter
     "promoted": "promotions",

@@ -64,6 +64,32 @@ def reload_and_wait(
     refused 4 and invalid 2 (the engine kept), failed 1 (or the code of the error the launcher left on).
     GateFailed when no verdict comes, with what the state dir says of why. `on_status` sees each
     status read while waiting (progress for a wait of up to 30 minutes)."""
+    return _ask_and_wait(state_dir, profile, reload_requests.request, timeout_s, "reload",
+                         clock=clock, sleep=sleep, on_status=on_status)  # fmt: skip
+
+
+def control_and_wait(
+    state_dir: Path, profile: str, action: reload_requests.Action, timeout_s: float
+) -> Verdict:
+    """Ask the running launcher to park or wake its engine (`launch probe`), and wait for its verdict."""
+
+    def ask(reloads: Path) -> str:
+        return reload_requests.ask(reloads, action, os.getpid())
+
+    return _ask_and_wait(state_dir, profile, ask, timeout_s, str(action))
+
+
+def _ask_and_wait(
+    state_dir: Path,
+    profile: str,
+    make_request: Callable[[Path], str],
+    timeout_s: float,
+    what: str,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+) -> Verdict:
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         raise GateFailed(
@@ -71,7 +97,7 @@ def reload_and_wait(
         )
     store = StateStore(state_dir)
     reloads = store.reloads_dir(profile)
-    rid = reload_requests.request(reloads)
+    rid = make_request(reloads)
     os.kill(pid, signal.SIGHUP)
     deadline = clock() + timeout_s
     while True:
@@ -88,7 +114,7 @@ def reload_and_wait(
                 return found
             why = last_words(state_dir, profile)
             raise GateFailed(
-                f"launcher pid {pid} of {profile!r} exited during the reload ({why})",
+                f"launcher pid {pid} of {profile!r} exited during the {what} ({why})",
                 hint="`launch history --profile NAME` has the full record",
             )
         if clock() >= deadline:

@@ -28,10 +28,13 @@ from typing import TYPE_CHECKING, Protocol
 import psutil
 
 from gates.setting import SettingValues
+from launcher.errors import ExitCode, PreflightRefused
 from launcher.profile.keys import PREFLIGHT
+from launcher.supervisor import reload_requests
 from launcher.supervisor.adapters import RequestsHttp
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.events import Event
+from launcher.supervisor.reload_requests import Action, ControlRequest, Outcome, Verdict
 from launcher.supervisor.status import Phase
 
 if TYPE_CHECKING:
@@ -152,8 +155,13 @@ class Parking:
 
         def _stop_current(self, why: str) -> None: ...
 
+        def _restart(self, candidate: Candidate, reason: str) -> int | None: ...
+
     def _init_parking(self) -> None:
         self.parked: Attempt | None = None
+        self.lent_to: int | None = (
+            None  # the pid of the `launch probe` the sleeping engine's GPUs are lent to
+        )
 
     # ---- park ------------------------------------------------------------------------------------
     def _park_for(self, candidate: Candidate) -> Candidate | None:
@@ -312,6 +320,98 @@ class Parking:
             why = control.reset_prefix_cache(settings.wake_timeout_s)  # a stale cache answered garbage
         return why
 
+    # ---- lent to `launch probe`: its arms run on these GPUs while production sleeps ---------------
+    def _control(self, request: ControlRequest) -> int | None:
+        """Answer a park or wake request by id; an exit code when the launcher must leave."""
+        code: int | None = None
+        if request.action is Action.PARK:
+            verdict = self._lend(request.requester)
+        else:
+            verdict, code = self._take_back(f"asked by pid {request.requester}")
+        reload_requests.answer(self.store.reloads_dir(self.profile), [request.rid], verdict)
+        return code
+
+    def _lend(self, requester: int) -> Verdict:
+        serving = self.current
+        if self.lent_to is not None and serving is not None:
+            return self._lent_verdict(serving)
+        why = self._why_not_lend(serving)
+        if why is not None:
+            return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), f"not parked: {why}")
+        assert serving is not None
+        self._stop_watch()
+        if not self._sleep(serving):
+            self._start_watch()
+            return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), "not parked: the sleep failed")
+        serving.held.close()  # its GPU locks: the arms take them, and hand them back when they end
+        self.lent_to = requester
+        detail = (f"asleep, its GPUs lent to launch probe pid {requester}; it wakes when the probe ends "
+                  "(or is gone)")  # fmt: skip
+        self.transitions.record(phase=Phase.PARKED, status={"detail": detail}, tell=detail, show={})
+        return self._lent_verdict(serving)
+
+    def _why_not_lend(self, serving: Attempt | None) -> str | None:
+        if serving is None:
+            return "nothing serves"
+        if serving.candidate.settings.park != "sleep" or not can_sleep(serving.candidate):
+            return 'the profile does not park (park = "sleep" and a start with sleep mode)'
+        if other_port(serving.candidate) is None:
+            return "no park_port to run the arms on"
+        return None
+
+    def _lent_verdict(self, serving: Attempt) -> Verdict:
+        data = {"pids": sorted(serving.engine.process_tree()), "port": other_port(serving.candidate),
+                "serving_port": serving.candidate.port}  # fmt: skip
+        return Verdict(Outcome.PARKED, int(ExitCode.OK), f"parked {serving.candidate.label}", data)
+
+    def _take_back(self, why: str) -> tuple[Verdict, int | None]:
+        """Wake the lent engine and serve it again; a wake that fails restarts it cold."""
+        attempt = self.current
+        if self.lent_to is None or attempt is None:
+            return Verdict(Outcome.WOKEN, int(ExitCode.OK), "not parked: nothing to wake"), None
+        try:
+            attempt.held.enter_context(
+                self.hooks.gpu_locks(attempt.candidate)
+            ) if self.hooks.gpu_locks else None
+        except PreflightRefused as refused:  # an arm still holds them: stay parked, ask again later
+            return Verdict(
+                Outcome.FAILED, int(ExitCode.PREFLIGHT_REFUSED), f"still parked: {refused.message}"
+            ), None
+        self.lent_to = None
+        started = time.monotonic()
+        failed = self._wake(attempt, ())
+        if failed is None:
+            report = self.execute.gates(
+                attempt, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
+            )
+            failure = report.first_failure
+            failed = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
+        seconds = round(time.monotonic() - started, 3)
+        if failed is not None:
+            self.transitions.record(
+                Event.WAKE_FAILED, label=attempt.candidate.label, reason=failed, seconds=seconds
+            )
+            code = self._restart(attempt.candidate, f"the wake failed ({failed})")
+            outcome = Outcome.WOKEN if code is None else Outcome.FAILED
+            return Verdict(outcome, int(code or ExitCode.OK), f"wake failed: {failed}; restarted cold"), code
+        phase = Phase.SERVING_LAST_GOOD if self.serving_last_good else Phase.SERVING
+        self.transitions.record(
+            Event.WOKEN, phase=phase, status={"detail": attempt.candidate.label}, show={"after": why},
+            ready=f"serving again, woken; {why}", label=attempt.candidate.label, seconds=seconds, why=why,
+        )  # fmt: skip
+        self._switched(attempt.candidate)
+        self._start_watch()
+        return Verdict(
+            Outcome.WOKEN, int(ExitCode.OK), f"woken in {seconds:.2f} s", {"seconds": seconds}
+        ), None
+
+    def _lender_gone(self) -> int | None:
+        """A probe that parked this engine and died wakes it by its absence."""
+        if self.lent_to is None or _alive(self.lent_to):
+            return None
+        _, code = self._take_back(f"launch probe pid {self.lent_to} is gone")
+        return code
+
     # ---- what serves, told to the proxy ---------------------------------------------------------------
     def _switched(self, serving: Candidate) -> None:
         """What serves moved (or may have): run `on_switch` with its address (docs/park.md)."""
@@ -331,6 +431,13 @@ class Parking:
                                 exit_code=code, output=output)  # fmt: skip
         if code != 0:
             self.progress.message(f"on_switch exited {code}: {output}", event="park.switch_failed")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def run_switch(argv: list[str], timeout_s: float = 30.0) -> tuple[int | None, str]:

@@ -50,11 +50,30 @@ class Reloading:
 
         def _park_for(self, candidate: Candidate) -> Candidate | None: ...
 
+        def _control(self, request: reload_requests.ControlRequest) -> int | None: ...
+
+        lent_to: int | None
+
     def _reload(self) -> int | None:
-        """Re-plan the profile and serve it; each request's verdict goes to its requester."""
+        """Re-plan the profile and serve it; each request's verdict goes to its requester. Control
+        requests (park, wake: `launch probe`) are answered first; a SIGHUP that brought only those
+        re-plans nothing."""
         seq = self.board.current.reload_seq + 1
         reloads = self.store.reloads_dir(self.profile)
+        controls = reload_requests.take_control(reloads)
+        for control in controls:
+            code = self._control(control)
+            if code is not None:
+                return code
         ids = reload_requests.take(reloads)  # before rendering: each request's edit is in the plan
+        if controls and not ids:
+            return None
+        if self.lent_to is not None:  # the probe's arms run on these GPUs: a reload must wait for it
+            detail = f"reload refused: the engine is parked for launch probe pid {self.lent_to}; still parked"
+            reload_requests.answer(
+                reloads, ids, Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
+            )
+            return None
         self.hooks.notifier.reloading()
         try:
             verdict, code = self._reload_once()

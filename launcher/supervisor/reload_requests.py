@@ -17,7 +17,7 @@ import contextlib
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ class Outcome(StrEnum):
     INVALID = "invalid"  # the profile does not render; the engine kept serving (exit 2)
     ROLLED_BACK = "rolled_back"  # the gates rejected it; last-good serves (exit 3)
     FAILED = "failed"  # nothing serves, or the launcher is leaving on an error (its exit code)
+    PARKED = "parked"  # a control request: the engine sleeps, its GPUs are free for the requester (exit 0)
+    WOKEN = "woken"  # a control request: the engine serves again (exit 0)
 
 
 # What a verdict file without the `verdict` field meant, by its exit code.
@@ -47,6 +49,7 @@ class Verdict:
     outcome: Outcome
     exit_code: int
     detail: str
+    data: dict[str, Any] = field(default_factory=dict)  # what the requester needs beyond words (pids, port)
 
     @classmethod
     def implied(cls, exit_code: int, detail: str) -> Verdict:
@@ -58,6 +61,48 @@ def request(reloads: Path) -> str:
     rid = uuid.uuid4().hex
     write_atomic(reloads / f"{rid}.request", "")
     return rid
+
+
+class Action(StrEnum):
+    """What another process of ours may ask of a running launcher besides a reload."""
+
+    PARK = "park"  # put the serving engine to sleep and lend its GPUs (`launch probe`'s arms)
+    WAKE = "wake"  # wake it and serve again
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRequest:
+    rid: str
+    action: Action
+    requester: int  # its pid: a parked engine wakes by itself once the requester is gone
+
+
+MAX_REQUEST_BYTES = 4096
+
+
+def ask(reloads: Path, action: Action, requester: int) -> str:
+    """A control request (`<id>.control`, answered like a reload's, by id); SIGHUP delivers it."""
+    rid = uuid.uuid4().hex
+    write_atomic(reloads / f"{rid}.control", json.dumps({"action": str(action), "requester": requester}))
+    return rid
+
+
+def take_control(reloads: Path) -> list[ControlRequest]:
+    """Every pending control request, oldest name first; an unreadable one is dropped (and answered
+    as invalid), never acted on."""
+    taken: list[ControlRequest] = []
+    for path in sorted(reloads.glob("*.control")):
+        try:
+            raw = path.read_bytes()[: MAX_REQUEST_BYTES + 1]
+            path.unlink()
+        except OSError:
+            continue
+        try:
+            body: Any = json.loads(raw) if len(raw) <= MAX_REQUEST_BYTES else {}
+            taken.append(ControlRequest(path.stem, Action(body["action"]), int(body["requester"])))
+        except (ValueError, KeyError, TypeError):
+            answer(reloads, [path.stem], Verdict(Outcome.INVALID, 2, "not a control request"))
+    return taken
 
 
 def take(reloads: Path) -> list[str]:
@@ -77,6 +122,7 @@ def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
             "verdict": str(verdict.outcome),
             "exit_code": verdict.exit_code,
             "detail": verdict.detail,
+            "data": verdict.data,
         }
         write_atomic(reloads / f"{rid}.verdict.json", json.dumps(body) + "\n")
     cutoff = time.time() - STALE_S
@@ -103,7 +149,8 @@ def _from_body(body: Any) -> Verdict:
     """The `verdict` field when it names an outcome; else (an older or newer launcher's file) the
     outcome the exit code implies."""
     implied = Verdict.implied(int(body["exit_code"]), str(body.get("detail") or ""))
+    data = body.get("data") if isinstance(body.get("data"), dict) else {}
     try:
-        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail)
+        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail, data)
     except ValueError:
-        return implied
+        return Verdict(implied.outcome, implied.exit_code, implied.detail, data)

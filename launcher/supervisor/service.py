@@ -358,6 +358,8 @@ class Supervisor(Reloading, Watching, Parking):
             if code is None:
                 code = self._notice_death()
             if code is None:
+                code = self._lender_gone()
+            if code is None:
                 code = self._handle_watch_news()
             if code is not None:
                 return code

@@ -23,6 +23,7 @@ class Phase(StrEnum):
     SERVING_LAST_GOOD = "serving_last_good"
     FAILED = "failed"
     STOPPED = "stopped"
+    PARKED = "parked"  # asleep, its GPUs lent to `launch probe`'s arms (supervisor/park.py)
 
 
 @dataclass(frozen=True, slots=True)
