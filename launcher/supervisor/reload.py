@@ -70,6 +70,7 @@ class Reloading:
             return None
         if self.lent_to is not None:  # the probe's arms run on these GPUs: a reload must wait for it
             detail = f"reload refused: the engine is parked for launch probe pid {self.lent_to}; still parked"
+            self.transitions.record(Event.RELOAD_REFUSED, reason=detail, tell=detail)
             reload_requests.answer(
                 reloads, ids, Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             )

@@ -154,3 +154,74 @@ def test_on_switch_runs_with_the_port_that_serves(tmp_path: Path) -> None:
 
 def test_preflight_refused_is_still_a_gate_error() -> None:
     assert PreflightRefused("x").exit_code == 4
+
+
+def control(box: Box, action: str, requester: int) -> Any:
+    """A step: what `launch probe` sends (a control request, then SIGHUP); returns a getter of its verdict."""
+    import signal
+
+    from launcher.state.store import StateStore
+    from launcher.supervisor import reload_requests
+
+    reloads = StateStore(box.state).reloads_dir("svc")
+    sent: list[str] = []
+
+    def step() -> None:
+        sent.append(reload_requests.ask(reloads, reload_requests.Action(action), requester))
+        signal.raise_signal(signal.SIGHUP)
+
+    step.verdicts = lambda: [reload_requests.verdict(reloads, rid) for rid in sent]  # type: ignore[attr-defined]
+    return step
+
+
+def test_a_probe_parks_production_lends_its_gpus_and_wakes_it(tmp_path: Path) -> None:
+    import os
+
+    box = parked_box(tmp_path, passes())
+    park, wake = control(box, "park", os.getpid()), control(box, "wake", os.getpid())
+    box.then(park, box.stop)  # promoted: park it; woken: stop
+    box.notices.at_status.append(("asleep, its GPUs lent to launch probe", wake))
+    assert box.run() == 0
+    [parked] = park.verdicts()
+    assert parked.outcome == "parked" and parked.data["port"] == PORT + 1
+    assert parked.data["pids"] == [box.engines.latest._pid]
+    [woken] = wake.verdicts()
+    assert woken.outcome == "woken" and woken.detail.startswith("woken in ")
+    assert without_stops(box.events())[3:] == ["parked", "woken", "stopped"]
+    assert len(box.engines.started) == 1  # never restarted
+    takes = [entry for entry in box.gpu_locks.log if entry.startswith("take ")]
+    releases = [entry for entry in box.gpu_locks.log if entry.startswith("release ")]
+    assert len(takes) == 2 and len(releases) == 2  # given back while lent, taken again to serve
+
+
+def test_a_parked_engine_wakes_by_itself_when_the_probe_is_gone(tmp_path: Path) -> None:
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    box = parked_box(tmp_path, passes())
+    box.then(control(box, "park", gone.pid), box.stop)
+    assert box.run() == 0
+    assert box.record(Event.WOKEN)["why"] == f"launch probe pid {gone.pid} is gone"
+
+
+def test_a_reload_while_lent_is_refused(tmp_path: Path) -> None:
+    import os
+
+    box = parked_box(tmp_path, passes())
+    park, wake = control(box, "park", os.getpid()), control(box, "wake", os.getpid())
+    box.then(park, box.stop)
+    from launcher.state.store import StateStore
+    from launcher.supervisor import reload_requests
+
+    def ask_a_reload() -> None:  # while the park is being answered: that SIGHUP's reload takes it too
+        box.write(supervisor=PARK, max_num_seqs=8)
+        box.requests.append(reload_requests.request(StateStore(box.state).reloads_dir("svc")))
+
+    box.notices.at_status.append(("asleep, its GPUs lent to launch probe", ask_a_reload))
+    box.notices.at_status.append(("reload refused: the engine is parked", wake))
+    assert box.run() == 0
+    verdict = box.verdict()
+    assert verdict is not None and verdict.outcome == "refused"
+    assert f"parked for launch probe pid {os.getpid()}" in verdict.detail
+    assert len(box.engines.started) == 1

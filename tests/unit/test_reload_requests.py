@@ -29,7 +29,7 @@ def test_the_outcome_travels_as_a_field_and_an_older_file_reads_by_its_exit_code
     rid = reload_requests.request(tmp_path)
     reload_requests.answer(tmp_path, reload_requests.take(tmp_path), refused)
     body = json.loads((tmp_path / f"{rid}.verdict.json").read_text())
-    assert body == {"id": rid, "verdict": "refused", "exit_code": 4, "detail": refused.detail}
+    assert body == {"id": rid, "verdict": "refused", "exit_code": 4, "detail": refused.detail, "data": {}}
     assert reload_requests.verdict(tmp_path, rid) == refused
     for old, outcome in [(0, Outcome.PROMOTED), (2, Outcome.INVALID), (3, Outcome.ROLLED_BACK),
                          (4, Outcome.REFUSED), (1, Outcome.FAILED), (5, Outcome.FAILED)]:  # fmt: skip
@@ -59,3 +59,19 @@ def test_a_launcher_gone_mid_reload_is_reported_with_the_cause_it_left(tmp_path:
         '{"phase": "failed", "rollback_reason": "last-good prod@ab12 rejected by health: 503"}'
     )
     assert last_words(tmp_path, "prod") == "last phase failed: last-good prod@ab12 rejected by health: 503"
+
+
+def test_control_requests_travel_by_id_with_their_data_and_a_garbled_one_is_never_acted_on(
+    tmp_path: Path,
+) -> None:
+    rid = reload_requests.ask(tmp_path, reload_requests.Action.PARK, 4242)
+    (tmp_path / "bad.control").write_text('{"action": "reboot", "requester": 1}')
+    (tmp_path / "huge.control").write_text('{"action": "park", "requester": 1, "x": "' + "y" * 10_000 + '"}')
+    taken = reload_requests.take_control(tmp_path)
+    assert taken == [reload_requests.ControlRequest(rid, reload_requests.Action.PARK, 4242)]
+    assert reload_requests.verdict(tmp_path, "bad") == Verdict(Outcome.INVALID, 2, "not a control request")
+    assert reload_requests.verdict(tmp_path, "huge") == Verdict(Outcome.INVALID, 2, "not a control request")
+    parked = Verdict(Outcome.PARKED, 0, "parked", {"pids": [7, 8], "port": 8001})
+    reload_requests.answer(tmp_path, [rid], parked)
+    assert reload_requests.verdict(tmp_path, rid) == parked
+    assert reload_requests.take(tmp_path) == []  # a control request is no reload
