@@ -21,7 +21,6 @@ from gates.canary import Answer, CanaryAnswer
 from gates.context import HttpReply
 from gates.leak_rule import LeakRule, judge
 from gates.tool_cases import CaseResult
-from launcher.bench.server_metrics import parse_text
 from launcher.host.host_checks import check_host_memory, check_swap
 from launcher.host.process_view import is_api_server, view_of, vllm_title
 from launcher.host.report import CheckStatus
@@ -77,26 +76,28 @@ class MetricsReading:
     errors: int  # of them, status 5xx
 
 
+WANTED = (RUNNING, GENERATED, "http_requests_total")
+
+
 def read_metrics(text: str, at: float) -> MetricsReading:
-    sums = parse_text(text)
-    requests, errors = _http_counts(text)
-    return MetricsReading(at, sums.get(RUNNING), sums.get(GENERATED), requests, errors)
-
-
-def _http_counts(text: str) -> tuple[int, int]:
-    total = errors = 0
+    """Only the three families the watch reads (a /metrics page holds hundreds of lines): the lines
+    that begin with their names go through prometheus_client's parser, the rest is never parsed."""
+    lines = [line for line in text.splitlines() if line.startswith(WANTED)]
+    sums: dict[str, float] = {}
+    requests = errors = 0
     try:
-        families = list(text_string_to_metric_families(text))
+        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
     except ValueError:
-        return 0, 0
+        families = []
     for family in families:
         for sample in family.samples:
-            if sample.name != "http_requests_total" or math.isnan(sample.value):
+            if math.isnan(sample.value):
                 continue
-            total += int(sample.value)
-            if str(sample.labels.get("status", "")).startswith("5"):
-                errors += int(sample.value)
-    return total, errors
+            sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+            if sample.name == "http_requests_total":
+                requests += int(sample.value)
+                errors += int(sample.value) if str(sample.labels.get("status", "")).startswith("5") else 0
+    return MetricsReading(at, sums.get(RUNNING), sums.get(GENERATED), requests, errors)
 
 
 class DecodeProgress:

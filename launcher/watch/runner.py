@@ -35,6 +35,7 @@ from launcher.watch.verdict import Judge, Judgement, Observation, Rules, Verdict
 
 TICK_S = 1.0
 FREE_EVERY_S = 5.0
+PIDS_EVERY_S = 30.0  # the group's processes are read again this often (walking them scans /proc)
 MIN_CANARY_GAP_S = 1.0  # a server that errors at once is retried, not hammered
 KEPT_OBSERVATIONS = 100
 
@@ -120,6 +121,8 @@ class ServingWatch:
         self._progress = probes.DecodeProgress(stall_s=plan.timeout_s)
         self._leak = probes.LeakWindows(plan.leak_rule)
         self._last_reading: probes.MetricsReading | None = None
+        self._pids: Sequence[int] = ()
+        self._pids_at = -PIDS_EVERY_S
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -227,8 +230,13 @@ class ServingWatch:
                 next_leak += self.plan.leak_window_s
                 self._check_leak()
 
+    def _group(self, now: float) -> Sequence[int]:
+        if now - self._pids_at >= PIDS_EVERY_S:
+            self._pids, self._pids_at = list(self.pids()), now
+        return self._pids
+
     def _check_processes(self, now: float) -> None:
-        self.observe(self._processes.observe(self.pids(), now))
+        self.observe(self._processes.observe(self._group(now), now))
 
     def _check_health(self) -> None:
         started = time.monotonic()
@@ -253,5 +261,5 @@ class ServingWatch:
         ))  # fmt: skip
 
     def _check_leak(self) -> None:
-        used, source = probes.group_memory(self.pids(), self.gpu_bytes)
+        used, source = probes.group_memory(self._group(time.monotonic()), self.gpu_bytes)
         self.observe(self._leak.observe(used, source, time.monotonic()))
