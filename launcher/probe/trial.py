@@ -72,6 +72,7 @@ class Trial:
                 probe_factory=self.probe_factory,
                 deadline=self.clock.monotonic() + self.settings.release_timeout_s,
                 on_wait=self.progress.message,
+                port=candidate.port,
             ).describe()
             if self.hooks.preflight is not None and self.parked_pids:
                 self.hooks.preflight(candidate, parked=self.parked_pids)
