@@ -112,7 +112,8 @@ def main() -> None:
             figures = ", ".join(f"{k}={v:.3f}" for k, v in rows[-1].items())
             print(f"park={park} run {index + 1}/{options.runs}: {figures}", flush=True)
         print(
-            f"\npark={park}: {options.runs} runs, sim speed 1, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}:"
+            f"\npark={park}: {options.runs} runs, sim speed 1, {os.cpu_count()} CPUs, "
+            f"load {os.getloadavg()[0]:.1f}:"
         )
         for key in rows[0]:
             values = [row[key] for row in rows]
