@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.shared_host import start_serving  # noqa: E402
 from tests.launcher_run import Launcher, free_port, write_profile  # noqa: E402
 
-DEMO_LIKE = {"sim_speed": 1, "sim_weights_gib": 16, "max_num_seqs": 8, "max_model_len": 8192,
+DEMO_LIKE = {"sim_speed": 1, "sim_startup_speed": 10, "sim_weights_gib": 16, "max_num_seqs": 8, "max_model_len": 8192,
              "compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8]}}  # fmt: skip
 ALL_CASES = {"tool_call": {"cases": ["auto", "required", "named", "no_tool", "auto_stream"]}}
 
