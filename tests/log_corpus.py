@@ -55,8 +55,10 @@ class Field:
 
 def fixtures() -> list[Fixture]:
     out = [_sidecar(p, "public", p.with_suffix(".log")) for p in sorted(PUBLIC.glob("*.json"))]
-    out += [_sidecar(p, "recorded", (p.parent / json.loads(p.read_text())["log"]).resolve())
-            for p in sorted(RECORDED.glob("*.json"))]
+    out += [
+        _sidecar(p, "recorded", (p.parent / json.loads(p.read_text())["log"]).resolve())
+        for p in sorted(RECORDED.glob("*.json"))
+    ]
     releases = json.loads((SHAPED / "releases.json").read_text())["releases"]
     for p in sorted(SHAPED.glob("*.expected.json")):
         name = p.name[: -len(".expected.json")]
@@ -74,7 +76,7 @@ def judge(fixture: Fixture) -> list[Field]:
     """Every expected field of one fixture, as `launch parse-log --json` reads the log."""
     facts, _ = parse_file(fixture.log)
     got = facts.to_json()
-    fields = [Field(fixture.name, key, want, got.get(key, "<no such key>")) for key, want in fixture.facts.items()]
+    fields = [Field(fixture.name, k, want, got.get(k, "<no such key>")) for k, want in fixture.facts.items()]
     for key, text in fixture.inferred.items():
         ref = (got.get("inferred") or {}).get(key)
         line = ref.get("line") if isinstance(ref, dict) else None
