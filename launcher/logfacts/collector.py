@@ -12,12 +12,14 @@ from typing import Any
 from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind, LogEvent
 from launcher.logfacts.failure import (
+    CAPTURE_FRAMES,
     ENGINE,
     EXIT,
     EXPLICIT,
     Cause,
     FailureKind,
     classify,
+    frame_of,
     frame_phase,
     is_logged_startup_traceback,
     process_exit,
@@ -138,9 +140,10 @@ class Collector:
     def _read_frame(self, rec: Record, line_no: int) -> None:
         """A traceback frame tells how far startup had got; a frame inside the graph capture also
         shows the engine was not eager."""
-        phase = frame_phase(rec.msg)
+        func = frame_of(rec.msg)
+        phase = frame_phase(rec.msg) if func else None
         if phase is None or self.startup.outcome == "ready":
             return
         self.startup.frame_phase = (phase, rec.text, line_no)  # the innermost frame wins
-        if phase == "capture":
+        if func in CAPTURE_FRAMES:
             self.startup.infer("enforce_eager", False, rec.text, line_no)

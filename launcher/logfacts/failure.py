@@ -268,7 +268,10 @@ _FRAME_PHASES = {
     "compile_or_warm_up_model": "capture",
     "_warm_up_model": "capture",
     "capture_model": "capture",
+    "capture_end": "capture",  # torch/cuda/graphs.py: the end of one graph's capture
 }
+# Frames that exist only when graphs are captured (the warm-up frames also run in eager mode).
+CAPTURE_FRAMES = frozenset({"capture_model", "capture_end"})
 _FRAME = re.compile(r"(?:, in |\.)(?P<func>" + "|".join(_FRAME_PHASES) + r")(?:\(|\s*$)")
 # The loggers that print a startup failure's traceback at ERROR (`logger.exception`): the engine core,
 # the executors and workers, V0's engine (vllm-facts.md §5.1); a request's error is logged elsewhere.
@@ -277,12 +280,19 @@ _STARTUP_LOGGERS = frozenset(
 )
 
 
-def frame_phase(msg: str) -> str | None:
-    """The startup phase a traceback frame (`File …, in capture_model`, `self.capture_model()`) is in."""
+def frame_of(msg: str) -> str | None:
+    """The vLLM (or torch) function a traceback frame is in: `File …, in capture_model`,
+    `    self.model_runner.capture_model()`; None for any other line, or a function we do not map."""
     if "File " not in msg and not msg.startswith(" "):
         return None
     m = _FRAME.search(msg)
-    return _FRAME_PHASES[m.group("func")] if m else None
+    return m.group("func") if m else None
+
+
+def frame_phase(msg: str) -> str | None:
+    """The startup phase a traceback frame is in (loading / profiling / capture)."""
+    func = frame_of(msg)
+    return _FRAME_PHASES[func] if func else None
 
 
 def is_logged_startup_traceback(rec: Record) -> bool:

@@ -105,6 +105,30 @@ def unescape_html(text: str) -> str:
     return HTML_ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text)
 
 
+# A paste that lost its newlines glues records together: `…(response)(APIServer pid=2960)   File …`,
+# `… [multiproc_executor.py:597] self.all_reduce(data) ERROR 11-04 18:02:56 [multiproc_executor.py:597] …`.
+# A record starts again at each later prefix (bare process tag, or level and timestamp).
+_GLUED = re.compile(
+    r"(?<=\S)(?=\([^()]*? pid=\d+(?:, ip=[^)]*)?\) )"
+    r"|(?<=\S)(?= (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[)"
+)
+_TAG_BEFORE = re.compile(r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\)$")  # a level right after its process tag
+
+
+def unglue(segment: str) -> list[str]:
+    """The records of one segment whose newlines were lost; most segments are one record (cheap tests)."""
+    if segment.count(" pid=") < 2 and segment.count("] ") < 2:
+        return [segment]
+    cuts = [m.start() for m in _GLUED.finditer(segment) if not _TAG_BEFORE.search(segment, 0, m.start())]
+    if not cuts:
+        return [segment]
+    bounds = [0, *cuts, len(segment)]
+    pieces = (
+        segment[a:b].lstrip(" ") if a else segment[a:b] for a, b in zip(bounds, bounds[1:], strict=False)
+    )
+    return [piece for piece in pieces if piece]
+
+
 def strip_outer(line: str) -> str:
     """Drop journald/docker/timestamp prefixes (nested ones too, e.g. journald around docker)."""
     for _ in range(4):

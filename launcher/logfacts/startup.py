@@ -74,9 +74,12 @@ class Startup:
             self.inferred.setdefault(key, (line, line_no))
 
     def phase(self) -> str | None:
-        """How far startup got, from the events seen: a failure then happened in that phase."""
+        """How far startup got, from the events seen: a failure then happened in that phase. In an
+        excerpt that began after the KV line, a capture already seen was the final one."""
         seen = self.seen
         if self.capture.kv_sized or EventKind.CAPTURING_GRAPHS in seen:
+            return "capture"
+        if self.is_excerpt() and (self.capture.profiling_done or self.capture.profiling_bars):
             return "capture"
         if EventKind.WEIGHTS_LOADED in seen or EventKind.PROFILING in seen:
             return "profiling"
@@ -142,8 +145,12 @@ class Startup:
     def settled_capture(self) -> CaptureTracker:
         """The capture as the whole log shows it: in an excerpt that begins after the KV line (no banner,
         no KV memory, no V2 runner stated), the capture seen is the final one (derive.py's rules)."""
-        excerpt = self.banner_line_no is None and not self.kv_gib and self.values.get("model_runner") != "v2"
-        return self.capture.settled(excerpt)
+        return self.capture.settled(self.is_excerpt())
+
+    def is_excerpt(self) -> bool:
+        """The log began after this startup's banner, and shows neither V2's runner nor a KV memory line
+        (which would come after V2's profiling capture): a capture seen before any KV line is final."""
+        return self.banner_line_no is None and not self.kv_gib and self.values.get("model_runner") != "v2"
 
     def _graph_fields(self) -> dict[str, Any]:
         cap = self.settled_capture()

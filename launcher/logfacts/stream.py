@@ -29,6 +29,7 @@ from launcher.logfacts.lines import (
     strip_ansi,
     strip_outer,
     unescape_html,
+    unglue,
 )
 from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.prefilter import Prefilter, banner_candidates, open_windows, outcome_lines
@@ -203,9 +204,12 @@ class LogStream:
         for i, segment in enumerate(segments):
             if not segment:
                 continue
-            rec = parse_segment(segment)
             if i >= skip_bar_segments:
                 self._bars(segment, line_no)
+            pieces = unglue(segment)
+            for piece in pieces[:-1]:
+                self._collector.on_record(parse_segment(piece), line_no)
+            rec = parse_segment(pieces[-1])
             if i == last and needs_continuation(rec):
                 self._pending = Pending(rec, line_no)
                 return

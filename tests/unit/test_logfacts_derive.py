@@ -8,7 +8,7 @@ import pytest
 from launcher.logfacts import derive, parse_text
 from launcher.logfacts.capture import CaptureTracker
 from launcher.logfacts.failure import Cause, FailureKind, argument_of, frame_phase
-from launcher.logfacts.lines import parse_segment, strip_outer
+from launcher.logfacts.lines import parse_segment, strip_outer, unglue
 from launcher.logfacts.startup import ASKED, STATED, Startup
 
 
@@ -191,3 +191,47 @@ def test_a_cut_level_keeps_the_rest_of_vllms_prefix(line: str, level: str, msg: 
 def test_outer_prefixes_of_wrappers_and_pastes(prefix: str) -> None:
     line = "(EngineCore pid=1) INFO 08-18 14:15:04 [vllm.py:1721] Cudagraph is disabled under eager mode"
     assert strip_outer(prefix + line) == line
+
+
+def test_a_paste_that_lost_its_newlines_is_read_record_by_record() -> None:
+    glued = (
+        "(APIServer pid=9)     raise _format(RepositoryNotFoundError, message, response) from e"
+        "(APIServer pid=9) huggingface_hub.errors.RepositoryNotFoundError: 401 Client Error."
+        "(APIServer pid=9) Invalid username."
+    )
+    assert unglue(glued)[1].startswith("(APIServer pid=9) huggingface_hub.errors")
+    facts, _ = parse_text(glued + "\n")
+    assert (facts.outcome, facts.failure_kind, facts.failure_proc) == (
+        "failed",
+        "model_not_found",
+        "APIServer",
+    )
+    spaced = "x ERROR 11-04 18:02:56 [a.py:1] y ERROR 11-04 18:02:56 [a.py:1] RuntimeError: NCCL error: z"
+    assert [p[:5] for p in unglue(spaced)] == ["x", "ERROR", "ERROR"]
+    normal = "(APIServer pid=3) WARNING 12-01 07:17:05 [core_client.py:702] [shutdown] MPClient: exited"
+    assert unglue(normal) == [normal]  # a level right after its process tag is the same record
+
+
+def test_an_echoed_command_continued_with_backslashes() -> None:
+    facts, _ = parse_text(
+        "python -m vllm.entrypoints.openai.api_server \\\n     --model m/x \\\n     --port 8087 \\\n"
+        "     -tp 2\nINFO 01-01 00:00:00 api_server.py:1] vLLM API server version 0.7.0\n"
+    )
+    assert (facts.model, facts.served_port, facts.tensor_parallel_size) == ("m/x", 8087, 2)
+    assert facts.vllm_version == "0.7.0"
+
+
+def test_a_failure_after_an_excerpts_capture_is_in_the_capture_phase() -> None:
+    facts, _ = parse_text(
+        "(VllmWorker rank=0 pid=1) INFO 05-15 17:46:31 [gpu_model_runner.py:1626] Graph capturing finished "
+        "in 78 secs, took 2.28 GiB\n"
+        "(VllmWorker rank=1 pid=2) ERROR 05-15 17:46:32 [multiproc_executor.py:380] WorkerProc hit an "
+        "exception\n"
+    )
+    assert (facts.cudagraph_captured, facts.failure_phase) == (True, "capture")
+    warmup = (
+        '(Worker_TP2 pid=9) ERROR 04-09 20:31:10 [multiproc_executor.py:949]   File "/v/vllm/v1/worker/'
+        'gpu_worker.py", line 588, in compile_or_warm_up_model\n'
+    )
+    facts, _ = parse_text(warmup)
+    assert facts.failure_phase == "capture" and facts.enforce_eager is None  # eager mode warms up too
