@@ -155,30 +155,43 @@ _OUTCOME_LITERALS = ("Application startup complete", "exited")  # uvicorn; syste
 # (FAILURES in scripts/logfacts/phrasings.py, checked by the catalogue tests). One regex of ~40
 # alternatives over a whole chunk costs 0.5 s/MB; these finds and the rules on the lines they hit cost
 # ~3 ms/MB. Engine deaths (`Worker proc X died unexpectedly`) are also `_RECORD` heads.
-_FAILURE_HINTS = ("rror", "failed", "ERROR")  # `ERROR`: a logged message that names no exception
+_FAILURE_HINTS = ("rror", "failed")
+# At each `ERROR ` (a literal find, ~1 ms/MB): vLLM's stamp, then either a traceback frame of a startup
+# logger, or a message that is not indented (logged, it may name no exception: `ERROR … [engine.py:448]
+# Bfloat16 is only supported …`). Indented source lines and traceback headers are skipped.
+_ERROR_AT = re.compile(
+    r"ERROR \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[^\]\s]+:\d+\] ?"
+    r"(?:(?P<frame>  File \")|(?P<skip> |Traceback))?"
+)
 
 
 _SOURCE_LINE = re.compile(r"^(?:[^\]\n]*\] )?(?:  File \"|    )")
 
 
-def failure_lines(text: str, start: int, end: int) -> set[int]:
-    """Line starts in `text[start:end]` that a failure rule or an engine-death line matches."""
+def failure_lines(text: str, start: int, end: int, frames: set[int] | None = None) -> set[int]:
+    """Line starts in `text[start:end]` that a failure rule or an engine-death line matches. A startup
+    logger's traceback frame (ERROR) decides a failure too: into `frames` when given, else returned."""
     checked: set[int] = set()
     found: set[int] = set()
-    for literal in _FAILURE_HINTS:
-        for hit in _positions(text, literal, start, end):
-            line_start = _line_start(text, start, hit)
-            if line_start in checked:
-                continue
-            checked.add(line_start)
-            line_end = text.find("\n", hit, end)
-            line = text[line_start : line_end if line_end >= 0 else end]
-            if _SOURCE_LINE.search(line):
-                if "ERROR" in line and FRAME in line:
-                    found.add(line_start)  # a startup logger's traceback: decides the outcome (skimming)
-                continue  # a traceback's source line, `  File "..."` or indented code: never a cause
-            if any(t in line for t in _TRIGGERS) and (failure.SCAN.search(line) or ENGINE_DIED.search(line)):
-                found.add(line_start)
+    hits = [h for literal in _FAILURE_HINTS for h in _positions(text, literal, start, end)]
+    frame_hits: list[int] = []
+    for hit in _positions(text, "ERROR ", start, end):
+        m = _ERROR_AT.match(text, hit)
+        if m is not None and not m.group("skip"):
+            (frame_hits if m.group("frame") else hits).append(hit)
+    for hit in hits:
+        line_start = _line_start(text, start, hit)
+        if line_start in checked:
+            continue
+        checked.add(line_start)
+        line_end = text.find("\n", hit, end)
+        line = text[line_start : line_end if line_end >= 0 else end]
+        if _SOURCE_LINE.search(line):
+            continue  # a traceback's source line, `  File "..."` or indented code: never a cause
+        if any(t in line for t in _TRIGGERS) and (failure.SCAN.search(line) or ENGINE_DIED.search(line)):
+            found.add(line_start)
+    into = found if frames is None else frames
+    into.update(_line_start(text, start, hit) for hit in frame_hits)
     return found
 
 
@@ -238,10 +251,13 @@ def banner_candidates(text: str, start: int, end: int) -> list[int]:
     return sorted({_line_start(text, start, h) for h in _positions(text, _BANNER_LITERAL, start, end)})
 
 
-def outcome_lines(text: str, start: int, end: int) -> list[int]:
-    """Line starts in `text[start:end]` that can decide a startup's outcome."""
+def outcome_lines(text: str, start: int, end: int) -> tuple[list[int], list[int]]:
+    """Line starts in `text[start:end]` that can decide a startup's outcome, and the traceback frames
+    of startup loggers, which decide it only in a startup that shows nothing else (an excerpt)."""
     hits = [h for literal in _OUTCOME_LITERALS for h in _positions(text, literal, start, end)]
-    return sorted({_line_start(text, start, h) for h in hits} | failure_lines(text, start, end))
+    frames: set[int] = set()
+    found = failure_lines(text, start, end, frames)
+    return sorted({_line_start(text, start, h) for h in hits} | found), sorted(frames)
 
 
 def _line_start(text: str, floor: int, pos: int) -> int:

@@ -133,9 +133,11 @@ class LogStream:
             return
         self._read(text, 0, banners[0])
         self._window = 0  # a traceback window does not run into a later startup
-        decisive = outcome_lines(text, banners[0], banners[-1])
+        decisive, frames = outcome_lines(text, banners[0], banners[-1])
         for begin, stop in zip(banners, banners[1:], strict=False):
             lines = decisive[bisect_left(decisive, begin) : bisect_left(decisive, stop)]
+            if not lines:
+                lines = frames[bisect_left(frames, begin) : bisect_left(frames, stop)][:1]
             self._skim_span(text, begin, stop, lines)
         self._read(text, banners[-1], end)
 
