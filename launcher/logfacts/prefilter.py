@@ -152,7 +152,7 @@ _BANNER_LITERAL = "version "
 _OUTCOME_LITERALS = ("Application startup complete", "exited")  # uvicorn; systemd's and docker's exits
 # Every failure line holds one of these: the exception's name (`ValueError`, `GatedRepoError`,
 # `huggingface_hub.errors.…`), argparse's `error:`, pydantic's `Value error`, or `… failed`
-# (FAILURES in scripts/logfacts/phrasings.py, checked by the catalogue tests). One regex of ~40
+# (FAILURES in launcher/logfacts/phrasings.py, checked by the catalogue tests). One regex of ~40
 # alternatives over a whole chunk costs 0.5 s/MB; these finds and the rules on the lines they hit cost
 # ~3 ms/MB. Engine deaths (`Worker proc X died unexpectedly`) are also `_RECORD` heads.
 _FAILURE_HINTS = ("rror", "failed")
