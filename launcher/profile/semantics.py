@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from launcher.profile import bounds
 from launcher.profile.findings import Findings, where
 from launcher.profile.loader import ResolvedProfile
 from vllm_flags.cudagraph_sizes import (
@@ -157,8 +157,8 @@ def _as_dict(value: Any) -> dict[str, Any]:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
+            parsed = bounds.loads_json(value)
+        except ValueError:
             return {}
         return parsed if isinstance(parsed, dict) else {}
     return {}
