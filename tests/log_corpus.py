@@ -91,8 +91,12 @@ def family(release: str) -> str:
 
 
 def _family_key(name: str) -> tuple[int, str]:
-    m = re.match(r"0\.(\d+)", name)
-    return (int(m.group(1)) * 10 if m else 999, name)
+    """By minor release: 0.2 (0.2.7) < 0.5 < … < 0.14 < 0.1x (some 0.1y) < 0.16 < … < 0.2x < 0.26."""
+    m = re.match(r"0\.(\d+)(x?)", name)
+    if m is None:
+        return (99999, name)
+    minor = int(m.group(1))
+    return ((minor * 10 + 5) * 10 if m.group(2) else minor * 10, name)
 
 
 def table(judged: dict[str, tuple[Fixture, list[Field]]]) -> str:
