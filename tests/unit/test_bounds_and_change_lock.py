@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from launcher.errors import BadInput, ChangeInProgress, ExitCode
 from launcher.profile import bounds
 from launcher.profile.edit import parse_assignment
+from launcher.profile.loader import read_toml
 from launcher.state.change_lock import ChangeLock
 from launcher.state.store import StateStore
 
@@ -95,3 +96,15 @@ def test_the_change_lock_is_not_taken_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="symbolic link"), ChangeLock(store, "prod", "x"):
         pass
     assert not (tmp_path / "elsewhere").exists()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="[]{}\"'=,.ab1 \n", max_size=5000))
+def test_no_profile_text_is_a_recursion_error(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+    """A profile file holds whatever someone wrote: a value, or BadInput (exit 2), never a crash."""
+    path = tmp_path_factory.mktemp("p") / "p.toml"
+    path.write_text("x = " + text)
+    try:
+        read_toml(path)
+    except BadInput as err:
+        assert err.exit_code == ExitCode.BAD_INPUT
