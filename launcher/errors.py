@@ -67,6 +67,13 @@ class NothingMeasured(GateError):
     exit_code = ExitCode.GATE_FAILED
 
 
+class ChangeInProgress(GateError):
+    """Another `launch set` / `launch rollback` is changing the same profile (named in the message):
+    refused before anything was read or written, as a candidate is refused before anything stops."""
+
+    exit_code = ExitCode.PREFLIGHT_REFUSED
+
+
 class AlreadyRunning(GateError):
     """Another launcher holds the profile's lock (its pid is in the message)."""
 

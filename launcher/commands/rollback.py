@@ -15,9 +15,11 @@ from launcher.errors import BadInput, ProfileInvalid
 from launcher.profile.diff import diff_launches
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.profile.plan import LaunchPlan, build_plan
-from launcher.profile.proposal import check_proposal
+from launcher.profile.proposal import ProposalCheck, check_proposal
 from launcher.profile.snapshots import available_tags, bak_path, check_tag, restore_snapshot
 from launcher.settings import GlobalOptions
+from launcher.state.change_lock import ChangeLock
+from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_profile
 
@@ -63,11 +65,31 @@ def run_rollback(
     name = profile if profile is not None else served_profile(options.state_dir)
     if not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
+    _checked_snapshot(options.profiles_dir, name, tag, allow_unknown)  # refused before the lock is made
+    with ChangeLock(StateStore(options.state_dir), name, f"launch rollback {tag} --profile {name}"):
+        return _rollback(options, tag, name, allow_unknown, timeout_s, now or datetime.now(UTC))
+
+
+def _rollback(
+    options: GlobalOptions, tag: str, name: str, allow_unknown: bool, timeout_s: float, now: datetime
+) -> int:
+    """The snapshot checked, put back and reloaded, inside the profile's change lock."""
     profiles_dir = options.profiles_dir
+    bak, data, check = _checked_snapshot(profiles_dir, name, tag, allow_unknown)
+    target = profiles_dir / f"{name}{PROFILE_SUFFIX}"
+    if target.is_file() and target.read_bytes() == data:
+        click.echo(f"{target} is already identical to {bak.name}; nothing was written")
+    else:
+        _restore(profiles_dir, name, target, bak, allow_unknown, now, check.plan)
+    return reload_if_running(options.state_dir, name, timeout_s)
+
+
+def _checked_snapshot(
+    profiles_dir: Path, name: str, tag: str, allow_unknown: bool
+) -> tuple[Path, bytes, ProposalCheck]:
     bak = bak_path(profiles_dir, name, tag)
     if not bak.is_file():
         raise _missing_snapshot(profiles_dir, name, bak)
-    target = profiles_dir / f"{name}{PROFILE_SUFFIX}"
     data = bak.read_bytes()
     check = check_proposal(profiles_dir, name, data, shown_as=bak, allow_unknown=allow_unknown)
     if check.errors:
@@ -76,11 +98,7 @@ def run_rollback(
             list(check.errors),
             hint="fix that file by hand, or pick another tag",
         )
-    if target.is_file() and target.read_bytes() == data:
-        click.echo(f"{target} is already identical to {bak.name}; nothing was written")
-    else:
-        _restore(profiles_dir, name, target, bak, allow_unknown, now or datetime.now(UTC), check.plan)
-    return reload_if_running(options.state_dir, name, timeout_s)
+    return bak, data, check
 
 
 def _restore(

@@ -15,7 +15,7 @@ from typing import Any
 from launcher.errors import ProfileInvalid
 from launcher.profile.findings import Findings
 from launcher.profile.keys import engine_settings
-from launcher.profile.loader import ResolvedProfile, resolve
+from launcher.profile.loader import ResolvedProfile, link_note, resolve
 from launcher.profile.render import Rendered, render
 from launcher.profile.schema_source import load_schema
 from launcher.profile.semantics import check_semantics
@@ -95,6 +95,10 @@ def build_plan(
     """Resolve, check and render profile `name` (syntax errors and a missing profile raise)."""
     profile = resolve(profiles_dir, name, top_file=top_file)
     findings = Findings()
+    for path in profile.files:
+        note = link_note(profiles_dir, path)
+        if note is not None:
+            findings.warn(note)
     check_structure(profile, findings)
     engine = engine_settings(profile.data)
     schema_choice = engine.text("schema")

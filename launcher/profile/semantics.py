@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from gates.setting import SettingValues
+from launcher.profile import bounds
 from launcher.profile.findings import Findings, where
 from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
@@ -215,8 +215,8 @@ def _as_dict(value: Any) -> dict[str, Any]:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
+            parsed = bounds.loads_json(value)
+        except ValueError:
             return {}
         return parsed if isinstance(parsed, dict) else {}
     return {}

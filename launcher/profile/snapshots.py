@@ -59,7 +59,7 @@ def save_snapshot(profile_file: Path, bak: Path, *, force: bool) -> None:
     """Copy the profile to its `.bak_<tag>`, byte for byte, with the profile's permissions."""
     if bak.exists() and not force:
         raise refuse_existing(bak)
-    write_atomic(bak, profile_file.read_bytes(), mode=_mode(profile_file))
+    write_atomic(bak, profile_file.read_bytes(), mode=_mode(profile_file), follow_links=True)
 
 
 def save_and_write(profile_file: Path, bak: Path, text: str, *, force: bool) -> None:
@@ -69,13 +69,13 @@ def save_and_write(profile_file: Path, bak: Path, text: str, *, force: bool) -> 
     previous = bak.read_bytes() if bak.exists() else None
     try:
         save_snapshot(profile_file, bak, force=force)
-        write_atomic(profile_file, text)
+        write_atomic(profile_file, text, follow_links=True)
     except OSError as err:
         with contextlib.suppress(OSError):
             if previous is None:
                 bak.unlink(missing_ok=True)
             elif bak.read_bytes() != previous:
-                write_atomic(bak, previous)
+                write_atomic(bak, previous, follow_links=True)
         raise _cannot_write(err, profile_file) from err
 
 
@@ -88,8 +88,8 @@ def restore_snapshot(profile_file: Path, bak: Path, now: datetime) -> Path | Non
     try:
         if profile_file.exists():
             kept = replaced_path(profile_file, now)
-            write_atomic(kept, profile_file.read_bytes(), mode=mode)
-        write_atomic(profile_file, data, mode=mode)
+            write_atomic(kept, profile_file.read_bytes(), mode=mode, follow_links=True)
+        write_atomic(profile_file, data, mode=mode, follow_links=True)
     except OSError as err:
         if kept is not None:
             with contextlib.suppress(OSError):

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from launcher.atomicfile import read_bytes_nofollow
 from launcher.errors import BadInput
 
 Check = Callable[[Any], bool]
@@ -117,11 +118,14 @@ def read_record(
     """A JSON state file checked against its shape; None when it does not exist, BadInput naming
     the file when it cannot be read, is not UTF-8 JSON, or has the wrong shape."""
     try:
-        raw = path.read_bytes()
+        raw = read_bytes_nofollow(path)
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise BadInput(f"cannot read state file {path}: {err.strerror or err}") from err
+        raise BadInput(
+            f"cannot read state file {path}: {err.strerror or err}; nothing was changed",
+            hint="a state file is never read through a symbolic link: move it aside and look at it",
+        ) from err
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:

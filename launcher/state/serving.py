@@ -45,7 +45,7 @@ def serving_entry(
     return {
         **status,
         "serving": serving,
-        "url": _url(record),
+        "url": _url(record) or (status.get("url") if up else None),
         "served_model": _served_model(record),
         "uptime_s": status.get("uptime_s"),
         "fingerprint": status.get("serving_fingerprint"),

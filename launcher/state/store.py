@@ -13,6 +13,7 @@ the modules that own a file ask the store for its path. Layout (docs/architectur
     STATE/profiles/NAME/restart_guard.json        failed starts per candidate fingerprint
     STATE/profiles/NAME/logs/engine.log|try.log   vLLM's own log
     STATE/profiles/NAME/reloads/                  reload requests and their verdicts
+    STATE/profiles/NAME/change.lock               one `set`/`rollback` at a time (change_lock.py)
     STATE/locks/gpu-ID.lock                       one model per GPU set
     STATE/probe/journal.json, probe.lock          a running probe's plan, and its lock
     STATE/probe/restored-launcher.log             the launcher a probe's recovery started
@@ -85,6 +86,10 @@ class StateStore:
 
     def restart_guard_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "restart_guard.json"
+
+    def change_lock_path(self, profile: str) -> Path:
+        """The flock `launch set` / `launch rollback` hold from reading the profile to their verdict."""
+        return self.profile_dir(profile) / "change.lock"
 
     def reloads_dir(self, profile: str) -> Path:
         """Reload requests and their verdicts, one file each (`supervisor/reload_requests.py`)."""
