@@ -73,6 +73,8 @@ class SimConfig:
     refusal: tuple[str, str] | None = None
     kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: no profiling, this KV size
     rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
+    sleep_mode: bool = False  # `--enable-sleep-mode`: weights and KV cache in the CuMem pool
+    dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: the dev routes (/sleep, /wake_up, ...)
 
     @property
     def captured(self) -> cudagraph.GraphPlan:
@@ -232,6 +234,15 @@ def _graphs(ns: argparse.Namespace, batch: _Batch, spec_tokens: int, faults: Fau
     return graphs
 
 
+def _dev_mode(env: dict[str, str]) -> bool:
+    """vLLM reads `bool(int(VLLM_SERVER_DEV_MODE))` (0.26.0 envs.py:1349): a non-integer stops it."""
+    raw = env.get("VLLM_SERVER_DEV_MODE", "0")
+    try:
+        return bool(int(raw))
+    except ValueError as err:
+        raise StartupRefused([f"ValueError: {err}"]) from err
+
+
 def _check_speeds(ns: argparse.Namespace) -> None:
     if ns.sim_speed <= 0 or (ns.sim_startup_speed is not None and ns.sim_startup_speed <= 0):
         raise StartupRefused(["vllm: error: --sim-speed and --sim-startup-speed must be > 0"])
@@ -257,6 +268,7 @@ def _frontend(ns: argparse.Namespace, env: dict[str, str], model: str) -> dict[s
         "prompt_tokens_details": bool(_get(ns, "enable_prompt_tokens_details", False)),
         "force_include_usage": bool(_get(ns, "enable_force_include_usage", False)),
         "request_id_headers": bool(_get(ns, "enable_request_id_headers", False)),
+        "dev_mode": _dev_mode(env),
     }
 
 
@@ -276,6 +288,7 @@ def _engine(ns: argparse.Namespace, dialect: Dialect, batch: _Batch) -> dict[str
         "block_size": int(_get(ns, "block_size", 16)),
         "prefix_caching": bool(_get(ns, "enable_prefix_caching", True)),
         "enforce_eager": bool(_get(ns, "enforce_eager", False)),
+        "sleep_mode": bool(_get(ns, "enable_sleep_mode", False)),
         "kv_cache_memory_bytes": _int(kv_bytes) if kv_bytes else None,
     }
 

@@ -7,6 +7,7 @@ tool-call markup) ride with the next chunk.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -27,6 +28,18 @@ def engine_dead() -> web.Response:
         "The server had an error while processing your request.", "InternalServerError", 500
     )
     return web.json_response(dumps=dumps, data=body, status=500)
+
+
+# A request the engine finished with finish_reason "error" (`--sim-error-after-requests`): vLLM's
+# `_raise_if_error` logs it and raises GenerationError("Internal server error"), which becomes a
+# 500 `InternalServerError` body, or one `data: {"error": ...}` event in a stream (0.26.0
+# entrypoints/generate/base/serving.py:170-177, :186-194; serve/utils/error_response.py:56-59).
+GENERATION_ERROR = api.error_body("Internal server error", "InternalServerError", 500)
+
+
+def _generation_failed(state: ServerState, job: Job) -> None:
+    message = f"Request {job.rid} failed with an internal error during generation"
+    state.log.error(state.dialect.src("generation_error"), message)
 
 
 async def deliver(
@@ -87,6 +100,9 @@ async def _whole(
         if step.done:
             break
     _truth(state, job, row)
+    if job.plan.finish_reason == "error":
+        _generation_failed(state, job)
+        return web.json_response(dumps=dumps, data=GENERATION_ERROR, status=500)
     model = state.cfg.model_label
     if chat:
         payload = api.chat_response(
@@ -133,6 +149,12 @@ async def _stream(
                 b'data: {"error": {"message": "EngineCore encountered an issue.", '
                 b'"type": "InternalServerError", "param": null, "code": 500}}\n\n'
             )
+            return response
+        if step.done and job.plan.finish_reason == "error":
+            _generation_failed(state, job)
+            _truth(state, job, row)
+            await response.write(f"data: {json.dumps(GENERATION_ERROR)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
             return response
         tokens = list(job.plan.tokens[step.start : step.start + step.count])
         pending += step.count
