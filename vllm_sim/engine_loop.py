@@ -126,10 +126,12 @@ class ServingLoop:
 
     def _stuck_forever(self) -> None:
         """A kernel that never returns: the process only notices its parent's end (vLLM's workers'
-        watch) and logs the SIGTERM its handler sees, then goes on waiting."""
+        watch) and logs the SIGTERM its handler sees, then goes on waiting. Its memory faults run on
+        their clock (a leak and the host pressure are per real second, whatever the engine does)."""
         told = False
         while True:
             self.engine.poll_only(TICK_S)
+            self.engine.ballast.tick(time.monotonic())
             if self.engine.term.first_at is not None and not told:
                 self.engine.log_term_trigger()
                 told = True
