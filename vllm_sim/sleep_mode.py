@@ -53,10 +53,13 @@ def sleep_figures(plan: MemoryPlan, level: int, pooled: bool) -> SleepFigures:
     others = max(0.0, plan.total_gib - plan.free_gib)
     if not pooled:
         return SleepFigures(0.0, 0.0, 0.0, held, others + held)
-    pool = plan.weights_gib + max(0.0, plan.kv_gib)
-    resident = min(residue_gib(plan.weights_gib), max(0.0, held - pool))
-    backed = plan.weights_gib if level == 1 else 0.0
-    return SleepFigures(pool, backed, held - resident, resident, others + resident)
+    # The measured residue wins over the memory model's non-pool share (its 0.3 GiB context is
+    # less than a real one); the pool line never claims more than the device got back.
+    resident = min(residue_gib(plan.weights_gib), held)
+    freed = held - resident
+    pool = min(plan.weights_gib + max(0.0, plan.kv_gib), freed)
+    backed = min(plan.weights_gib, pool) if level == 1 else 0.0
+    return SleepFigures(pool, backed, freed, resident, others + resident)
 
 
 class SleepMode:
