@@ -15,7 +15,7 @@ from aiohttp import web
 
 from vllm_sim import openai_api as api
 from vllm_sim import tokenizer
-from vllm_sim.generation import Channel, Plan
+from vllm_sim.generation import Channel, Plan, Tok
 from vllm_sim.groundtruth import TruthRow
 from vllm_sim.openai_api import dumps
 from vllm_sim.scheduler import Job
@@ -115,6 +115,21 @@ async def _whole(
     return web.json_response(dumps=dumps, data=payload, headers=_headers(state, job.rid))
 
 
+def _step_choice(
+    state: ServerState, job: Job, tokens: list[Tok], chat: bool, parsed: bool
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """One engine step's delta (None: it shows nothing) and the chunk's choice around it."""
+    if not chat:
+        text = api.joined(tokens, Channel.CONTENT)
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": None, "stop_reason": None}
+        return {"text": text}, choice
+    delta = api.chat_delta(tokens, job.plan, state.dialect.reasoning_field)
+    if parsed:  # vLLM 0.26.0 counts each delta its streaming parser looked at
+        key = ("streaming", "tool_call" if delta and "tool_calls" in delta else "no_tool_call")
+        state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
+    return delta, {"index": 0, "delta": delta or {"content": ""}, "logprobs": None, "finish_reason": None}
+
+
 async def _stream(
     request: web.Request, state: ServerState, body: dict[str, Any], job: Job, row: TruthRow, chat: bool
 ) -> web.StreamResponse:
@@ -122,7 +137,7 @@ async def _stream(
         headers={"Content-Type": "text/event-stream; charset=utf-8", **_headers(state, job.rid)}
     )
     await response.prepare(request)
-    created, model, field = int(time.time()), state.cfg.model_label, state.dialect.reasoning_field
+    created, model = int(time.time()), state.cfg.model_label
     obj = "chat.completion.chunk" if chat else "text_completion"
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
@@ -158,36 +173,18 @@ async def _stream(
             return response
         tokens = list(job.plan.tokens[step.start : step.start + step.count])
         pending += step.count
-        if chat:
-            delta = api.chat_delta(tokens, job.plan, field)
-            if parsed:  # vLLM 0.26.0 counts each delta its streaming parser looked at
-                key = ("streaming", "tool_call" if delta and "tool_calls" in delta else "no_tool_call")
-                state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
-            choice: dict[str, Any] = {
-                "index": 0,
-                "delta": delta or {"content": ""},
-                "logprobs": None,
-                "finish_reason": None,
-            }
-        else:
-            delta = {"text": api.joined(tokens, Channel.CONTENT)}
-            choice = {
-                "index": 0,
-                "text": delta["text"],
-                "logprobs": None,
-                "finish_reason": None,
-                "stop_reason": None,
-            }
+        delta, choice = _step_choice(state, job, tokens, chat, parsed)
         if step.done:
             choice["finish_reason"] = job.plan.finish_reason
             choice["stop_reason"] = job.plan.stop_reason
         elif delta is None:
             continue
         if extras:
-            if chat:
-                choice = dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
-            else:
-                choice = text_chunk_choice(choice)
+            choice = (
+                dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
+                if chat
+                else text_chunk_choice(choice)
+            )
         use = _usage(state, job) if continuous else None
         last = stamp if step.done and not with_usage else None  # the fingerprint rides the last chunk
         data = api.chunk(job.rid, created, model, [choice], obj, use, last)
