@@ -15,6 +15,7 @@ import time
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+from vllm_sim import wire
 from vllm_sim.ballast import Ballast, GpuHold
 from vllm_sim.config import SimConfig
 from vllm_sim.engine_loop import ServingLoop
@@ -85,7 +86,7 @@ class EngineProcess:
         try:
             if not self.conn.poll(timeout):
                 return
-            message = self.conn.recv()
+            message = wire.decode(self.conn.recv_bytes())
         except (EOFError, OSError):
             self._parent_gone()
             return
@@ -230,7 +231,7 @@ class EngineProcess:
             try:
                 self.conn.poll(0.05)
                 if self.conn.poll(0):
-                    self.conn.recv()
+                    self.conn.recv_bytes()
             except (EOFError, OSError):
                 return
 
@@ -248,7 +249,7 @@ class EngineProcess:
     def send(self, message: tuple[object, ...]) -> None:
         if self.conn is not None:
             with contextlib.suppress(OSError):
-                self.conn.send(message)
+                self.conn.send_bytes(wire.encode(message))
 
 
 def engine_main(cfg: SimConfig, conn: Connection) -> None:

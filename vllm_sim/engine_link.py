@@ -1,6 +1,6 @@
 """The API server's end of the pipe to `VLLM::EngineCore`: step grants, utility calls, lifecycle.
 
-Messages are small tuples (pickled by `multiprocessing.Connection`), in order, both ways:
+Messages are small tuples (`wire.py`: the step messages packed, the rest pickled), in order:
 
     API → engine   ("step", seq, generated, finished, decoding)   run this step
                    ("call", id, method, args)                      a utility call (sleep, wake_up, ...)
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from vllm_sim import wire
 from vllm_sim.jobs import StepWork
 
 
@@ -53,7 +54,7 @@ class EngineLink:
     def send(self, message: tuple[object, ...]) -> None:
         if not self.closed:
             with contextlib.suppress(OSError):
-                self.conn.send(message)
+                self.conn.send_bytes(wire.encode(message))
 
     def step(self, work: StepWork) -> asyncio.Future[None]:
         """Ask the engine core to run a step; the future completes when it has."""
@@ -78,7 +79,7 @@ class EngineLink:
     def _on_readable(self) -> None:
         try:
             while True:
-                self._dispatch(self.conn.recv())
+                self._dispatch(wire.decode(self.conn.recv_bytes()))
                 if not self.conn.poll(0):
                     return
         except (EOFError, OSError):

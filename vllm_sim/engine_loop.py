@@ -80,9 +80,13 @@ class ServingLoop:
             return sleep.is_sleeping
         if method == "reset_prefix_cache":
             return self._reset_prefix_cache(int(args[0]))
-        if method == "collective_rpc" and args[0] == "reload_weights":
-            return sleep.reload_weights()
-        raise UtilityFailed(f"Call to {method} method failed: vllm-sim runs reload_weights only, not {args}")
+        if method == "collective_rpc":
+            if args[0] == "reload_weights":
+                return sleep.reload_weights()
+            raise UtilityFailed(
+                f"Call to {method} method failed: vllm-sim runs reload_weights only, not {args[0]}"
+            )
+        raise UtilityFailed(f"Call to {method} method failed: vllm-sim does not simulate it")
 
     def _reset_prefix_cache(self, used_blocks: int) -> bool:
         """The block pool's reset (0.26.0 `v1/core/block_pool.py:761-790`): only when no request holds

@@ -241,3 +241,19 @@ def test_host_pressure_limits() -> None:
     with pytest.raises(BadFaultFlag, match="must be 0..8192, not 8193"):
         check_pressure(8193, available_bytes=64 * gib)
     check_pressure(0, available_bytes=0)  # no pressure: nothing to check
+
+
+def test_the_wire_carries_every_message_back_as_it_was_sent() -> None:
+    from vllm_sim import wire
+
+    for message in [
+        ("step", 7, 1234, 5, 3),
+        ("stepped", 2**40),
+        ("call", 1, "wake_up", (["weights"],)),
+        ("result", 1, False, "Call to wake_up method failed: x"),
+        ("ready", 42),
+    ]:
+        assert wire.decode(wire.encode(message)) == message
+    assert len(wire.encode(("stepped", 1))) == 9  # packed, not pickled
+    with pytest.raises(ValueError, match="not a simulator message"):
+        wire.decode(b"xjunk")
