@@ -61,6 +61,8 @@ class EngineProcess:
     def wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while True:
+            if self.serving is not None and self.serving.stuck:
+                return  # wedged: from now on nothing but SIGKILL ends it (engine_loop.py)
             self.check_term()
             left = deadline - time.monotonic()
             if left <= 0:

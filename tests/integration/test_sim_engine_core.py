@@ -201,3 +201,15 @@ def test_a_leak_keeps_growing_while_the_engine_core_is_stalled() -> None:
         rss = engine_rss_mib(engine)
         wait_rss(engine, rss + 50)  # 100 MiB/s of leak, engine wedged
         assert metric(sim, RUNNING) == 1 and not stream.done.is_set()
+
+
+@pytest.mark.parametrize("version", ["0.33", "0.26"])
+def test_a_sigterm_to_the_api_server_ends_a_wedged_engine_core_too(version: str) -> None:
+    with running_sim(["--sim-hang-after-requests", "0", "--sim-vllm-version", version], speed=50) as sim:
+        engine = engine_core(sim)
+        stream = Stream(sim, LONG).start()
+        stream.wait_events(1)
+        sim.proc.send_signal(signal.SIGTERM)
+        assert sim.proc.wait(30) == 0
+        assert "force killing remaining processes count=1" in sim.drained()
+        assert wait_gone([engine], 10.0) == []
