@@ -213,3 +213,17 @@ def test_a_sigterm_to_the_api_server_ends_a_wedged_engine_core_too(version: str)
         assert sim.proc.wait(30) == 0
         assert "force killing remaining processes count=1" in sim.drained()
         assert wait_gone([engine], 10.0) == []
+
+
+def test_a_sigkilled_engine_core_gives_503_then_exit_0_at_the_watchdogs_look() -> None:
+    """0.26.0 on the H200: /health 503 at once, the MPClient cleanup and EngineDeadError in the log
+    (never the signal), `vllm serve` gone with code 0 within one watchdog period."""
+    with running_sim(["--sim-vllm-version", "0.26", "--sim-watchdog-s", "20"], speed=10) as sim:
+        engine = engine_core(sim)
+        engine.send_signal(signal.SIGKILL)
+        assert log_line(sim, r"WARNING .*\[core_client\.py:702\] \[shutdown\] MPClient: engine core exited")
+        assert health(sim) == 503
+        assert sim.proc.wait(30) == 0  # the watchdog looks every 2 s here (20 / speed 10)
+        text = sim.drained()
+        assert "EngineDeadError: EngineCore encountered an issue." in text
+        assert "SIGKILL" not in text and "EngineCore encountered a fatal error." not in text
