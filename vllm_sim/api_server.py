@@ -162,16 +162,41 @@ class ApiServer:
         from aiohttp import web
 
         from vllm_sim.http_app import build_app, routes_for
-        from vllm_sim.server_state import ServerState
         from vllm_sim.stats_log import StatsLog
 
+        self.state = state = self._server_state()
+        scheduler, truth = state.scheduler, state.truth
+        tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(self._watchdog())]
+        if self.cfg.log_stats:
+            tasks.append(asyncio.create_task(StatsLog(state).run()))
+        host = self.cfg.host or "0.0.0.0"
+        await asyncio.sleep(self.cfg.timing.startup("serve"))
+        announce.ready_lines(
+            self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", routes_for(self.cfg.dev_mode)
+        )
+        announce.uvicorn_started(self.log)
+        self.runner = web.AppRunner(build_app(state), access_log=None, shutdown_timeout=0.5)
+        await self.runner.setup()
+        await web.SockSite(self.runner, sock).start()
+        self.log.raw("INFO:     Application startup complete.")
+        await self.stopped.wait()
+        for task in tasks:
+            task.cancel()
+        await self.runner.cleanup()
+        truth.close()
+        announce.uvicorn_stopped(self.log, self.dialect, engine_died=state.engine_dead)
+
+    def _server_state(self) -> ServerState:
+        """What the handlers share, the scheduler whose steps the engine core runs included."""
+        from vllm_sim.server_state import ServerState
+
+        assert self.link is not None
         mem = self.cfg.memory()
         metrics = SimMetrics()
         truth = GroundTruth(self.cfg.ground_truth)
         truth.open()
-        assert self.link is not None
         scheduler = Scheduler(self.cfg, metrics, mem.num_blocks, self._on_finished, self.link)
-        self.state = ServerState(
+        return ServerState(
             self.cfg,
             self.dialect,
             self.log,
@@ -183,25 +208,6 @@ class ApiServer:
             self.link,
             cache_info=self._cache_info(mem.num_blocks),
         )
-        tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(self._watchdog())]
-        if self.cfg.log_stats:
-            tasks.append(asyncio.create_task(StatsLog(self.state).run()))
-        host = self.cfg.host or "0.0.0.0"
-        await asyncio.sleep(self.cfg.timing.startup("serve"))
-        announce.ready_lines(
-            self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", routes_for(self.cfg.dev_mode)
-        )
-        announce.uvicorn_started(self.log)
-        self.runner = web.AppRunner(build_app(self.state), access_log=None, shutdown_timeout=0.5)
-        await self.runner.setup()
-        await web.SockSite(self.runner, sock).start()
-        self.log.raw("INFO:     Application startup complete.")
-        await self.stopped.wait()
-        for task in tasks:
-            task.cancel()
-        await self.runner.cleanup()
-        truth.close()
-        announce.uvicorn_stopped(self.log, self.dialect, engine_died=self.state.engine_dead)
 
     def _cache_info(self, blocks: int) -> dict[str, str]:
         cfg = self.cfg
