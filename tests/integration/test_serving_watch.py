@@ -4,6 +4,7 @@ its socket still accepts, exactly what a hung server does to its clients."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.launcher_run import LAUNCH, free_port, write_profile
+from tests.launcher_run import LAUNCH, append_table, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +43,9 @@ def api_server_of(status: dict[str, Any]) -> int:
     return int(status["engine_pid"])
 
 
-def test_a_stopped_api_server_is_called_wedged_named_kept_as_evidence_and_restarted(launcher_factory: Any) -> None:
+def test_a_stopped_api_server_is_called_wedged_named_kept_as_evidence_and_restarted(
+    launcher_factory: Any,
+) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), supervisor=FAST_WATCH)
     launcher.start()
@@ -103,5 +106,94 @@ def test_check_live_is_a_liveness_probe_that_a_hung_server_fails(launcher_factor
     assert hung.returncode == 1 and "FAIL" in hung.stdout
     both = launch("check", "--profile", "svc", "--live", "--gates", "health", launcher=launcher)
     assert both.returncode == 2 and "--live" in both.stderr
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+
+
+# ---- the simulator's own faults, as vLLM 0.26 shows them (docs/vllm-facts.md §13-14) ----------
+
+
+def engine_core_of(api: int) -> int:
+    return next(c.pid for c in psutil.Process(api).children(recursive=True)
+                if " ".join(c.cmdline()).startswith("VLLM::EngineCore"))  # fmt: skip
+
+
+def test_a_stopped_engine_core_answers_health_200_and_is_called_wedged_by_name(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port(), supervisor=FAST_WATCH)
+    launcher.start()
+    core = engine_core_of(api_server_of(launcher.wait_phase("serving")))
+    os.kill(core, signal.SIGSTOP)
+    wedged = wait_event(launcher, "wedged")
+    assert wedged["process"] == f"VLLM::EngineCore pid {core} is stopped (state T)"
+    assert wedged["check"] == "canary"  # /health kept answering 200: only a generation told
+    wait_event(launcher, "recovered")
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+
+
+def test_an_engine_core_that_hangs_after_some_requests_is_wedged(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    write_profile(
+        launcher.profiles,
+        "svc",
+        free_port(),
+        args={"sim_hang_after_requests": 2},
+        supervisor={**FAST_WATCH, "on_wedge": "log"},
+    )  # fmt: skip  (2: the gates' tool calls)
+    launcher.start()
+    launcher.wait_phase("serving")
+    wedged = wait_event(launcher, "wedged")
+    assert wedged["check"] == "canary" and "no answer within 1 s" in wedged["detail"]
+    assert wedged["process"] is None  # every process runs: only the canary could tell
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+
+
+def test_decode_that_stalls_with_requests_running_is_wedged_after_one_miss(launcher_factory: Any) -> None:
+    import requests
+
+    port = free_port()
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", port, args={"sim_stall_after_tokens": 400},
+                  supervisor={**FAST_WATCH, "on_wedge": "log", "wedge_after": 20})  # fmt: skip
+    launcher.start()
+    launcher.wait_phase("serving")
+    body = {"model": "sim", "prompt": "Tell a long story.", "max_tokens": 2000, "ignore_eos": True}
+    with contextlib.suppress(requests.RequestException):  # it stalls mid-answer: no answer comes
+        requests.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=3)
+    wedged = wait_event(launcher, "wedged")
+    assert "decode stalled" in wedged["detail"] and "vllm:generation_tokens_total frozen" in wedged["detail"]
+    assert wedged["figures"]["misses"] < 20  # the stall is evidence of its own: no need for wedge_after misses
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+
+
+def test_requests_that_all_fail_while_health_says_200_are_failing(launcher_factory: Any) -> None:
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_error_after_requests": 2},
+                  supervisor={**FAST_WATCH, "on_wedge": "log"})  # fmt: skip
+    launcher.start()
+    launcher.wait_phase("serving")
+    failing = wait_event(launcher, "failing")
+    assert failing["check"] == "canary" and "HTTP 500" in failing["detail"]
+    assert failing["figures"]["errors"] == 2  # two canaries, no more
+    shown = launch("status", "--profile", "svc", launcher=launcher)
+    assert shown.returncode == 3 and "watch: failing by canary" in shown.stdout
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+
+
+def test_host_memory_that_runs_short_under_the_server_is_starving(launcher_factory: Any) -> None:
+    available_gib = psutil.virtual_memory().available / 2**30
+    launcher = launcher_factory()
+    path = write_profile(launcher.profiles, "svc", free_port(),
+                         args={"sim_host_pressure_mib": 1536, "sim_host_pressure_s": 2},
+                         supervisor={**FAST_WATCH, "on_wedge": "log"})  # fmt: skip
+    append_table(path, "preflight", {"min_host_available_gib": round(available_gib - 0.3, 2)})
+    launcher.start()
+    launcher.wait_phase("serving")
+    starving = wait_event(launcher, "starving", timeout_s=90)
+    assert starving["check"] == "host_memory" and "GiB available <" in starving["detail"]
     launcher.signal(signal.SIGTERM)
     assert launcher.wait_exit() == 0
