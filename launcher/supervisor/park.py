@@ -23,7 +23,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
@@ -156,6 +156,8 @@ class Parking:
         def _stop_current(self, why: str) -> None: ...
 
         def _restart(self, candidate: Candidate, reason: str) -> int | None: ...
+
+        def _fresh_watch(self) -> dict[str, Any]: ...
 
     def _init_parking(self) -> None:
         self.parked: Attempt | None = None
@@ -297,7 +299,8 @@ class Parking:
         self.transitions.record(
             Event.WOKEN, phase=Phase.SERVING_LAST_GOOD,
             status={"serving_fingerprint": parked.candidate.fingerprint, "rollback_reason": reason,
-                    "engine_pid": parked.engine.pid, "gates": report.to_json() if report else []},
+                    "engine_pid": parked.engine.pid, "gates": report.to_json() if report else [],
+                    **self._fresh_watch()},
             show={"reason": reason}, ready=f"serving last-good, woken; {reason}",
             label=parked.candidate.label, seconds=seconds, port=parked.candidate.port,
         )  # fmt: skip
@@ -347,7 +350,9 @@ class Parking:
         self.lent_to = requester
         detail = (f"asleep, its GPUs lent to launch probe pid {requester}; it wakes when the probe ends "
                   "(or is gone)")  # fmt: skip
-        self.transitions.record(phase=Phase.PARKED, status={"detail": detail}, tell=detail, show={})
+        self.transitions.record(
+            phase=Phase.PARKED, status={"detail": detail, "watch": None}, tell=detail, show={}
+        )
         return self._lent_verdict(serving)
 
     def _why_not_lend(self, serving: Attempt | None) -> str | None:
@@ -396,7 +401,8 @@ class Parking:
             return Verdict(outcome, int(code or ExitCode.OK), f"wake failed: {failed}; restarted cold"), code
         phase = Phase.SERVING_LAST_GOOD if self.serving_last_good else Phase.SERVING
         self.transitions.record(
-            Event.WOKEN, phase=phase, status={"detail": attempt.candidate.label}, show={"after": why},
+            Event.WOKEN, phase=phase, status={"detail": attempt.candidate.label, **self._fresh_watch()},
+            show={"after": why},
             ready=f"serving again, woken; {why}", label=attempt.candidate.label, seconds=seconds, why=why,
         )  # fmt: skip
         self._switched(attempt.candidate)

@@ -74,7 +74,8 @@ class Watching:
     # ---- the watch beside what serves --------------------------------------------------------
     def _start_watch(self) -> None:
         """Watch what serves now; under the stop lock, so a stop from the signal helper thread
-        either comes first (nothing serves: no watch) or stops this watch with the engine."""
+        either comes first (nothing serves: no watch) or stops this watch with the engine. The
+        transition that began serving already showed the watch (`_fresh_watch`)."""
         with self._stop_lock:
             self._stop_watch()
             attempt = self.current
@@ -82,10 +83,15 @@ class Watching:
                 return
             watch = self.hooks.watch(attempt.candidate, attempt.engine, self._on_watch_change)
             self.watch = watch
-            self.transitions.record(
-                status={"watch": {**Judgement(Verdict.SERVING).to_json(), "since": utc_now()}}
-            )
             watch.start()
+
+    def _fresh_watch(self) -> dict[str, Any]:
+        """The status's `watch` as serving begins: a fresh verdict when a watch will run, else none
+        (a recorded verdict of an engine that is gone must not stay)."""
+        attempt = self.current
+        if attempt is None or self.hooks.watch is None or not attempt.candidate.settings.watch:
+            return {"watch": None}
+        return {"watch": {**Judgement(Verdict.SERVING).to_json(), "since": utc_now()}}
 
     def _stop_watch(self) -> None:
         watch, self.watch = self.watch, None
@@ -200,7 +206,8 @@ class Watching:
             return self._recover(candidate, "rollback", why, restarted=True)
         phase = Phase.SERVING_LAST_GOOD if was_last_good else Phase.SERVING
         self.transitions.record(
-            Event.RECOVERED, phase=phase, status={"detail": f"restarted after {reason}"},
+            Event.RECOVERED, phase=phase,
+            status={"detail": f"restarted after {reason}", **self._fresh_watch()},
             show={"after": reason}, ready=f"serving again after a restart; {reason}",
             label=candidate.label, fingerprint=candidate.fingerprint, how="restart", reason=reason,
         )  # fmt: skip
