@@ -47,21 +47,32 @@ class Poller(threading.Thread):
     def run(self) -> None:
         body = {"model": self.model, "prompt": PROMPT, "max_tokens": 2, "temperature": 0}
         while not self.stop.is_set():
-            at = time.time()
+            sent = time.time()
             try:
                 ok = requests.post(self.url + "/v1/completions", json=body, timeout=2).status_code == 200
             except requests.RequestException:
                 ok = False
-            self.answers.append((at, ok))
+            # a success counts when its answer came (a request sent to a sleeper waits for the wake),
+            # a failure when it was sent
+            self.answers.append((time.time() if ok else sent, ok))
             self.stop.wait(0.2)
 
     def outage(self, after: float) -> tuple[float | None, float | None]:
-        """(first failure after `after`, first success after that)."""
-        down = next((t for t, ok in self.answers if t >= after and not ok), None)
-        if down is None:
-            return None, None
-        up = next((t for t, ok in self.answers if t > down and ok), None)
-        return down, up
+        """The longest run of failures after `after`: (its first failure, the first success after it)."""
+        best: tuple[float | None, float | None] = (None, None)
+        down: float | None = None
+        for at, ok in self.answers:
+            if at < after:
+                continue
+            if not ok and down is None:
+                down = at
+            elif ok and down is not None:
+                if best[0] is None or best[1] is None or at - down > best[1] - best[0]:
+                    best = (down, at)
+                down = None
+        if down is not None and best[0] is None:
+            best = (down, None)  # still down at the end
+        return best
 
 
 class Session:
@@ -140,8 +151,8 @@ class Session:
         done = self.launch("set", self.args.profile, self.args.change, "--tag", f"bad{index}", "--apply",
                            "--timeout-s", "900")  # fmt: skip
         end = time.monotonic() + 120
-        while time.monotonic() < end and poller.outage(t0)[1] is None:
-            time.sleep(0.2)
+        while time.monotonic() < end and not (poller.answers and poller.answers[-1][1]):
+            time.sleep(0.2)  # production answers again
         poller.stop.set()
         down, up = poller.outage(t0)
         rows = self.history(t0)
