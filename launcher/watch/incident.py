@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from launcher.atomicfile import write_atomic
 from launcher.watch import probes
@@ -50,8 +51,8 @@ def write_incident(
         f"process: {judgement.process or 'no process seen in a bad state'}",
         f"action: {action}",
         "",
-        "== checks, oldest first (epoch time, check, kind, detail)",
-        *[f"{stamp(at)}  {o.check:<11} {o.kind:<11} {o.detail}" for at, o in observations if not o.ok],
+        "== checks that failed, oldest first (time, check, kind, detail; a repeat once, with its count)",
+        *_failed(observations),
         "",
         "== processes",
         *_processes(pids, prefixes),
@@ -64,6 +65,27 @@ def write_incident(
     write_atomic(path, "\n".join(parts) + "\n")
     _prune(directory)
     return path
+
+
+def _failed(observations: Sequence[tuple[float, Observation]]) -> list[str]:
+    """One line per run of the same failed observation: a stopped process is seen every second."""
+    runs: list[list[Any]] = []  # [first epoch, last epoch, count, observation]
+    for at, obs in observations:
+        if obs.ok:
+            continue
+        if runs and (runs[-1][3].check, runs[-1][3].kind, runs[-1][3].detail) == (
+            obs.check,
+            obs.kind,
+            obs.detail,
+        ):
+            runs[-1][1], runs[-1][2] = at, runs[-1][2] + 1
+        else:
+            runs.append([at, at, 1, obs])
+    lines = []
+    for first, last, count, obs in runs:
+        repeat = f" (x{count}, until {stamp(last)})" if count > 1 else ""
+        lines.append(f"{stamp(first)}  {obs.check:<11} {obs.kind:<11} {obs.detail}{repeat}")
+    return lines
 
 
 def _processes(pids: Sequence[int], prefixes: Sequence[str]) -> list[str]:
