@@ -9,6 +9,11 @@ SIGHUP without a request (`systemctl reload`) just reloads. Files are written at
 requester removes its verdict once read. A verdict file from a launcher older than the `verdict`
 field reads as the outcome its exit code implies. Each function takes the profile's reloads
 directory (`StateStore.reloads_dir`).
+
+While the reload runs, the launcher appends each progress line (what `launch try` shows: phases,
+vLLM's startup steps, each gate) to `reloads/<id>.progress.jsonl`, so the requester shows the same
+live progress; the verdict says how long the engine was down (`down_s`: from the stop of what
+served to serving again). The requester removes both files once read.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +31,7 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 
 STALE_S = 86400.0  # verdicts nobody came for (a requester that was killed) are removed after a day
+PROGRESS_MAX_BYTES = 1 << 20  # a start writes a few dozen lines; a runaway one is cut here
 
 
 class Outcome(StrEnum):
@@ -47,6 +54,7 @@ class Verdict:
     outcome: Outcome
     exit_code: int
     detail: str
+    down_s: float | None = None  # the engine stopped for this reload and served again after this long
 
     @classmethod
     def implied(cls, exit_code: int, detail: str) -> Verdict:
@@ -77,13 +85,68 @@ def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
             "verdict": str(verdict.outcome),
             "exit_code": verdict.exit_code,
             "detail": verdict.detail,
+            **({"down_s": round(verdict.down_s, 3)} if verdict.down_s is not None else {}),
         }
         write_atomic(reloads / f"{rid}.verdict.json", json.dumps(body) + "\n")
     cutoff = time.time() - STALE_S
-    for old in reloads.glob("*.verdict.json"):
+    for old in [*reloads.glob("*.verdict.json"), *reloads.glob("*.progress.jsonl")]:
         with contextlib.suppress(OSError):
             if old.stat().st_mtime < cutoff:
                 old.unlink()
+
+
+class ProgressFiles:
+    """The launcher's side: each progress line of this reload, appended to each requester's file.
+    Best effort: a full disk costs the requester its live lines, never the reload."""
+
+    def __init__(self, reloads: Path, ids: list[str]) -> None:
+        self.paths = [reloads / f"{rid}.progress.jsonl" for rid in ids]
+        self.written = 0
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=str, ensure_ascii=False) + "\n"
+        if self.written + len(line) > PROGRESS_MAX_BYTES:
+            return
+        self.written += len(line)
+        for path in self.paths:
+            with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as out:
+                out.write(line)
+
+
+class ProgressTail:
+    """The requester's side: `with ProgressTail(reloads, rid, show) as tail`, `tail.read()` on
+    each poll passes the whole lines written since to `show`; leaving reads the last ones (written
+    just before the verdict) and removes the file."""
+
+    def __init__(self, reloads: Path, rid: str, show: Callable[[dict[str, Any]], None] | None) -> None:
+        self.path = reloads / f"{rid}.progress.jsonl"
+        self.show = show
+        self.offset = 0
+
+    def __enter__(self) -> ProgressTail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.read()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def read(self) -> None:
+        if self.show is None:
+            return
+        try:
+            with self.path.open("rb") as source:
+                source.seek(self.offset)
+                chunk = source.read(PROGRESS_MAX_BYTES)
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for raw in complete.splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(raw)
+                if isinstance(record, dict):
+                    self.show(record)
 
 
 def verdict(reloads: Path, rid: str) -> Verdict | None:
@@ -101,9 +164,13 @@ def verdict(reloads: Path, rid: str) -> Verdict | None:
 
 def _from_body(body: Any) -> Verdict:
     """The `verdict` field when it names an outcome; else (an older or newer launcher's file) the
-    outcome the exit code implies."""
+    outcome the exit code implies. `down_s` where it is a duration."""
     implied = Verdict.implied(int(body["exit_code"]), str(body.get("detail") or ""))
+    down = body.get("down_s")
+    down_s = (
+        float(down) if isinstance(down, int | float) and not isinstance(down, bool) and down >= 0 else None
+    )
     try:
-        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail)
+        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail, down_s)
     except ValueError:
-        return implied
+        return Verdict(implied.outcome, implied.exit_code, implied.detail, down_s)

@@ -97,6 +97,8 @@ class Supervisor(Reloading):
     def _stop_on_signal(self) -> None:
         """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from the
         helper ends that call at once, so the chain returns and the launcher exits within the grace."""
+        sig = self.inbox.stop_signal
+        self.progress.message(f"{sig} received: stopping", event="launcher.stop", signal=sig)
         self._stop_current("stop requested while starting or gating")
 
     def _run(self, plan: LaunchPlan) -> int:

@@ -3,10 +3,12 @@ supervisor's seams. The supervisor itself knows none of these modules."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 import click
+import structlog
 
 from launcher.host.gpu import NvmlProbe
 from launcher.host.gpu_locks import GpuLocks
@@ -24,7 +26,7 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
     def preflight(candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
         report = run_preflight(host_request(candidate), options, serving=serving)
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
-            click.echo(f"preflight warning: {warning}", err=True)
+            _warn(f"preflight warning: {warning}")
 
     def gpu_locks(candidate: Candidate) -> AbstractContextManager[object]:
         return GpuLocks.for_request(host_request(candidate), options.state_dir)
@@ -40,6 +42,14 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         gpu_locks=gpu_locks,
         restart_guard=restart_guard,
     )
+
+
+def _warn(text: str) -> None:
+    """A line on a terminal; an event elsewhere, so the journal files it as a warning (`<4>`)."""
+    if sys.stderr.isatty():
+        click.echo(text, err=True)
+    else:
+        structlog.get_logger("vllm-gate").warning("preflight.warning", msg=text)
 
 
 def host_request(candidate: Candidate) -> HostRequest:

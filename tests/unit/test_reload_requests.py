@@ -59,3 +59,47 @@ def test_a_launcher_gone_mid_reload_is_reported_with_the_cause_it_left(tmp_path:
         '{"phase": "failed", "rollback_reason": "last-good prod@ab12 rejected by health: 503"}'
     )
     assert last_words(tmp_path, "prod") == "last phase failed: last-good prod@ab12 rejected by health: 503"
+
+
+def test_each_requester_reads_its_reloads_progress_lines_whole_and_in_order(tmp_path: Path) -> None:
+    ids = [reload_requests.request(tmp_path), reload_requests.request(tmp_path)]
+    taken = reload_requests.take(tmp_path)
+    write = reload_requests.ProgressFiles(tmp_path, taken)
+    seen: list[dict[str, object]] = []
+    with reload_requests.ProgressTail(tmp_path, ids[0], seen.append) as tail:
+        write({"event": "phase.starting", "msg": "phase starting"})
+        tail.read()
+        with (tmp_path / f"{ids[0]}.progress.jsonl").open("a") as half:
+            half.write('{"event": "gate.st')  # a line being written: not read yet
+        tail.read()
+        assert [r["event"] for r in seen] == ["phase.starting"]
+        with (tmp_path / f"{ids[0]}.progress.jsonl").open("a") as rest:
+            rest.write('art", "msg": "gate 1/2 health"}\n')
+        write({"event": "launcher.downtime", "down_s": 1.5})  # just before the verdict
+    assert [r["event"] for r in seen] == ["phase.starting", "gate.start", "launcher.downtime"]
+    assert not (tmp_path / f"{ids[0]}.progress.jsonl").exists()  # read, then removed
+    other = (tmp_path / f"{ids[1]}.progress.jsonl").read_text().splitlines()
+    assert [json.loads(line)["event"] for line in other] == ["phase.starting", "launcher.downtime"]
+
+
+def test_a_runaway_progress_stream_is_cut_and_an_unwritable_one_costs_nothing(tmp_path: Path) -> None:
+    rid = reload_requests.request(tmp_path)
+    write = reload_requests.ProgressFiles(tmp_path, reload_requests.take(tmp_path))
+    for _ in range(3000):
+        write({"event": "message", "msg": "x" * 500})
+    assert (tmp_path / f"{rid}.progress.jsonl").stat().st_size <= reload_requests.PROGRESS_MAX_BYTES
+    gone = reload_requests.ProgressFiles(tmp_path / "no-such-dir", ["abc"])
+    gone({"event": "message"})  # no error: the reload goes on
+
+
+def test_the_downtime_travels_with_the_verdict_and_a_garbled_one_is_dropped(tmp_path: Path) -> None:
+    rid = reload_requests.request(tmp_path)
+    reload_requests.answer(
+        tmp_path, reload_requests.take(tmp_path), Verdict(Outcome.PROMOTED, 0, "ok", 12.3456)
+    )
+    assert reload_requests.verdict(tmp_path, rid) == Verdict(Outcome.PROMOTED, 0, "ok", 12.346)
+    for garbled in (-1, True, "12", None):
+        body = {"id": rid, "verdict": "promoted", "exit_code": 0, "detail": "ok", "down_s": garbled}
+        (tmp_path / f"{rid}.verdict.json").write_text(json.dumps(body))
+        found = reload_requests.verdict(tmp_path, rid)
+        assert found is not None and found.down_s is None, garbled
