@@ -101,18 +101,17 @@ class LaunchGroup(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Like click's, from SUMMARIES: listing the commands imports none of them."""
-        names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, self._summary(ctx, name, limit)) for name in names]
+        """Like click's, from SUMMARIES: listing the commands imports none of them. Each summary is
+        written whole, wrapped (click cuts them at the terminal's width with `...`)."""
+        rows = [(name, self._summary(ctx, name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
-        if name in SUMMARIES:  # shortened exactly as click shortens a command's own help
-            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
+    def _summary(self, ctx: click.Context, name: str) -> str:
+        if name in SUMMARIES:
+            return SUMMARIES[name]
         command = self.get_command(ctx, name)
-        return command.get_short_help_str(limit) if command is not None else ""
+        return command.get_short_help_str(limit=10_000) if command is not None else ""
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
