@@ -51,3 +51,32 @@ def test_every_exit_code_and_command_is_in_the_one_table() -> None:
         assert f"  {int(code)}  " in help_text, code
     for name in COMMANDS:
         assert name in doc, f"docs/exit-codes.md does not list `launch {name}`"
+
+
+def test_every_command_takes_the_profile_as_profile_and_the_old_first_argument_still_works(
+    shipped_profiles: Path, state_dir: Path
+) -> None:
+    """One convention, `--profile NAME` (also before the subcommand); `set PROFILE …` and
+    `logs NAME` as they were."""
+    for words in (
+        ["set", "--profile", "prod", "max_num_seqs=8", "--dry-run"],
+        ["--profile", "prod", "set", "max_num_seqs=8", "--dry-run"],
+        ["set", "prod", "max_num_seqs=8", "--dry-run"],
+    ):
+        result = run(state_dir, "--profiles-dir", str(shipped_profiles), *words)
+        assert result.exit_code == 0 and "--max-num-seqs 8" in result.output, (words, result.output)
+    (state_dir / "profiles" / "prod" / "logs").mkdir(parents=True)
+    (state_dir / "profiles" / "prod" / "logs" / "engine.log").write_text(
+        "(APIServer pid=1) INFO 12-03 11:29:47 [a.py:1] hello\n"
+    )
+    for words in (["logs", "--profile", "prod"], ["--profile", "prod", "logs"], ["logs", "prod"]):
+        result = run(state_dir, *words)
+        assert result.exit_code == 0 and "hello" in result.output, (words, result.output)
+    for words, said in (
+        (["logs", "prod", "--profile", "demo"], "`launch logs` was given two profiles"),
+        (["logs"], "`launch logs` needs a profile"),
+        (["set", "max_num_seqs=8", "--tag", "t"], "`launch set` needs a profile"),
+        (["set", "--profile", "prod", "--tag", "t", "demo"], "`launch set` was given two profiles"),
+    ):
+        result = run(state_dir, "--profiles-dir", str(shipped_profiles), *words)
+        assert result.exit_code == 2 and said in result.output, (words, result.output)
