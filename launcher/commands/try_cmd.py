@@ -94,8 +94,19 @@ def try_cmd(
         )
     else:
         click.echo(render_report(report, f"launch try {name} ({candidate.label})", early))
-        click.echo(f"vLLM's log: {log} (`launch logs {name} --try`)")
+        click.echo(f"vLLM's log: {log} (`launch logs --profile {name} --try`)")
+        click.echo(_next_step(name, report.passed))
     raise SystemExit(int(ExitCode.OK if report.passed else ExitCode.GATE_FAILED))
+
+
+def _next_step(name: str, passed: bool) -> str:
+    """What to do after a try: it never promotes, so a passing profile is not served yet."""
+    if passed:
+        return (
+            f"next: `launch --profile {name}` serves it (the same start and gates, then promoted and "
+            f"watched); under systemd: `launch install-unit --profile {name}`, docs/host-safety.md"
+        )
+    return f"next: fix the profile (`launch --profile {name} --dry-run` checks it), then try again"
 
 
 def _stop(attempt: Attempt, grace_s: float) -> None:
