@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 import time
 import uuid
 from collections.abc import Callable
@@ -63,9 +65,25 @@ class Verdict:
 
 
 def request(reloads: Path) -> str:
+    """Ask for a reload. The launcher removes `<id>.request` and writes the verdict beside it, so
+    the directory must be the launcher's to write: see `_hand_to_state_owner`."""
     rid = uuid.uuid4().hex
+    reloads.mkdir(parents=True, exist_ok=True)
+    _hand_to_state_owner(reloads)
     write_atomic(reloads / f"{rid}.request", "")
     return rid
+
+
+def _hand_to_state_owner(reloads: Path) -> None:
+    """`sudo launch set --apply` beside a launcher that runs as its own user (the unit's
+    `User=vllm-gate`, which owns its state dir) would leave a root-owned directory in which that
+    launcher can neither remove the request nor answer it: give it to the state dir's owner."""
+    if os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError):
+        owner, here = os.stat(reloads.parent), os.lstat(reloads)
+        if stat.S_ISDIR(here.st_mode) and (here.st_uid, here.st_gid) != (owner.st_uid, owner.st_gid):
+            os.chown(reloads, owner.st_uid, owner.st_gid, follow_symlinks=False)
 
 
 def take(reloads: Path) -> list[str]:

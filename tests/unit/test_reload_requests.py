@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import shutil
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
@@ -103,3 +109,51 @@ def test_the_downtime_travels_with_the_verdict_and_a_garbled_one_is_dropped(tmp_
         (tmp_path / f"{rid}.verdict.json").write_text(json.dumps(body))
         found = reload_requests.verdict(tmp_path, rid)
         assert found is not None and found.down_s is None, garbled
+
+
+def _nobody() -> tuple[int, int] | None:
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or _nobody() is None, reason="needs root and a user 'nobody'")
+def test_a_root_requester_leaves_the_reloads_dir_to_a_launcher_that_runs_as_its_own_user() -> None:
+    """`sudo launch set --apply` beside the unit's `User=vllm-gate`: the launcher (here a process
+    forked as `nobody`) must remove the request and answer it in the directory root created."""
+    uid, gid = _nobody() or (0, 0)
+    base = Path(tempfile.mkdtemp(prefix="reload-owner-", dir="/tmp"))  # pytest's tmp dirs are 0700
+    try:
+        base.chmod(0o755)
+        profile_dir = base / "profiles" / "demo"
+        profile_dir.mkdir(parents=True)
+        os.chown(profile_dir, uid, gid)  # the state dir is the service user's (StateDirectory=)
+        reloads = profile_dir / "reloads"
+        for before in ("absent", "left root's by an older launch set"):
+            if before != "absent":
+                shutil.rmtree(reloads)
+                reloads.mkdir()
+            rid = reload_requests.request(reloads)
+            assert (reloads.stat().st_uid, reloads.stat().st_gid) == (uid, gid), before
+            assert _answer_as(uid, gid, reloads) == 0, before
+            assert reload_requests.verdict(reloads, rid) == Verdict(Outcome.PROMOTED, 0, "ok"), before
+    finally:
+        shutil.rmtree(base)
+
+
+def _answer_as(uid: int, gid: int, reloads: Path) -> int:
+    """What the launcher does with requests, in a child process running as `uid`: its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            reload_requests.answer(reloads, reload_requests.take(reloads), Verdict(Outcome.PROMOTED, 0, "ok"))
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
