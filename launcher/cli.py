@@ -6,16 +6,20 @@ and only here; anything else is a bug: its traceback goes to a bug report file a
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TextIO, cast
 
 import click
 
 from launcher import __version__
 from launcher.errors import BadInput, ExitCode, GateError
 from launcher.settings import GlobalOptions
-from launcher.terminal import colour_allowed, is_journal
+from launcher.terminal import DiagnosticStream, colour_allowed, is_journal
 
 EXIT_CODES_HELP = """\b
 Exit codes (docs/exit-codes.md):
@@ -26,6 +30,7 @@ Exit codes (docs/exit-codes.md):
   4  refused before starting (preflight or the restart guard)
   5  the engine died after promotion (any of its processes)
   70  a launcher bug: the error names its bug report (STATE/bug-reports/)
+  141  the reader closed the pipe (`launch logs | head`): stopped quietly, as the shell's 128+SIGPIPE
 \b
   launch --profile NAME             0 1 2 3 4 5   (0/3: stopped while serving it/last-good)
   launch --profile NAME --dry-run   0 2
@@ -97,22 +102,33 @@ class LaunchGroup(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Like click's, from SUMMARIES: listing the commands imports none of them."""
-        names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, self._summary(ctx, name, limit)) for name in names]
+        """Like click's, from SUMMARIES: listing the commands imports none of them. Each summary is
+        written whole, wrapped (click cuts them at the terminal's width with `...`)."""
+        rows = [(name, self._summary(ctx, name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
-        if name in SUMMARIES:  # shortened exactly as click shortens a command's own help
-            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
+    def _summary(self, ctx: click.Context, name: str) -> str:
+        if name in SUMMARIES:
+            return SUMMARIES[name]
         command = self.get_command(ctx, name)
-        return command.get_short_help_str(limit) if command is not None else ""
+        return command.get_short_help_str(limit=10_000) if command is not None else ""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with reader_may_close_the_pipe():  # `launch --help | head -1` prints while parsing
+            return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
+        with reader_may_close_the_pipe():
+            return self._invoke_mapping_errors(ctx)
+
+    def _invoke_mapping_errors(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # the reader's choice, not a bug: `reader_may_close_the_pipe` ends it quietly
         except GateError as err:
             _print_error(err)
             ctx.exit(int(err.exit_code))
@@ -122,6 +138,30 @@ class LaunchGroup(click.Group):
             _report_bug(ctx, err)
             ctx.exit(int(ExitCode.BUG))
         return None
+
+
+@contextlib.contextmanager
+def reader_may_close_the_pipe() -> Iterator[None]:
+    """A reader that closes the pipe (`launch logs demo | head -5`) has seen enough: stop quietly with
+    the shell's 141, print nothing more and write no bug report. What is still buffered is flushed
+    here, so a closed pipe never surfaces at interpreter exit (Python's "Exception ignored", 120)."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_further_output()
+        raise click.exceptions.Exit(int(ExitCode.CLOSED_PIPE)) from None
+
+
+def _discard_further_output() -> None:
+    """Point stdout at /dev/null: the lines still buffered, and Python's own flush at exit, then go
+    nowhere instead of raising again (the recipe of Python's `signal` docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _print_error(err: GateError) -> None:
@@ -255,6 +295,7 @@ def _hand_over_to_subcommand(ctx: click.Context, name: str) -> None:
 
 
 def main() -> None:
+    sys.stderr = cast(TextIO, DiagnosticStream(sys.stderr))  # its reader may leave: see the class
     launch.main(prog_name="launch")
 
 

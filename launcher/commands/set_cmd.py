@@ -1,4 +1,4 @@
-"""`launch set PROFILE key=value… --tag TAG`: edit a profile in place, keeping a `.bak_TAG` first.
+"""`launch set [--profile] PROFILE key=value… --tag TAG`: edit a profile in place, keeping a `.bak_TAG` first.
 
 Order matters for "nothing written on bad input": every argument is parsed, the edit is made in
 memory and the result is rendered and validated (with the profiles that extend this one) before
@@ -34,11 +34,14 @@ from launcher.state.change_lock import ChangeLock
 from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
+from .profile_arg import profile_and_assignments
 
 
 @click.command("set")
-@click.argument("profile")
-@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@click.argument("words", nargs=-1, required=True, metavar="[PROFILE] KEY=VALUE...")
+@click.option(
+    "--profile", "profile_option", metavar="NAME", help="Profile to change (or give it first, as before)."
+)
 @click.option("--tag", metavar="TAG", help="Keep the profile as it was in PROFILE.toml.bak_TAG (required).")
 @click.option("--force-tag", is_flag=True, help="Replace an existing PROFILE.toml.bak_TAG.")
 @click.option("--dry-run", is_flag=True, help="Show the file diff and the argv changes; write nothing.")
@@ -56,8 +59,8 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_ru
 @click.pass_obj
 def set_command(
     options: GlobalOptions,
-    profile: str,
-    assignments: tuple[str, ...],
+    words: tuple[str, ...],
+    profile_option: str | None,
     tag: str | None,
     force_tag: bool,
     dry_run: bool,
@@ -70,11 +73,15 @@ def set_command(
     \b
     A bare key is a vLLM flag of [args]; env.NAME, engine.KEY and gates.NAME.KEY address the other
     tables; dotted keys reach into inline tables. Values are TOML; a bare word is a string.
-      launch set prod max_num_seqs=16 --tag seqs16
-      launch set prod env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=1 --tag gdn_on --apply
-      launch set fable-27b compilation_config.cudagraph_capture_sizes=[1,2,4] --dry-run
-    Undo with `launch rollback TAG --profile PROFILE`.
+      launch set --profile prod max_num_seqs=16 --tag seqs16
+      launch set --profile prod env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=1 --tag gdn_on --apply
+      launch set --profile fable-27b compilation_config.cudagraph_capture_sizes=[1,2,4] --dry-run
+    The older `launch set prod max_num_seqs=16 …` still works. Undo with `launch rollback TAG
+    --profile PROFILE`.
     """
+    profile, assignments = profile_and_assignments(profile_option, words)
+    if not assignments:
+        raise BadInput("`launch set` needs at least one KEY=VALUE", hint="e.g. max_num_seqs=16")
     code = run_set(
         options,
         profile,

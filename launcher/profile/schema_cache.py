@@ -30,6 +30,7 @@ FLAG_SOURCES = (
     "envs.py",
     "tool_parsers/__init__.py",
     "entrypoints/openai/tool_parsers/__init__.py",
+    "reasoning/__init__.py",
 )
 FLAG_SOURCE_DIRS = ("config",)
 

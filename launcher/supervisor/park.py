@@ -367,7 +367,7 @@ class Parking:
     def _lent_verdict(self, serving: Attempt) -> Verdict:
         data = {"pids": sorted(serving.engine.process_tree()), "port": other_port(serving.candidate),
                 "serving_port": serving.candidate.port}  # fmt: skip
-        return Verdict(Outcome.PARKED, int(ExitCode.OK), f"parked {serving.candidate.label}", data)
+        return Verdict(Outcome.PARKED, int(ExitCode.OK), f"parked {serving.candidate.label}", data=data)
 
     def _take_back(self, why: str) -> tuple[Verdict, int | None]:
         """Wake the lent engine and serve it again; a wake that fails restarts it cold."""
@@ -408,7 +408,7 @@ class Parking:
         self._switched(attempt.candidate)
         self._start_watch()
         return Verdict(
-            Outcome.WOKEN, int(ExitCode.OK), f"woken in {seconds:.2f} s", {"seconds": seconds}
+            Outcome.WOKEN, int(ExitCode.OK), f"woken in {seconds:.2f} s", data={"seconds": seconds}
         ), None
 
     def _lender_gone(self) -> int | None:

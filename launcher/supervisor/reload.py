@@ -9,6 +9,7 @@ the engine stopped and the candidate started, gated, promoted, or replaced by la
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from launcher.errors import ExitCode, GateError, PreflightRefused
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import Attempt
     from launcher.supervisor.hooks import Hooks
+    from launcher.supervisor.progress import Progress
     from launcher.supervisor.status import StatusBoard
     from launcher.supervisor.transitions import Transitions
 
@@ -39,6 +41,7 @@ class Reloading:
     store: StateStore
     board: StatusBoard
     transitions: Transitions
+    progress: Progress
     current: Attempt | None
     serving_last_good: bool
 
@@ -76,11 +79,17 @@ class Reloading:
             )
             return None
         self.hooks.notifier.reloading()
+        self.progress.mirror = reload_requests.ProgressFiles(reloads, ids)  # their live progress
+        # why, in the journal: `systemctl reload`, `kill -HUP` and the leak monitor leave no request
+        self.progress.message("reload requested", event="launcher.reload", signal="SIGHUP",
+                              requests=",".join(ids) or "none")  # fmt: skip
         try:
             verdict, code = self._reload_once()
         except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
             reload_requests.answer(reloads, ids, Verdict(Outcome.FAILED, int(err.exit_code), err.message))
             raise
+        finally:
+            self.progress.mirror = None
         self.transitions.record(status={"reload_seq": seq})
         reload_requests.answer(reloads, ids, verdict)
         return code
@@ -109,12 +118,16 @@ class Reloading:
             verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             return self._keep_serving(Event.RELOAD_REFUSED, verdict)
         self.transitions.record(Event.RELOAD, label=candidate.label)
+        stopping_at = time.monotonic()
         with Watchdog(self.hooks.notifier).keepalive():
             moved = self._park_for(candidate)  # asleep beside it (park = "sleep"), else stopped
             if moved is None:
+                self.progress.message(
+                    f"stopping what serves for {candidate.label}", event="launcher.reload_stop"
+                )
                 self._stop_current("reload")
             code = self._bring_up(moved or candidate, reloading=True)
-        return self._reload_verdict(), code
+        return self._reload_verdict(stopping_at), code
 
     def _refusal_before_stop(self, candidate: Candidate) -> str | None:
         """Why the candidate cannot start, judged while the serving engine still serves (whatever
@@ -137,11 +150,15 @@ class Reloading:
         )
         return verdict, None
 
-    def _reload_verdict(self) -> Verdict:
+    def _reload_verdict(self, stopping_at: float) -> Verdict:
         status = self.board.current
         why = status.rollback_reason or status.detail or ""
+        if status.phase not in (Phase.SERVING, Phase.SERVING_LAST_GOOD):
+            return Verdict(Outcome.FAILED, int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
+        down_s = time.monotonic() - stopping_at
+        self.progress.message(f"engine down {down_s:.1f} s: from the stop for the reload to {status.phase}",
+                              event="launcher.downtime", down_s=round(down_s, 3))  # fmt: skip
         if status.phase == Phase.SERVING:
-            return Verdict(Outcome.PROMOTED, int(ExitCode.OK), f"serving {status.serving_fingerprint}")
-        if status.phase == Phase.SERVING_LAST_GOOD:
-            return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), why)
-        return Verdict(Outcome.FAILED, int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
+            detail = f"serving {status.serving_fingerprint}"
+            return Verdict(Outcome.PROMOTED, int(ExitCode.OK), detail, down_s)
+        return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), why, down_s)

@@ -9,14 +9,22 @@ SIGHUP without a request (`systemctl reload`) just reloads. Files are written at
 requester removes its verdict once read. A verdict file from a launcher older than the `verdict`
 field reads as the outcome its exit code implies. Each function takes the profile's reloads
 directory (`StateStore.reloads_dir`).
+
+While the reload runs, the launcher appends each progress line (what `launch try` shows: phases,
+vLLM's startup steps, each gate) to `reloads/<id>.progress.jsonl`, so the requester shows the same
+live progress; the verdict says how long the engine was down (`down_s`: from the stop of what
+served to serving again). The requester removes both files once read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -25,6 +33,7 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 
 STALE_S = 86400.0  # verdicts nobody came for (a requester that was killed) are removed after a day
+PROGRESS_MAX_BYTES = 1 << 20  # a start writes a few dozen lines; a runaway one is cut here
 
 
 class Outcome(StrEnum):
@@ -49,6 +58,7 @@ class Verdict:
     outcome: Outcome
     exit_code: int
     detail: str
+    down_s: float | None = None  # the engine stopped for this reload and served again after this long
     data: dict[str, Any] = field(default_factory=dict)  # what the requester needs beyond words (pids, port)
 
     @classmethod
@@ -58,7 +68,11 @@ class Verdict:
 
 
 def request(reloads: Path) -> str:
+    """Ask for a reload. The launcher removes `<id>.request` and writes the verdict beside it, so
+    the directory must be the launcher's to write: see `_hand_to_state_owner`."""
     rid = uuid.uuid4().hex
+    reloads.mkdir(parents=True, exist_ok=True)
+    _hand_to_state_owner(reloads)
     write_atomic(reloads / f"{rid}.request", "")
     return rid
 
@@ -83,6 +97,8 @@ MAX_REQUEST_BYTES = 4096
 def ask(reloads: Path, action: Action, requester: int) -> str:
     """A control request (`<id>.control`, answered like a reload's, by id); SIGHUP delivers it."""
     rid = uuid.uuid4().hex
+    reloads.mkdir(parents=True, exist_ok=True)
+    _hand_to_state_owner(reloads)
     write_atomic(reloads / f"{rid}.control", json.dumps({"action": str(action), "requester": requester}))
     return rid
 
@@ -105,6 +121,18 @@ def take_control(reloads: Path) -> list[ControlRequest]:
     return taken
 
 
+def _hand_to_state_owner(reloads: Path) -> None:
+    """`sudo launch set --apply` beside a launcher that runs as its own user (the unit's
+    `User=vllm-gate`, which owns its state dir) would leave a root-owned directory in which that
+    launcher can neither remove the request nor answer it: give it to the state dir's owner."""
+    if os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError):
+        owner, here = os.stat(reloads.parent), os.lstat(reloads)
+        if stat.S_ISDIR(here.st_mode) and (here.st_uid, here.st_gid) != (owner.st_uid, owner.st_gid):
+            os.chown(reloads, owner.st_uid, owner.st_gid, follow_symlinks=False)
+
+
 def take(reloads: Path) -> list[str]:
     """The ids of every pending request; they are this reload's from now on."""
     taken = []
@@ -122,14 +150,69 @@ def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
             "verdict": str(verdict.outcome),
             "exit_code": verdict.exit_code,
             "detail": verdict.detail,
-            "data": verdict.data,
+            **({"data": verdict.data} if verdict.data else {}),
+            **({"down_s": round(verdict.down_s, 3)} if verdict.down_s is not None else {}),
         }
         write_atomic(reloads / f"{rid}.verdict.json", json.dumps(body) + "\n")
     cutoff = time.time() - STALE_S
-    for old in reloads.glob("*.verdict.json"):
+    for old in [*reloads.glob("*.verdict.json"), *reloads.glob("*.progress.jsonl")]:
         with contextlib.suppress(OSError):
             if old.stat().st_mtime < cutoff:
                 old.unlink()
+
+
+class ProgressFiles:
+    """The launcher's side: each progress line of this reload, appended to each requester's file.
+    Best effort: a full disk costs the requester its live lines, never the reload."""
+
+    def __init__(self, reloads: Path, ids: list[str]) -> None:
+        self.paths = [reloads / f"{rid}.progress.jsonl" for rid in ids]
+        self.written = 0
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=str, ensure_ascii=False) + "\n"
+        if self.written + len(line) > PROGRESS_MAX_BYTES:
+            return
+        self.written += len(line)
+        for path in self.paths:
+            with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as out:
+                out.write(line)
+
+
+class ProgressTail:
+    """The requester's side: `with ProgressTail(reloads, rid, show) as tail`, `tail.read()` on
+    each poll passes the whole lines written since to `show`; leaving reads the last ones (written
+    just before the verdict) and removes the file."""
+
+    def __init__(self, reloads: Path, rid: str, show: Callable[[dict[str, Any]], None] | None) -> None:
+        self.path = reloads / f"{rid}.progress.jsonl"
+        self.show = show
+        self.offset = 0
+
+    def __enter__(self) -> ProgressTail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.read()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def read(self) -> None:
+        if self.show is None:
+            return
+        try:
+            with self.path.open("rb") as source:
+                source.seek(self.offset)
+                chunk = source.read(PROGRESS_MAX_BYTES)
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for raw in complete.splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(raw)
+                if isinstance(record, dict):
+                    self.show(record)
 
 
 def verdict(reloads: Path, rid: str) -> Verdict | None:
@@ -147,10 +230,14 @@ def verdict(reloads: Path, rid: str) -> Verdict | None:
 
 def _from_body(body: Any) -> Verdict:
     """The `verdict` field when it names an outcome; else (an older or newer launcher's file) the
-    outcome the exit code implies."""
+    outcome the exit code implies. `down_s` where it is a duration."""
     implied = Verdict.implied(int(body["exit_code"]), str(body.get("detail") or ""))
     data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    down = body.get("down_s")
+    down_s = (
+        float(down) if isinstance(down, int | float) and not isinstance(down, bool) and down >= 0 else None
+    )
     try:
-        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail, data)
+        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail, down_s, data)
     except ValueError:
-        return Verdict(implied.outcome, implied.exit_code, implied.detail, data)
+        return Verdict(implied.outcome, implied.exit_code, implied.detail, down_s, data)

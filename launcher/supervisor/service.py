@@ -27,6 +27,7 @@ from launcher.state.store import StateStore
 from launcher.supervisor.attempt import Attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.early_exit import early_exit, rejection_reason
 from launcher.supervisor.events import Event
 from launcher.supervisor.execute import Execute
 from launcher.supervisor.history import History, utc_now
@@ -115,6 +116,8 @@ class Supervisor(Reloading, Watching, Parking):
     def _stop_on_signal(self) -> None:
         """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from the
         helper ends that call at once, so the chain returns and the launcher exits within the grace."""
+        sig = self.inbox.stop_signal
+        self.progress.message(f"{sig} received: stopping", event="launcher.stop", signal=sig)
         self._stop_current("stop requested while starting or gating")
 
     def _run(self, plan: LaunchPlan) -> int:
@@ -191,12 +194,19 @@ class Supervisor(Reloading, Watching, Parking):
                 guard.record_success(candidate.fingerprint)
             self._promote(candidate, report)
             return None
-        failure = report.first_failure
-        reason = f"{candidate.label} rejected by {failure.name}: {failure.summary}" if failure else "rejected"
+        reason = self._rejection_reason(candidate, report)
         if guard is not None:
             guard.record_failure(candidate.fingerprint, reason)
         self._remember_rejection(candidate, reason)
         return self._roll_back(candidate, report, reason)
+
+    def _rejection_reason(self, candidate: Candidate, report: ChainReport) -> str:
+        """Led by vLLM's own cause when the engine exited before any gate could judge it."""
+        failure = report.first_failure
+        early = early_exit(self.current, self.store.engine_log(self.profile)) if self.current else None
+        return rejection_reason(
+            candidate.label, failure.name if failure else None, failure.summary if failure else "", early
+        )
 
     def _record_refusal(self, candidate: Candidate, reason: str) -> None:
         self.transitions.record(

@@ -3,10 +3,12 @@ serving watch into the supervisor's seams. The supervisor itself knows none of t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 
 import click
+import structlog
 
 from launcher.host.gpu import NvmlProbe
 from launcher.host.gpu_locks import GpuLocks
@@ -29,7 +31,7 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
     ) -> None:
         report = run_preflight(host_request(candidate), options, serving=serving, parked=parked)
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
-            click.echo(f"preflight warning: {warning}", err=True)
+            _warn(f"preflight warning: {warning}")
 
     def gpu_locks(
         candidate: Candidate, *, sharing: Candidate | None = None
@@ -61,6 +63,14 @@ def serving_watch(
 ) -> ServingWatch:
     """The real serving watch: HTTP to the candidate, psutil on its engine, NVML where there is one."""
     return ServingWatch(WatchPlan.of(candidate), engine.process_tree, on_change, gpu_bytes=_nvml_bytes)
+
+
+def _warn(text: str) -> None:
+    """A line on a terminal; an event elsewhere, so the journal files it as a warning (`<4>`)."""
+    if sys.stderr.isatty():
+        click.echo(text, err=True)
+    else:
+        structlog.get_logger("vllm-gate").warning("preflight.warning", msg=text)
 
 
 def host_request(candidate: Candidate) -> HostRequest:
