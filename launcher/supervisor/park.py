@@ -34,6 +34,7 @@ from launcher.supervisor import reload_requests
 from launcher.supervisor.adapters import RequestsHttp
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.events import Event
+from launcher.supervisor.history import utc_now
 from launcher.supervisor.reload_requests import Action, ControlRequest, Outcome, Verdict
 from launcher.supervisor.status import Phase
 
@@ -159,6 +160,8 @@ class Parking:
 
         def _fresh_watch(self) -> dict[str, Any]: ...
 
+        def _keep_previous_good(self, candidate: Candidate) -> None: ...
+
     def _init_parking(self) -> None:
         self.parked: Attempt | None = None
         self.lent_to: int | None = (
@@ -170,6 +173,9 @@ class Parking:
         """Put what serves to sleep for `candidate`; the candidate moved to the free port, or None
         (then the caller stops the serving engine as before: the reason is in the history)."""
         serving = self.current
+        if serving is None and self.parked is not None:  # a sleeper already (a failed way back to it)
+            port = other_port(self.parked.candidate)
+            return candidate.at_port(port) if port is not None else None
         if serving is None or serving.candidate.settings.park != "sleep":
             return None
         why = self._why_not_park(serving, candidate)
@@ -322,6 +328,63 @@ class Parking:
         if why is None:
             why = control.reset_prefix_cache(settings.wake_timeout_s)  # a stale cache answered garbage
         return why
+
+    # ---- back to the engine kept asleep (`keep_parked`: `launch rollback` in seconds) ---------------
+    def _back_to_parked(self, candidate: Candidate) -> bool:
+        """The change asks for the launch that sleeps beside what serves: wake it instead of a start.
+        What serves goes to sleep in its place (or stops), and hands over its GPU locks. False when
+        nothing sleeps with that launch, or its wake failed (then the caller starts the candidate)."""
+        parked, serving = self.parked, self.current
+        if parked is None or serving is None or not parked.candidate.same_launch(candidate):
+            return False
+        self._stop_watch()
+        pids = serving.engine.process_tree()
+        locks = serving.held.pop_all()
+        with self._stop_lock:
+            self.parked = None
+        if serving.candidate.settings.keep_parked and can_sleep(serving.candidate) and self._sleep(serving):
+            with self._stop_lock:
+                self.parked, self.current = serving, None
+            pids = []
+        else:
+            self._stop_current(f"back to the parked {parked.candidate.label}")
+        parked.held.enter_context(locks)
+        with self._stop_lock:
+            self.current = parked
+        return self._serve_woken(parked, pids)
+
+    def _serve_woken(self, woken: Attempt, gone_pids: Sequence[int]) -> bool:
+        started = time.monotonic()
+        why = self._wake(woken, gone_pids)
+        if why is None:
+            report = self.execute.gates(
+                woken, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
+            )
+            failure = report.first_failure
+            why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
+        seconds = round(time.monotonic() - started, 3)
+        if why is not None:
+            self.transitions.record(
+                Event.WAKE_FAILED, label=woken.candidate.label, reason=why, seconds=seconds
+            )
+            self._stop_current(f"its wake failed: {why}")
+            return False
+        record = {**woken.candidate.to_record(), "promoted_at": utc_now()}
+        self._keep_previous_good(woken.candidate)
+        self.store.write_last_good(self.profile, record)
+        self.serving_last_good = False
+        self.transitions.record(
+            Event.WOKEN, phase=Phase.SERVING,
+            status={"serving_fingerprint": woken.candidate.fingerprint, "rollback_reason": None,
+                    "engine_pid": woken.engine.pid, "detail": woken.candidate.label, **self._fresh_watch()},
+            show={"fingerprint": woken.candidate.fingerprint},
+            ready=f"serving {woken.candidate.label}, woken",
+            label=woken.candidate.label, seconds=seconds, port=woken.candidate.port,
+            why="back to the parked launch",
+        )  # fmt: skip
+        self._switched(woken.candidate)
+        self._start_watch()
+        return True
 
     # ---- lent to `launch probe`: its arms run on these GPUs while production sleeps ---------------
     def _control(self, request: ControlRequest) -> int | None:

@@ -43,6 +43,7 @@ class Reloading:
     transitions: Transitions
     progress: Progress
     current: Attempt | None
+    parked: Attempt | None
     serving_last_good: bool
 
     if TYPE_CHECKING:  # provided by service.Supervisor and the other halves; a stub here would shadow them
@@ -52,6 +53,8 @@ class Reloading:
         def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
 
         def _park_for(self, candidate: Candidate) -> Candidate | None: ...
+
+        def _back_to_parked(self, candidate: Candidate) -> bool: ...
 
         def _control(self, request: reload_requests.ControlRequest) -> int | None: ...
 
@@ -112,6 +115,14 @@ class Reloading:
                 self.serving_last_good = False
                 self.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
             return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
+        if self.parked is not None and self.parked.candidate.same_launch(candidate):
+            self.transitions.record(Event.RELOAD, label=candidate.label)
+            stopping_at = time.monotonic()
+            with Watchdog(self.hooks.notifier).keepalive():
+                if self._back_to_parked(candidate):  # `keep_parked`: the launch asked for sleeps here
+                    return self._reload_verdict(stopping_at), None
+                code = self._bring_up(self._park_for(candidate) or candidate, reloading=True)
+            return self._reload_verdict(stopping_at), code
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:
             detail = f"reload refused: {refusal}; still serving"
@@ -138,6 +149,8 @@ class Reloading:
         if self.hooks.preflight is None:
             return None
         serving = frozenset(self.current.engine.group_members()) if self.current is not None else frozenset()
+        if self.parked is not None:  # a sleeper kept beside it is stopped (or the candidate moved) first
+            serving |= frozenset(self.parked.engine.group_members())
         try:
             self.hooks.preflight(candidate, serving=serving)
         except PreflightRefused as refused:

@@ -150,3 +150,19 @@ def test_park_on_a_public_address_is_refused_before_anything_starts(tmp_path: An
                            "--profile", "svc"], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2 and "unauthenticated" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "state").exists()
+
+
+def test_rollback_to_the_launch_kept_parked_wakes_it_instead_of_a_start(launcher_factory: Any) -> None:
+    launcher, port, park_port, serving = serve_parked(launcher_factory, supervisor={"keep_parked": True})
+    done = launch(launcher, "set", "svc", "max_num_seqs=2", "--tag", "two", "--apply", "--timeout-s", "60")
+    assert done.returncode == 0 and answers(park_port)
+    back = launch(launcher, "rollback", "two", "--profile", "svc", "--timeout-s", "60")
+    assert back.returncode == 0, back.stdout + back.stderr
+    status = launcher.status()
+    assert status["phase"] == "serving" and status["engine_pid"] == serving["engine_pid"]  # the first engine
+    assert answers(port)
+    woken = [r for r in launcher.history() if r["event"] == "woken"]
+    assert woken[-1]["why"] == "back to the parked launch"
+    starts = [r for r in launcher.history() if r["event"] == "start"]
+    assert len(starts) == 2  # the way back started nothing
+    stop(launcher, 0)

@@ -225,3 +225,36 @@ def test_a_reload_while_lent_is_refused(tmp_path: Path) -> None:
     assert verdict is not None and verdict.outcome == "refused"
     assert f"parked for launch probe pid {os.getpid()}" in verdict.detail
     assert len(box.engines.started) == 1
+
+
+def test_a_rollback_to_the_launch_kept_asleep_wakes_it_and_puts_the_other_to_sleep(tmp_path: Path) -> None:
+    keep = {**PARK, "keep_parked": True}
+    box = parked_box(tmp_path, passes(), passes(), keep_parked=True)
+    first = box.write(supervisor=keep)
+    box.then(box.reload(supervisor=keep, max_num_seqs=8), box.reload(supervisor=keep), box.stop)
+    assert box.run() == 0
+    assert len(box.engines.started) == 2  # the way back started nothing
+    woken = [r for r in box.history() if r["event"] == Event.WOKEN]
+    assert woken[-1]["why"] == "back to the parked launch" and woken[-1]["port"] == PORT
+    assert box.last_good() == first
+    parked = [r for r in box.history() if r["event"] == Event.PARKED]
+    assert [r["port"] for r in parked] == [PORT, PORT + 1]  # each in turn asleep on its own port
+    assert box.status()["serving_fingerprint"] == first
+
+
+def test_a_way_back_whose_wake_fails_starts_the_launch_beside_the_new_sleeper(tmp_path: Path) -> None:
+    keep = {**PARK, "keep_parked": True}
+    box = parked_box(tmp_path, passes(), passes(), passes(), keep_parked=True)
+    box.write(supervisor=keep)
+    back = box.reload(supervisor=keep)
+
+    def fail_the_wake_and_go_back() -> None:
+        box.sleeps.fail["wake"] = "POST /wake_up answered 500"
+        back()
+
+    box.then(box.reload(supervisor=keep, max_num_seqs=8), fail_the_wake_and_go_back, box.stop)
+    assert box.run() == 0
+    failed = [r for r in box.history() if r["event"] == Event.WAKE_FAILED]
+    assert failed and failed[0]["reason"] == "POST /wake_up answered 500"
+    third = box.engines.started[-1]
+    assert len(box.engines.started) == 3 and port_of(third) == PORT  # the new sleeper keeps PORT + 1
