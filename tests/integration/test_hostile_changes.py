@@ -64,7 +64,10 @@ def _holder_pid(lock: Path) -> int | None:
 def test_a_rollback_sent_while_a_set_applies_is_refused_naming_it(serving: Launcher) -> None:
     """Was: both exited 0 and said the launcher serves the profile as it is, but only the last write
     served: the set's max_num_seqs=2 was silently lost."""
-    set_args = ("set", "svc", "max_num_seqs=2", "--tag", "seqs", "--apply", "--timeout-s", "90")
+    # the candidate starts in ~12 s, not 0.06 s: the rollback below is sent while the set still
+    # holds the change, however slowly this host starts a second `launch`
+    set_args = ("set", "svc", "max_num_seqs=2", "sim_startup_speed=5", "--tag", "seqs", "--apply",
+                "--timeout-s", "90")  # fmt: skip
     first = _popen(serving.profiles, serving.state, *set_args)
     lock = serving.state / "profiles" / "svc" / "change.lock"
     deadline = time.monotonic() + 60
@@ -77,7 +80,7 @@ def test_a_rollback_sent_while_a_set_applies_is_refused_naming_it(serving: Launc
     out, _ = first.communicate(timeout=120)
     assert second.returncode == 4, second.stdout + second.stderr
     assert "another change to profile 'svc' is in progress" in second.stderr
-    assert f"`launch set svc (max_num_seqs) --apply` (pid {first.pid})" in second.stderr
+    assert f"`launch set svc (max_num_seqs, sim_startup_speed) --apply` (pid {first.pid})" in second.stderr
     assert "Traceback" not in second.stderr
     assert first.returncode == 0, out
     assert "reloaded: the launcher serves the profile as it is now" in out
