@@ -140,4 +140,14 @@ def logged_failure(facts: Mapping[str, Any]) -> tuple[str | None, str]:
     if not kind:
         return None, ""
     message = str(facts.get("failure_message") or facts.get("failure_line") or "")
-    return str(kind), f" ({kind}: {message[:300]})" if message else f" ({kind})"
+    return str(kind), f" ({kind}: {shortened(message, 300)})" if message else f" ({kind})"
+
+
+def shortened(text: str, limit: int) -> str:
+    """At most `limit` characters, cut between words and marked `…` (never mid-word: the whole
+    text is in the engine log the report names)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;") + "…"

@@ -22,6 +22,7 @@ class HttpReply:
     status: int  # 0 when no connection could be made (refused, reset, timed out)
     body: str
     error: str | None = None
+    timed_out: bool = False  # status 0 because the deadline passed (connected or not), not a refusal
 
     @property
     def connected(self) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gates.base import GateBase
+from gates.canary import CanaryGate
 from gates.graph_capture import GraphCaptureGate
 from gates.health import HealthGate
 from gates.kernel_marker import KernelMarkerGate
@@ -25,9 +26,12 @@ GATES: dict[str, type[GateBase]] = {
     "tool_call": ToolCallGate,
     "memory_leak": MemoryLeakGate,
     "smoke": SmokeGate,
+    "canary": CanaryGate,
 }
 GATE_SETTINGS: dict[str, tuple[Setting, ...]] = {name: cls.all_settings() for name, cls in GATES.items()}
-# Run unless the profile's `gates.order` says otherwise; memory_leak and smoke are opt-in (they take minutes).
+# Run unless the profile's `gates.order` says otherwise; memory_leak and smoke are opt-in (they take
+# minutes); canary is what the serving watch and `launch check --live` ask (a start's health and
+# tool_call already generate).
 DEFAULT_ORDER: tuple[str, ...] = ("kernel_marker", "graph_capture", "health", "tool_call")
 
 

@@ -4,30 +4,47 @@ Profiles, `.bak` snapshots and state are written this way so a crash or a full d
 a half-written file behind: readers see the old content or the new, nothing in between. A temp
 file carries its writer's pid (`.NAME.PID.XXXX.tmp`), so the next run can remove the ones a
 SIGKILLed writer left (`remove_stray_temps`) without touching a live writer's.
+
+Links are not followed (docs/host-safety.md "Symbolic links"): a state file, or a directory on its
+way, that is a symbolic link is refused with ELOOP, for reads (`read_bytes_nofollow`), appends and
+atomic writes, so a link planted in the state dir never sends a write (as root, under systemd)
+outside it. The state dir itself may be a link: the CLI resolves it once. Profiles are the
+exception the operator asks for: `follow_links=True` writes a symlinked profile through its link.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 WriteFn = Callable[[int, bytes], int]  # os.write's shape: the seam a test uses to fill the disk
+MAX_READ_BYTES = 64 * 1024 * 1024  # a state file larger than this is not ours: refused, never read whole
 STRAY_RE = re.compile(r"\A\..+\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp\Z")
 
 
 def write_atomic(
-    path: Path, data: str | bytes, *, mode: int | None = None, write: WriteFn = os.write
+    path: Path,
+    data: str | bytes,
+    *,
+    mode: int | None = None,
+    write: WriteFn = os.write,
+    follow_links: bool = False,
 ) -> None:
     """Replace `path` with `data` atomically; keeps the old file's permissions unless `mode` is given.
 
-    A symlinked `path` is written through: its target is replaced and the link stays a link."""
+    A link at `path` or on its way is refused (ELOOP) unless `follow_links`: then a symlinked `path`
+    is written through (its target is replaced and the link stays a link)."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    if path.is_symlink():
+    if follow_links and path.is_symlink():
         path = path.resolve()
+    if not follow_links:
+        refuse_links(path)  # before mkdir: a linked directory on the way is not created through
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None and path.exists():
         mode = path.stat().st_mode & 0o7777
@@ -55,9 +72,13 @@ def append_line(path: Path, line: str, *, write: WriteFn = os.write) -> None:
     record is never glued to it."""
     if "\n" in line:
         raise ValueError("an appended record must be a single line")
+    refuse_links(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o644)  # O_NONBLOCK: a FIFO planted there never blocks the writer
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         fcntl.flock(fd, fcntl.LOCK_EX)  # launchers of several profiles share one history
         size = os.fstat(fd).st_size
         payload = (line + "\n").encode("utf-8")
@@ -71,6 +92,37 @@ def append_line(path: Path, line: str, *, write: WriteFn = os.write) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def read_bytes_nofollow(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
+    """A state file's bytes: not through a link (ELOOP), not a device or a FIFO (EINVAL, opened without
+    blocking), and not more than `limit` bytes (EFBIG): a corrupt or planted file never hangs or
+    floods the reader."""
+    refuse_links(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            if sum(len(c) for c in chunks) > limit:
+                raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def refuse_links(path: Path) -> None:
+    """ELOOP when `path` or a directory on its way is a symbolic link (callers pass resolved roots)."""
+    parent = os.path.abspath(path.parent)
+    if os.path.realpath(parent) != parent:
+        raise OSError(errno.ELOOP, "a directory on its way is a symbolic link; not followed", str(path))
+    if path.is_symlink():
+        raise OSError(errno.ELOOP, "a symbolic link; not followed", str(path))
 
 
 def remove_stray_temps(directory: Path, alive: Callable[[int], bool]) -> list[Path]:

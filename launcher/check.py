@@ -22,9 +22,12 @@ from launcher.errors import BadInput
 from launcher.supervisor.adapters import ProcessMemory, RequestsHttp, SystemClock
 from launcher.supervisor.candidate import Candidate
 
-CHECKABLE: tuple[str, ...] = ("health", "tool_call", "smoke")
+CHECKABLE: tuple[str, ...] = ("health", "tool_call", "smoke", "canary")
 # The probe set: /health, the served model name (both in `health`) and one tool call.
 DEFAULT_GATES: tuple[str, ...] = ("health", "tool_call")
+# `--live`, the liveness probe: /health and one short generation with a deadline (a hung engine
+# core answers /health 200; only a generation tells), and no tool-call suite.
+LIVE_GATES: tuple[str, ...] = ("health", "canary")
 DEFAULT_TIMEOUT_S = 10.0
 
 

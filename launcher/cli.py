@@ -6,16 +6,20 @@ and only here; anything else is a bug: its traceback goes to a bug report file a
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TextIO, cast
 
 import click
 
 from launcher import __version__
 from launcher.errors import BadInput, ExitCode, GateError
 from launcher.settings import GlobalOptions
-from launcher.terminal import colour_allowed, is_journal
+from launcher.terminal import DiagnosticStream, colour_allowed, is_journal
 
 EXIT_CODES_HELP = """\b
 Exit codes (docs/exit-codes.md):
@@ -26,6 +30,7 @@ Exit codes (docs/exit-codes.md):
   4  refused before starting (preflight or the restart guard)
   5  the engine died after promotion (any of its processes)
   70  a launcher bug: the error names its bug report (STATE/bug-reports/)
+  141  the reader closed the pipe (`launch logs | head`): stopped quietly, as the shell's 128+SIGPIPE
 \b
   launch --profile NAME             0 1 2 3 4 5   (0/3: stopped while serving it/last-good)
   launch --profile NAME --dry-run   0 2
@@ -35,7 +40,8 @@ Exit codes (docs/exit-codes.md):
                                                    4 and 2: refused, the running engine kept)
   launch set, install-unit, history, parse-log, logs    0 2
   launch bench, check, probe        0 1 2
-  launch status                     0 3 4         (0 serving, 3 not serving, 4 unknown profile)
+  launch status                     0 3 4 6       (0 serving, 6 serving last-good, 3 not serving,
+                                                   4 unknown profile)
 """
 
 # name → (module, attribute): each subcommand lives in its own module under launcher/commands/,
@@ -75,7 +81,7 @@ SUMMARIES: dict[str, str] = {
     "rollback": "Restore PROFILE.toml from PROFILE.toml.bak_TAG and make the running launcher serve it.",
     "set": "Change keys of a profile; the file as it was is kept as PROFILE.toml.bak_TAG.",
     "status": "What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback "
-    "happened.",
+    "happened, and whether the profile file differs from what serves.",
     "try": "Start a profile, run its gates, print the report, stop it.",
 }
 
@@ -96,22 +102,33 @@ class LaunchGroup(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Like click's, from SUMMARIES: listing the commands imports none of them."""
-        names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(name, self._summary(ctx, name, limit)) for name in names]
+        """Like click's, from SUMMARIES: listing the commands imports none of them. Each summary is
+        written whole, wrapped (click cuts them at the terminal's width with `...`)."""
+        rows = [(name, self._summary(ctx, name)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def _summary(self, ctx: click.Context, name: str, limit: int) -> str:
-        if name in SUMMARIES:  # shortened exactly as click shortens a command's own help
-            return click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit)
+    def _summary(self, ctx: click.Context, name: str) -> str:
+        if name in SUMMARIES:
+            return SUMMARIES[name]
         command = self.get_command(ctx, name)
-        return command.get_short_help_str(limit) if command is not None else ""
+        return command.get_short_help_str(limit=10_000) if command is not None else ""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with reader_may_close_the_pipe():  # `launch --help | head -1` prints while parsing
+            return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
+        with reader_may_close_the_pipe():
+            return self._invoke_mapping_errors(ctx)
+
+    def _invoke_mapping_errors(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # the reader's choice, not a bug: `reader_may_close_the_pipe` ends it quietly
         except GateError as err:
             _print_error(err)
             ctx.exit(int(err.exit_code))
@@ -121,6 +138,30 @@ class LaunchGroup(click.Group):
             _report_bug(ctx, err)
             ctx.exit(int(ExitCode.BUG))
         return None
+
+
+@contextlib.contextmanager
+def reader_may_close_the_pipe() -> Iterator[None]:
+    """A reader that closes the pipe (`launch logs demo | head -5`) has seen enough: stop quietly with
+    the shell's 141, print nothing more and write no bug report. What is still buffered is flushed
+    here, so a closed pipe never surfaces at interpreter exit (Python's "Exception ignored", 120)."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_further_output()
+        raise click.exceptions.Exit(int(ExitCode.CLOSED_PIPE)) from None
+
+
+def _discard_further_output() -> None:
+    """Point stdout at /dev/null: the lines still buffered, and Python's own flush at exit, then go
+    nowhere instead of raising again (the recipe of Python's `signal` docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _print_error(err: GateError) -> None:
@@ -166,6 +207,11 @@ def _report_bug(ctx: click.Context, err: Exception) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: one JSON object on stdout.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
+    "--retry-rejected", is_flag=True,
+    help="Start the profile's candidate even if its gates rejected this very launch before (without "
+    "it, such a start serves last-good at once and says why).",
+)  # fmt: skip
+@click.option(
     "--profiles-dir",
     type=click.Path(path_type=Path),
     envvar="VLLM_GATE_PROFILES",
@@ -187,6 +233,7 @@ def launch(
     explain: bool,
     as_json: bool,
     allow_unknown: bool,
+    retry_rejected: bool,
     profiles_dir: Path | None,
     state_dir: Path | None,
 ) -> None:
@@ -218,10 +265,10 @@ def launch(
         ctx.exit(run_dry_run(ctx.obj, profile, explain=explain, as_json=as_json, allow_unknown=allow_unknown))
     from launcher.commands.serve import run_serve
 
-    ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown))
+    ctx.exit(run_serve(ctx.obj, profile, allow_unknown=allow_unknown, retry_rejected=retry_rejected))
 
 
-_SUBCOMMAND_OPTIONS = ("profile", "dry_run", "explain", "as_json", "allow_unknown")
+_SUBCOMMAND_OPTIONS = ("profile", "dry_run", "explain", "as_json", "allow_unknown", "retry_rejected")
 
 
 def _hand_over_to_subcommand(ctx: click.Context, name: str) -> None:
@@ -248,6 +295,7 @@ def _hand_over_to_subcommand(ctx: click.Context, name: str) -> None:
 
 
 def main() -> None:
+    sys.stderr = cast(TextIO, DiagnosticStream(sys.stderr))  # its reader may leave: see the class
     launch.main(prog_name="launch")
 
 

@@ -15,6 +15,9 @@ class ExitCode(IntEnum):
     PREFLIGHT_REFUSED = 4
     ENGINE_DIED = 5
     BUG = 70  # EX_SOFTWARE (sysexits.h): an unexpected error in the launcher, never an operator error
+    # 128 + SIGPIPE, what the shell reports for `yes | head -1`: the reader closed the pipe, which is
+    # its choice, not an error; a `set -o pipefail` script still sees that the command did not finish.
+    CLOSED_PIPE = 141
 
 
 class GateError(Exception):
@@ -65,6 +68,13 @@ class NothingMeasured(GateError):
     """`launch bench` ran but no request succeeded: a number of zero cells is no measurement."""
 
     exit_code = ExitCode.GATE_FAILED
+
+
+class ChangeInProgress(GateError):
+    """Another `launch set` / `launch rollback` is changing the same profile (named in the message):
+    refused before anything was read or written, as a candidate is refused before anything stops."""
+
+    exit_code = ExitCode.PREFLIGHT_REFUSED
 
 
 class AlreadyRunning(GateError):

@@ -14,9 +14,12 @@ class GlobalOptions:
 
     @classmethod
     def resolve(cls, profiles_dir: Path | None = None, state_dir: Path | None = None) -> GlobalOptions:
+        # resolved once: the state dir itself may be a link (an operator's choice of disk); below it no
+        # link is ever followed (launcher/atomicfile.py, docs/host-safety.md "Symbolic links")
+        state = state_dir or _env_path("VLLM_GATE_STATE") or default_state_dir()
         return cls(
             profiles_dir=profiles_dir or _env_path("VLLM_GATE_PROFILES") or Path("profiles"),
-            state_dir=state_dir or _env_path("VLLM_GATE_STATE") or default_state_dir(),
+            state_dir=Path(os.path.realpath(state)),
         )
 
 

@@ -27,6 +27,8 @@ from launcher.supervisor.attempt import Attempt
 from launcher.supervisor.engine import LineSink, StopReport
 from launcher.supervisor.group_watch import Death
 from launcher.supervisor.progress import Progress
+from launcher.watch.verdict import Judgement
+from launcher.watch.verdict import Verdict as JudgedVerdict
 
 FIRST_PID = 40_000  # never signalled: a scripted engine has no process
 
@@ -39,6 +41,7 @@ class Script:
     gates: tuple[tuple[str, bool, str], ...] = (("health", True, "200 OK"), ("tool_call", True, "2/2 cases"))
     start_error: GateError | None = None
     log: tuple[str, ...] = ()
+    regate: tuple[tuple[str, bool, str], ...] = (("health", True, "200 OK"), ("tool_call", True, "2/2 cases"))
 
 
 def passes(*log: str) -> Script:
@@ -132,6 +135,7 @@ class ScriptedEngines:
         self.scripts = list(scripts)
         self.started: list[ScriptedEngine] = []
         self.while_gating: list[Callable[[], None]] = []  # one step per gate run, before it judges
+        self.asked: list[frozenset[str] | None] = []  # the `only` of each gate run
 
     def add(self, *scripts: Script) -> None:
         self.scripts.extend(scripts)
@@ -154,15 +158,17 @@ class ScriptedEngines:
         progress: Progress,
         should_stop: Callable[[], bool],
         gpu_bytes: GpuBytesFn | None = None,
+        only: frozenset[str] | None = None,
     ) -> ChainReport:
-        """The scripted verdicts; a stop request or a dead engine fails the gate being asked, as
-        the chain runner does."""
+        """The scripted verdicts (`regate` when asked for `only` some gates: a woken engine); a stop
+        request or a dead engine fails the gate being asked, as the chain runner does."""
         if self.while_gating:
             self.while_gating.pop(0)()
         engine = attempt.engine
         assert isinstance(engine, ScriptedEngine)
         results: list[GateResult] = []
-        for name, passed, summary in engine.script.gates:
+        self.asked.append(only)
+        for name, passed, summary in engine.script.regate if only is not None else engine.script.gates:
             if results and results[-1].blocks_promotion:
                 skipped = "not run: an earlier required gate failed"
                 results.append(GateResult(name, Verdict.SKIP, skipped, {}, 0.0))
@@ -175,3 +181,104 @@ class ScriptedEngines:
             results.append(GateResult(name, Verdict.PASS if passed else Verdict.FAIL, summary, {}, 0.0))
         attempt.report = ChainReport(tuple(results))
         return attempt.report
+
+
+class ScriptedWatch:
+    """supervisor.hooks.WatchHandle, played from a script: at `start()` it reports its judgement."""
+
+    def __init__(
+        self, judgement: Judgement | None, on_change: Callable[[Judgement], None], label: str
+    ) -> None:
+        self.scripted = judgement
+        self.on_change = on_change
+        self.label = label
+        self.judgement = Judgement(JudgedVerdict.SERVING)
+        self.started = False
+        self.stopped = False
+        self.evidence: list[tuple[str, str]] = []  # (verdict, action) of each bundle kept
+
+    def start(self) -> None:
+        self.started = True
+        if self.scripted is not None:
+            self.report(self.scripted)
+
+    def report(self, judgement: Judgement) -> None:
+        self.judgement = judgement
+        self.on_change(judgement)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def keep_evidence(
+        self,
+        directory: Path,
+        *,
+        profile: str,
+        label: str,
+        judgement: Judgement,
+        action: str,
+        engine_log: Path,
+    ) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{len(list(directory.iterdir()))}-{judgement.verdict}.txt"
+        path.write_text(f"{profile} {label} {judgement.verdict} {action}\n")
+        self.evidence.append((str(judgement.verdict), action))
+        return path
+
+
+class ScriptedWatches:
+    """The watch factory of the seam: each watch started (one per engine that serves) takes the
+    next scripted judgement (None: it stays quiet)."""
+
+    def __init__(self, *judgements: Judgement | None) -> None:
+        self.judgements = list(judgements)
+        self.made: list[ScriptedWatch] = []
+
+    def __call__(
+        self, candidate: object, engine: object, on_change: Callable[[Judgement], None]
+    ) -> ScriptedWatch:
+        judgement = self.judgements.pop(0) if self.judgements else None
+        watch = ScriptedWatch(judgement, on_change, str(getattr(candidate, "label", "")))
+        self.made.append(watch)
+        return watch
+
+
+class ScriptedSleeps:
+    """The sleep seam (supervisor/park.py `SleepControl`), played from a script: each call is
+    recorded with the port of the engine it went to; a value set in `fail` makes that call fail."""
+
+    def __init__(self, **fail: str) -> None:
+        self.fail = dict(fail)  # "sleep" | "wake" | "reset" -> why
+        self.calls: list[tuple[str, int]] = []
+        self.asleep: set[int] = set()
+
+    def __call__(self, candidate: object) -> ScriptedSleep:
+        return ScriptedSleep(self, int(getattr(candidate, "port", 0)))
+
+
+class ScriptedSleep:
+    def __init__(self, sleeps: ScriptedSleeps, port: int) -> None:
+        self.sleeps, self.port = sleeps, port
+
+    def _call(self, name: str) -> str | None:
+        self.sleeps.calls.append((name, self.port))
+        return self.sleeps.fail.get(name)
+
+    def sleep(self, timeout_s: float) -> str | None:
+        why = self._call("sleep")
+        if why is None:
+            self.sleeps.asleep.add(self.port)
+        return why
+
+    def is_sleeping(self, timeout_s: float) -> bool | None:
+        self.sleeps.calls.append(("is_sleeping", self.port))
+        return self.port in self.sleeps.asleep
+
+    def wake(self, timeout_s: float) -> str | None:
+        why = self._call("wake")
+        if why is None:
+            self.sleeps.asleep.discard(self.port)
+        return why
+
+    def reset_prefix_cache(self, timeout_s: float) -> str | None:
+        return self._call("reset")

@@ -79,12 +79,19 @@ class Launcher:
     def __post_init__(self) -> None:
         self.out = self.state.parent / f"launch-{self.profile}.out"
 
-    def start(self, *extra: str) -> Launcher:
+    def start(self, *extra: str, journal: bool = False) -> Launcher:
+        """`journal`: its output file plays systemd's journal stream (JOURNAL_STREAM names it)."""
         self.state.mkdir(parents=True, exist_ok=True)
         argv = [str(LAUNCH), "--profiles-dir", str(self.profiles), "--state-dir", str(self.state),
                 "--profile", self.profile, *extra]  # fmt: skip
         with self.out.open("wb") as sink:
-            self.proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            env = dict(os.environ)
+            if journal:
+                stat = os.fstat(sink.fileno())
+                env["JOURNAL_STREAM"] = f"{stat.st_dev}:{stat.st_ino}"
+            self.proc = subprocess.Popen(
+                argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            )
         return self
 
     @property

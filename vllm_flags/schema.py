@@ -14,6 +14,9 @@ Snapshot format (`format: 1`), one JSON object:
                    type: int | float | str | json | bool | human_int | other (for kind=value)
     env_vars       every environment variable name vLLM declares (vllm/envs.py)
     tool_parsers   (optional) the tool-call parser names vLLM registers; read from an installed vLLM
+    reasoning_parsers  (optional) the reasoning parser names, likewise
+The committed snapshot's release registers the names of `registered_parsers` (not in its file:
+the raw dump it is rebuilt from was read before the dump kept them).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class VllmSchema:
     options: dict[str, OptionSpec]
     env_vars: frozenset[str] = field(default_factory=frozenset)
     tool_parsers: frozenset[str] | None = None  # names `--tool-call-parser` accepts; None: not known
+    reasoning_parsers: frozenset[str] | None = None  # names `--reasoning-parser` accepts; None: not known
 
     @classmethod
     def from_json(cls, data: dict[str, Any], origin: str) -> VllmSchema:
@@ -77,6 +81,7 @@ class VllmSchema:
             options=options,
             env_vars=frozenset(data.get("env_vars", ())),
             tool_parsers=frozenset(data["tool_parsers"]) if data.get("tool_parsers") else None,
+            reasoning_parsers=frozenset(data["reasoning_parsers"]) if data.get("reasoning_parsers") else None,
         )
 
     def option_for_key(self, key: str) -> OptionSpec | None:
@@ -104,9 +109,14 @@ class VllmSchema:
 
 
 def load_snapshot() -> VllmSchema:
-    """The committed snapshot of vLLM 0.33.0's parser."""
+    """The committed snapshot of vLLM 0.33.0's parser, with the parser names that release registers."""
+    from vllm_flags import registered_parsers
+
     text = resources.files("vllm_flags").joinpath("data").joinpath(SNAPSHOT_NAME).read_text(encoding="utf-8")
-    return VllmSchema.from_json(json.loads(text), origin=f"snapshot {SNAPSHOT_NAME}")
+    data = json.loads(text)
+    data.setdefault("tool_parsers", sorted(registered_parsers.TOOL_PARSERS))
+    data.setdefault("reasoning_parsers", sorted(registered_parsers.REASONING_PARSERS))
+    return VllmSchema.from_json(data, origin=f"snapshot {SNAPSHOT_NAME}")
 
 
 def load_file(path: Path) -> VllmSchema:

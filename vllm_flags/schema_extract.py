@@ -71,7 +71,10 @@ def raw_dump_from_vllm() -> dict[str, Any]:
         "platform": platform,
         "actions": actions,
         "env_vars": sorted(vllm.envs.environment_variables),
-        "tool_parsers": _tool_parsers(),
+        "tool_parsers": _registered(
+            "ToolParserManager", "vllm.tool_parsers", "vllm.entrypoints.openai.tool_parsers"
+        ),
+        "reasoning_parsers": _registered("ReasoningParserManager", "vllm.reasoning"),
     }
 
 
@@ -114,13 +117,12 @@ def _build_parser() -> tuple[Any, str]:
         sys.argv = saved
 
 
-def _tool_parsers() -> list[str] | None:
-    """The names `--tool-call-parser` accepts: vLLM checks them only at start, after its imports
-    (26 s on the GPU machine), so the launcher checks them before stopping anything."""
+def _registered(manager_name: str, *modules: str) -> list[str] | None:
+    """The names `--tool-call-parser` (`ToolParserManager`) or `--reasoning-parser`
+    (`ReasoningParserManager`) accepts: vLLM checks them only at start, after its imports (26 s on
+    the GPU machine), so the launcher checks them before stopping anything."""
     try:
-        manager = _first_attr(
-            "ToolParserManager", "vllm.tool_parsers", "vllm.entrypoints.openai.tool_parsers"
-        )
+        manager = _first_attr(manager_name, *modules)
         return sorted(str(name) for name in manager.list_registered())
     except Exception:  # an older or patched vLLM: the names stay unknown, nothing is checked
         return None
@@ -259,6 +261,7 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
         "options": dict(sorted(options.items())),
         "env_vars": sorted(raw["env_vars"]),
         **({"tool_parsers": sorted(raw["tool_parsers"])} if raw.get("tool_parsers") else {}),
+        **({"reasoning_parsers": sorted(raw["reasoning_parsers"])} if raw.get("reasoning_parsers") else {}),
     }
 
 

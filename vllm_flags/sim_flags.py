@@ -18,6 +18,7 @@ PHASES_HANG = ("loading", "profiling", "capture")
 MARKER_PHASES = ("loading", "warmup", "serving")
 TOOL_FAULTS = ("malformed", "wrong-name", "text")
 VERSIONS = ("0.33", "0.26")
+WAKE_FAULTS = ("fail", "hang", "stale-cache")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,42 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("--sim-serve-model-name", "str", None, "fault: serve this model name instead of the asked one"),
     SimFlag("--sim-gpu-allocate", "flag", False, "hold real GPU memory (util x total) when torch+CUDA exist"),
     SimFlag(
-        "--sim-watchdog-s", "float", 5.0, "after engine death, the server exits this much later (scaled)"
+        "--sim-watchdog-s",
+        "float",
+        5.0,
+        "the watchdog's period: after engine death the server exits by then (scaled)",
+    ),
+    SimFlag(
+        "--sim-hang-after-requests",
+        "int",
+        None,
+        "fault: after N finished requests the engine core stops stepping, /health stays 200",
+    ),
+    SimFlag(
+        "--sim-stall-after-tokens",
+        "int",
+        None,
+        "fault: after N generated tokens the engine core stops mid-batch, requests left running",
+    ),
+    SimFlag(
+        "--sim-error-after-requests",
+        "int",
+        None,
+        "fault: every completion after the first N answers HTTP 500 (internal error), /health 200",
+    ),
+    SimFlag(
+        "--sim-host-pressure-mib",
+        "int",
+        0,
+        "fault: from ready on, the engine core fills this much real RAM (at most 8192)",
+    ),
+    SimFlag("--sim-host-pressure-s", "float", 60.0, "real seconds over which the host pressure grows"),
+    SimFlag(
+        "--sim-wake-fault",
+        "str",
+        None,
+        "fault: /wake_up fails, never answers, or wakes a stale prefix cache",
+        WAKE_FAULTS,
     ),
 )
 

@@ -111,6 +111,11 @@ def ready_lines(
     log: LogWriter, cfg: SimConfig, d: Dialect, url: str, routes: tuple[tuple[str, str], ...]
 ) -> None:
     log.info(d.src("tasks"), "Supported tasks: ['generate']")
+    if cfg.dev_mode:  # build_app registers the dev routers (0.26.0 entrypoints/serve/__init__.py:35-40)
+        log.warning(
+            d.src("dev_mode"),
+            "SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!",
+        )
     if cfg.auto_tools:
         log.info(d.src("auto_tools"), '"auto" tool choice has been enabled.')
     if d.notes:

@@ -2,7 +2,9 @@
 
 Lifecycle: bind the port (refused connections until ready) → spawn `VLLM::EngineCore` → wait for
 its ready/failed message or death → serve → on SIGTERM: `[shutdown]` lines, stop the engine, exit 0;
-on engine death: /health 503, requests 500, exit 0 after the watchdog delay (vLLM issue #48966).
+on engine death: /health 503, requests 500, exit 0 at the watchdog's next look (vLLM issue #48966).
+The watchdog looks every `--sim-watchdog-s` (5, scaled) from the server's start, as vLLM's
+`watchdog_loop` does (0.26.0 `entrypoints/launcher.py:160-166`): the exit comes 0–5 s after death.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ import os
 import signal
 import socket
 import time
-from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vllm_flags.schema import VllmSchema
 from vllm_sim import announce
 from vllm_sim.config import SimConfig
 from vllm_sim.engine_core import engine_main
+from vllm_sim.engine_link import EngineDead, EngineLink
 from vllm_sim.groundtruth import GroundTruth
 from vllm_sim.logline import LogWriter
 from vllm_sim.metrics import SimMetrics
@@ -44,7 +46,7 @@ class ApiServer:
         self.dialect = dialect_for(cfg.version)
         self.log = LogWriter("APIServer", self.dialect)
         self.engine: BaseProcess | None = None
-        self.conn: Connection | None = None
+        self.link: EngineLink | None = None
         self.state: ServerState | None = None
         self.runner: web.AppRunner | None = None
         self.outcome: asyncio.Future[str] | None = None
@@ -112,21 +114,15 @@ class ApiServer:
         )
         self.engine.start()
         theirs.close()
-        self.conn = mine
-        loop.add_reader(mine.fileno(), self._on_engine_message)
+        self.link = EngineLink(mine, self._on_engine_message)
+        self.link.start(loop)
         loop.add_reader(self.engine.sentinel, self._on_engine_exit)
 
     def _settle(self, result: str) -> None:
         if self.outcome is not None and not self.outcome.done():
             self.outcome.set_result(result)
 
-    def _on_engine_message(self) -> None:
-        assert self.conn is not None
-        try:
-            message = self.conn.recv()
-        except (EOFError, OSError):
-            asyncio.get_running_loop().remove_reader(self.conn.fileno())
-            return
+    def _on_engine_message(self, message: tuple[Any, ...]) -> None:
         if message[0] == "stopped":
             self.engine_stopped.set()
             return
@@ -165,34 +161,21 @@ class ApiServer:
         # aiohttp is imported only now, so its ~0.5 s import overlaps the engine's startup.
         from aiohttp import web
 
-        from vllm_sim.http_app import ROUTES, build_app
-        from vllm_sim.server_state import ServerState
+        from vllm_sim.http_app import build_app, routes_for
         from vllm_sim.stats_log import StatsLog
 
-        mem = self.cfg.memory()
-        metrics = SimMetrics()
-        truth = GroundTruth(self.cfg.ground_truth)
-        truth.open()
-        scheduler = Scheduler(self.cfg, metrics, mem.num_blocks, self._on_finished)
-        self.state = ServerState(
-            self.cfg,
-            self.dialect,
-            self.log,
-            scheduler,
-            metrics,
-            truth,
-            int(time.time()),
-            self._notify_first_request,
-            cache_info=self._cache_info(mem.num_blocks),
-        )
-        tasks = [asyncio.create_task(scheduler.run())]
+        self.state = state = self._server_state()
+        scheduler, truth = state.scheduler, state.truth
+        tasks = [asyncio.create_task(scheduler.run()), asyncio.create_task(self._watchdog())]
         if self.cfg.log_stats:
-            tasks.append(asyncio.create_task(StatsLog(self.state).run()))
+            tasks.append(asyncio.create_task(StatsLog(state).run()))
         host = self.cfg.host or "0.0.0.0"
         await asyncio.sleep(self.cfg.timing.startup("serve"))
-        announce.ready_lines(self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", ROUTES)
+        announce.ready_lines(
+            self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", routes_for(self.cfg.dev_mode)
+        )
         announce.uvicorn_started(self.log)
-        self.runner = web.AppRunner(build_app(self.state), access_log=None, shutdown_timeout=0.5)
+        self.runner = web.AppRunner(build_app(state), access_log=None, shutdown_timeout=0.5)
         await self.runner.setup()
         await web.SockSite(self.runner, sock).start()
         self.log.raw("INFO:     Application startup complete.")
@@ -201,7 +184,30 @@ class ApiServer:
             task.cancel()
         await self.runner.cleanup()
         truth.close()
-        announce.uvicorn_stopped(self.log, self.dialect, engine_died=self.state.engine_dead)
+        announce.uvicorn_stopped(self.log, self.dialect, engine_died=state.engine_dead)
+
+    def _server_state(self) -> ServerState:
+        """What the handlers share, the scheduler whose steps the engine core runs included."""
+        from vllm_sim.server_state import ServerState
+
+        assert self.link is not None
+        mem = self.cfg.memory()
+        metrics = SimMetrics()
+        truth = GroundTruth(self.cfg.ground_truth)
+        truth.open()
+        scheduler = Scheduler(self.cfg, metrics, mem.num_blocks, self._on_finished, self.link)
+        return ServerState(
+            self.cfg,
+            self.dialect,
+            self.log,
+            scheduler,
+            metrics,
+            truth,
+            int(time.time()),
+            self._notify_first_request,
+            self.link,
+            cache_info=self._cache_info(mem.num_blocks),
+        )
 
     def _cache_info(self, blocks: int) -> dict[str, str]:
         cfg = self.cfg
@@ -223,17 +229,27 @@ class ApiServer:
             self._send(("crash",))
 
     def _send(self, message: tuple[object, ...]) -> None:
-        if self.conn is not None:
-            with contextlib.suppress(OSError):
-                self.conn.send(message)
+        if self.link is not None:
+            self.link.send(message)
 
     def _engine_died(self, loop: asyncio.AbstractEventLoop) -> None:
         assert self.state is not None
         announce.engine_died(self.log, self.dialect)
         self.state.engine_dead = True
         self.state.scheduler.stop()
-        if os.environ.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH") != "1":
-            loop.call_later(self.cfg.timing.scaled(self.cfg.timing.watchdog_s), self.stopped.set)
+        if self.link is not None:
+            self.link.fail_calls(EngineDead())
+
+    async def _watchdog(self) -> None:
+        """vLLM's `watchdog_loop`: every 5 s (scaled) from the start, stop the server once the engine
+        is dead, unless VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 (vllm-facts.md §10)."""
+        period = self.cfg.timing.scaled(self.cfg.timing.watchdog_s)
+        while True:
+            await asyncio.sleep(period)
+            dead = self.state is not None and self.state.engine_dead
+            if dead and os.environ.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH") != "1":
+                self.stopped.set()
+                return
 
     async def _shutdown(self) -> None:
         state = self.state

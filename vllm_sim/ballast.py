@@ -1,6 +1,9 @@
-"""Real resident memory the engine holds: a leak that never stops, or a warm-up that plateaus.
+"""Real resident memory the engine holds: a leak that never stops, a warm-up that plateaus, and
+host-memory pressure that fills RAM up to a ceiling.
 
-Pages are written (not just reserved) so the growth shows in RSS, where a memory gate looks.
+Pages are written (not just reserved) so the growth shows in RSS, where a memory gate looks, and in
+the host's available memory. Each tick allocates at most `TICK_CAP_MIB`, so the engine's busy loop
+keeps answering its steps while memory grows.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import math
 
 MIB = 1024 * 1024
+TICK_CAP_MIB = 32
 
 
 class Ballast:
@@ -20,13 +24,19 @@ class Ballast:
         self._leak_from: float | None = None
         self._warm_from: float | None = None
         self._chunks: list[bytes] = []
+        self.pressure_mib = 0
+        self.pressure_s = 60.0
 
     @property
     def held_mib(self) -> int:
         return len(self._chunks)
 
+    def add_pressure(self, mib: int, seconds: float) -> None:
+        """`--sim-host-pressure-mib`: grow linearly to `mib` over `seconds` from ready on, then hold."""
+        self.pressure_mib, self.pressure_s = mib, max(seconds, 0.001)
+
     def start_leak(self, now: float) -> None:
-        """The leak runs from the moment the engine is ready."""
+        """The leak (and the host pressure) run from the moment the engine is ready."""
         self._leak_from = now
 
     def start_warmup(self, now: float) -> None:
@@ -36,18 +46,20 @@ class Ballast:
 
     def target_mib(self, now: float) -> float:
         """Leak: linear forever. Warm-up: W x (1 - e^(-3t/T)) (95% by T), exactly W from T on."""
-        leak = warm = 0.0
+        leak = warm = pressure = 0.0
         if self._leak_from is not None:
-            leak = self.leak_mib_per_min * max(0.0, now - self._leak_from) / 60.0
+            since = max(0.0, now - self._leak_from)
+            leak = self.leak_mib_per_min * since / 60.0
+            pressure = self.pressure_mib * min(1.0, since / self.pressure_s)
         if self._warm_from is not None and self.warmup_mib > 0:
             t = max(0.0, now - self._warm_from)
             warm = self.warmup_mib
             if t < self.warmup_s:
                 warm *= 1 - math.exp(-3 * t / self.warmup_s)
-        return leak + warm
+        return leak + warm + pressure
 
     def tick(self, now: float) -> None:
-        want = int(self.target_mib(now))
+        want = min(int(self.target_mib(now)), len(self._chunks) + TICK_CAP_MIB)
         while len(self._chunks) < want:
             self._chunks.append(b"\x5a" * MIB)
 
@@ -58,6 +70,7 @@ class GpuHold:
     def __init__(self) -> None:
         self._tensor: object | None = None
         self.held_bytes = 0
+        self._device = 0
 
     def allocate(self, util: float, device: int) -> str | None:
         """Allocate on cuda:device; returns why nothing was held, or None on success."""
@@ -73,4 +86,17 @@ class GpuHold:
             return f"not enough free memory on cuda:{device}"
         self._tensor = torch.empty(want, dtype=torch.uint8, device=f"cuda:{device}")
         self.held_bytes = want
+        self._device = device
         return None
+
+    def resize(self, gib: float | None) -> None:
+        """Sleep mode: keep `gib` of what was allocated (None: all of it again), so NVML sees the
+        residue of a sleeping engine. Nothing happens when nothing was held."""
+        if not self.held_bytes:
+            return
+        import torch  # noqa: PLC0415 - present: allocate() succeeded
+
+        keep = self.held_bytes if gib is None else min(self.held_bytes, int(gib * 1024**3))
+        self._tensor = None
+        torch.cuda.empty_cache()
+        self._tensor = torch.empty(keep, dtype=torch.uint8, device=f"cuda:{self._device}")

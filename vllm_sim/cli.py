@@ -13,6 +13,7 @@ from pathlib import Path
 
 from vllm_flags.schema import VllmSchema, load_file, load_snapshot
 from vllm_sim.config import StartupRefused, from_namespace
+from vllm_sim.faults import BadFaultFlag
 from vllm_sim.serve_args import SimArgumentError, parse
 from vllm_sim.versions import dialect_for
 
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = from_namespace(ns, schema)
+    except BadFaultFlag as err:  # a fault no run could honour: a usage error, nothing started
+        print(f"vllm: error: {err}", file=sys.stderr)
+        return 2
     except StartupRefused as err:
         from vllm_sim import announce
 

@@ -18,7 +18,7 @@ from vllm_sim.memory import MemoryPlan, plan_memory
 from vllm_sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
 from vllm_sim.serve_args import given_args, human_int
 from vllm_sim.timing import Timing, timing_from
-from vllm_sim.versions import dialect_for
+from vllm_sim.versions import Dialect, dialect_for
 
 
 class StartupRefused(Exception):
@@ -73,6 +73,8 @@ class SimConfig:
     refusal: tuple[str, str] | None = None
     kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: no profiling, this KV size
     rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
+    sleep_mode: bool = False  # `--enable-sleep-mode`: weights and KV cache in the CuMem pool
+    dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: the dev routes (/sleep, /wake_up, ...)
 
     @property
     def captured(self) -> cudagraph.GraphPlan:
@@ -128,40 +130,65 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) else human_int(str(value))
 
 
-def from_namespace(
-    ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
-) -> SimConfig:
-    env = dict(os.environ) if environ is None else environ
-    dialect = dialect_for(ns.sim_vllm_version)
-    model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """The scheduler's limits: vLLM's GPU-dependent defaults (vllm-facts.md §9), or the flags."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsers:
+    tool_parser: str | None
+    auto_tools: bool
+    reasoning_parser: str | None
+    refusal: tuple[str, str] | None  # (parser kind, exception line) that 0.26 raises after its banner
+
+
+def _batch(ns: argparse.Namespace) -> _Batch:
+    """1024 sequences and 8192 batched tokens from 70 GiB on (16384 from 160), 256 and 2048 below;
+    `--performance-mode throughput` doubles both; max_num_seqs never exceeds the batched tokens."""
     total = float(ns.sim_gpu_memory_gib)
-    big = total >= 70
-    mnbt_default = 16384 if total >= 160 else 8192 if big else 2048
-    seqs_default = 1024 if big else 256
+    mnbt_default = 16384 if total >= 160 else 8192 if total >= 70 else 2048
+    seqs_default = 1024 if total >= 70 else 256
     if _get(ns, "performance_mode") == "throughput":
         mnbt_default, seqs_default = mnbt_default * 2, seqs_default * 2
     mnbt = _int(_get(ns, "max_num_batched_tokens", mnbt_default))
-    seqs = int(_get(ns, "max_num_seqs", min(seqs_default, mnbt)))
+    return _Batch(mnbt, int(_get(ns, "max_num_seqs", min(seqs_default, mnbt))))
+
+
+def _max_model_len(ns: argparse.Namespace, env: dict[str, str]) -> int:
+    """The model's own length unless asked; longer only with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
     model_max = int(ns.sim_model_max_len)
     max_len = _int(_get(ns, "max_model_len", model_max))
-    if max_len in (-1,):
-        max_len = model_max
+    if max_len == -1:
+        return model_max
     if max_len > model_max and env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
         raise StartupRefused(
             [
                 "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
                 f"  Value error, User-specified max_model_len ({max_len}) is greater than the derived "
-                "max_model_len "
-                f"(max_position_embeddings={model_max} or model_max_length=None in model's config.json). "
-                "To allow "
-                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
-                "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
-                " must be used with extreme caution.",
+                f"max_model_len (max_position_embeddings={model_max} or model_max_length=None in "
+                "model's config.json). To allow overriding this maximum, set the env var "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
+                "extreme caution.",
             ]
         )
+    return max_len
+
+
+def _spec(ns: argparse.Namespace) -> tuple[str | None, int]:
+    """The drafting method and its token count, from --speculative-config or the short flags."""
     spec = _json(_get(ns, "speculative_config"))
-    spec_method = spec.get("method") or _get(ns, "spec_method")
-    spec_tokens = int(spec.get("num_speculative_tokens") or _get(ns, "spec_tokens", 1 if spec_method else 0))
+    method = spec.get("method") or _get(ns, "spec_method")
+    tokens = spec.get("num_speculative_tokens") or _get(ns, "spec_tokens", 1 if method else 0)
+    return method, int(tokens)
+
+
+def _parsers(ns: argparse.Namespace, dialect: Dialect) -> _Parsers:
+    """Tool and reasoning parsers as vLLM checks them (vllm-facts.md §5.5): 0.33 refuses an unknown
+    one before its banner; 0.26 after it (the refusal rides on the config, announce prints it)."""
     tool_parser = _get(ns, "tool_call_parser")
     auto_tools = bool(_get(ns, "enable_auto_tool_choice", False))
     if auto_tools and not tool_parser:
@@ -172,83 +199,133 @@ def from_namespace(
     if auto_tools and tool_parser not in tools_known:
         refusal = ("tool call", unknown_parser_error("tool call", tool_parser, tools_known))
     elif reasoning_parser and reasoning_parser not in reasoning_known:
-        refusal = (
-            ("reasoning", unknown_reasoning_026(reasoning_parser))
+        line = (
+            unknown_reasoning_026(reasoning_parser)
             if dialect.real_frames
-            else ("reasoning", unknown_parser_error("reasoning", reasoning_parser, reasoning_known))
+            else unknown_parser_error("reasoning", reasoning_parser, reasoning_known)
         )
-    if refusal and not dialect.real_frames:  # 0.33 refuses before its banner; 0.26 later (announce)
+        refusal = ("reasoning", line)
+    if refusal and not dialect.real_frames:
         raise StartupRefused([refusal[1]])
-    enforce_eager = bool(_get(ns, "enforce_eager", False))
+    return _Parsers(tool_parser, auto_tools, reasoning_parser, refusal)
+
+
+def _graphs(ns: argparse.Namespace, batch: _Batch, spec_tokens: int, faults: Faults) -> cudagraph.GraphPlan:
+    """The capture plan by the shared rule, then what the capture faults make of it."""
+    sizes = _get(ns, "cudagraph_capture_sizes")
     try:
         graphs = cudagraph.plan_graphs(
             optimization_level=int(_get(ns, "optimization_level", 2)),
             compilation_config=_json(_get(ns, "compilation_config")),
-            enforce_eager=enforce_eager,
-            max_num_seqs=seqs,
-            max_num_batched_tokens=mnbt,
+            enforce_eager=bool(_get(ns, "enforce_eager", False)),
+            max_num_seqs=batch.max_num_seqs,
+            max_num_batched_tokens=batch.max_num_batched_tokens,
             spec_tokens=spec_tokens,
             performance_mode=_get(ns, "performance_mode"),
-            user_sizes=[int(s) for s in ns.cudagraph_capture_sizes]
-            if _get(ns, "cudagraph_capture_sizes")
-            else None,
+            user_sizes=[int(s) for s in sizes] if sizes else None,
             user_max=_get(ns, "max_cudagraph_capture_size"),
         )
     except cudagraph.GraphConfigError as err:
         raise StartupRefused([f"ValueError: {err}"]) from err
-    faults = faults_from(ns)
     if faults.capture_fallback and graphs.sizes:
         graphs = cudagraph.fallback_plan(graphs)
     if faults.eager_fallback and graphs.mode != cudagraph.GraphMode.NONE:
         graphs = cudagraph.eager_plan(graphs)
-    runner = dialect.runner_for(spec_method)
-    rounded = cudagraph.for_runner(graphs, runner, 1 + spec_tokens)
+    return graphs
+
+
+def _dev_mode(env: dict[str, str]) -> bool:
+    """vLLM reads `bool(int(VLLM_SERVER_DEV_MODE))` (0.26.0 envs.py:1349): a non-integer stops it."""
+    raw = env.get("VLLM_SERVER_DEV_MODE", "0")
+    try:
+        return bool(int(raw))
+    except ValueError as err:
+        raise StartupRefused([f"ValueError: {err}"]) from err
+
+
+def _check_speeds(ns: argparse.Namespace) -> None:
     if ns.sim_speed <= 0 or (ns.sim_startup_speed is not None and ns.sim_startup_speed <= 0):
         raise StartupRefused(["vllm: error: --sim-speed and --sim-startup-speed must be > 0"])
-    timing = timing_from(ns)
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(value if isinstance(value, list) else [value])
+
+
+def _frontend(ns: argparse.Namespace, env: dict[str, str], model: str) -> dict[str, Any]:
+    """The API server's settings: names, keys (`--api-key`, else VLLM_API_KEY), logs, usage."""
     keys = _get(ns, "api_key") or ([env["VLLM_API_KEY"]] if env.get("VLLM_API_KEY") else [])
-    skip = _get(ns, "disable_access_log_for_endpoints", "")
-    served = _get(ns, "served_model_name") or [model]
+    skip = str(_get(ns, "disable_access_log_for_endpoints", ""))
+    return {
+        "served_names": _as_tuple(_get(ns, "served_model_name") or [model]),
+        "host": _get(ns, "host"),
+        "port": int(_get(ns, "port", 8000)),
+        "api_keys": _as_tuple(keys),
+        "log_stats": not _get(ns, "disable_log_stats", False),
+        "shutdown_timeout": float(_get(ns, "shutdown_timeout", 0)),
+        "access_log": not _get(ns, "disable_uvicorn_access_log", False),
+        "access_log_skip": tuple(p for p in skip.split(",") if p),
+        "prompt_tokens_details": bool(_get(ns, "enable_prompt_tokens_details", False)),
+        "force_include_usage": bool(_get(ns, "enable_force_include_usage", False)),
+        "request_id_headers": bool(_get(ns, "enable_request_id_headers", False)),
+        "dev_mode": _dev_mode(env),
+    }
+
+
+def _engine(ns: argparse.Namespace, dialect: Dialect, batch: _Batch) -> dict[str, Any]:
+    """The engine's memory and cache settings, as given or vLLM's defaults."""
+    kv_bytes = _get(ns, "kv_cache_memory_bytes")
+    return {
+        "tp": int(_get(ns, "tensor_parallel_size", 1)),
+        "util": float(_get(ns, "gpu_memory_utilization", dialect.default_util)),
+        "gpu_total_gib": float(ns.sim_gpu_memory_gib),
+        "gpu_free_gib": ns.sim_free_memory_gib,
+        "weights_gib": ns.sim_weights_gib,
+        "kv_bytes_per_token": ns.sim_kv_bytes_per_token,
+        "kv_cache_dtype": str(_get(ns, "kv_cache_dtype", "auto")),
+        "max_num_seqs": batch.max_num_seqs,
+        "max_num_batched_tokens": batch.max_num_batched_tokens,
+        "block_size": int(_get(ns, "block_size", 16)),
+        "prefix_caching": bool(_get(ns, "enable_prefix_caching", True)),
+        "enforce_eager": bool(_get(ns, "enforce_eager", False)),
+        "sleep_mode": bool(_get(ns, "enable_sleep_mode", False)),
+        "kv_cache_memory_bytes": _int(kv_bytes) if kv_bytes else None,
+    }
+
+
+def from_namespace(
+    ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
+) -> SimConfig:
+    """Every decision in the order vLLM takes it; the first refusal raises `StartupRefused`."""
+    env = dict(os.environ) if environ is None else environ
+    dialect = dialect_for(ns.sim_vllm_version)
+    model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"
+    batch = _batch(ns)
+    max_len = _max_model_len(ns, env)
+    spec_method, spec_tokens = _spec(ns)
+    parsers = _parsers(ns, dialect)
+    faults = faults_from(ns)
+    graphs = _graphs(ns, batch, spec_tokens, faults)
+    runner = dialect.runner_for(spec_method)
+    _check_speeds(ns)
     return SimConfig(
         version=ns.sim_vllm_version,
         model=model,
-        served_names=tuple(served if isinstance(served, list) else [served]),
-        host=_get(ns, "host"),
-        port=int(_get(ns, "port", 8000)),
-        tp=int(_get(ns, "tensor_parallel_size", 1)),
-        util=float(_get(ns, "gpu_memory_utilization", dialect.default_util)),
-        gpu_total_gib=total,
-        gpu_free_gib=ns.sim_free_memory_gib,
-        weights_gib=ns.sim_weights_gib,
-        kv_bytes_per_token=ns.sim_kv_bytes_per_token,
-        kv_cache_dtype=str(_get(ns, "kv_cache_dtype", "auto")),
         max_model_len=max_len,
-        max_num_seqs=seqs,
-        max_num_batched_tokens=mnbt,
-        block_size=int(_get(ns, "block_size", 16)),
-        prefix_caching=bool(_get(ns, "enable_prefix_caching", True)),
-        enforce_eager=enforce_eager,
         graphs=graphs,
         spec_method=spec_method,
         spec_tokens=spec_tokens,
-        reasoning=bool(reasoning_parser) or bool(ns.sim_reasoning),
-        reasoning_parser=reasoning_parser,
-        tool_parser=tool_parser,
-        auto_tools=auto_tools,
-        api_keys=tuple(keys if isinstance(keys, list) else [keys]),
-        log_stats=not _get(ns, "disable_log_stats", False),
-        shutdown_timeout=float(_get(ns, "shutdown_timeout", 0)),
-        access_log=not _get(ns, "disable_uvicorn_access_log", False),
-        access_log_skip=tuple(p for p in str(skip).split(",") if p),
-        prompt_tokens_details=bool(_get(ns, "enable_prompt_tokens_details", False)),
-        force_include_usage=bool(_get(ns, "enable_force_include_usage", False)),
-        request_id_headers=bool(_get(ns, "enable_request_id_headers", False)),
+        reasoning=bool(parsers.reasoning_parser) or bool(ns.sim_reasoning),
+        reasoning_parser=parsers.reasoning_parser,
+        tool_parser=parsers.tool_parser,
+        auto_tools=parsers.auto_tools,
         ground_truth=ns.sim_ground_truth,
-        timing=timing,
+        timing=timing_from(ns),
         faults=faults,
         shown_args=given_args(ns, schema),
         runner=runner,
-        rounded=rounded,
-        refusal=refusal,
-        kv_cache_memory_bytes=_int(kv_bytes) if (kv_bytes := _get(ns, "kv_cache_memory_bytes")) else None,
+        rounded=cudagraph.for_runner(graphs, runner, 1 + spec_tokens),
+        refusal=parsers.refusal,
+        **_frontend(ns, env, model),
+        **_engine(ns, dialect, batch),
     )

@@ -7,6 +7,7 @@ tool-call markup) ride with the next chunk.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -14,7 +15,7 @@ from aiohttp import web
 
 from vllm_sim import openai_api as api
 from vllm_sim import tokenizer
-from vllm_sim.generation import Channel, Plan
+from vllm_sim.generation import Channel, Plan, Tok
 from vllm_sim.groundtruth import TruthRow
 from vllm_sim.openai_api import dumps
 from vllm_sim.scheduler import Job
@@ -27,6 +28,18 @@ def engine_dead() -> web.Response:
         "The server had an error while processing your request.", "InternalServerError", 500
     )
     return web.json_response(dumps=dumps, data=body, status=500)
+
+
+# A request the engine finished with finish_reason "error" (`--sim-error-after-requests`): vLLM's
+# `_raise_if_error` logs it and raises GenerationError("Internal server error"), which becomes a
+# 500 `InternalServerError` body, or one `data: {"error": ...}` event in a stream (0.26.0
+# entrypoints/generate/base/serving.py:170-177, :186-194; serve/utils/error_response.py:56-59).
+GENERATION_ERROR = api.error_body("Internal server error", "InternalServerError", 500)
+
+
+def _generation_failed(state: ServerState, job: Job) -> None:
+    message = f"Request {job.rid} failed with an internal error during generation"
+    state.log.error(state.dialect.src("generation_error"), message)
 
 
 async def deliver(
@@ -87,6 +100,9 @@ async def _whole(
         if step.done:
             break
     _truth(state, job, row)
+    if job.plan.finish_reason == "error":
+        _generation_failed(state, job)
+        return web.json_response(dumps=dumps, data=GENERATION_ERROR, status=500)
     model = state.cfg.model_label
     if chat:
         payload = api.chat_response(
@@ -99,6 +115,21 @@ async def _whole(
     return web.json_response(dumps=dumps, data=payload, headers=_headers(state, job.rid))
 
 
+def _step_choice(
+    state: ServerState, job: Job, tokens: list[Tok], chat: bool, parsed: bool
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """One engine step's delta (None: it shows nothing) and the chunk's choice around it."""
+    if not chat:
+        text = api.joined(tokens, Channel.CONTENT)
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": None, "stop_reason": None}
+        return {"text": text}, choice
+    delta = api.chat_delta(tokens, job.plan, state.dialect.reasoning_field)
+    if parsed:  # vLLM 0.26.0 counts each delta its streaming parser looked at
+        key = ("streaming", "tool_call" if delta and "tool_calls" in delta else "no_tool_call")
+        state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
+    return delta, {"index": 0, "delta": delta or {"content": ""}, "logprobs": None, "finish_reason": None}
+
+
 async def _stream(
     request: web.Request, state: ServerState, body: dict[str, Any], job: Job, row: TruthRow, chat: bool
 ) -> web.StreamResponse:
@@ -106,7 +137,7 @@ async def _stream(
         headers={"Content-Type": "text/event-stream; charset=utf-8", **_headers(state, job.rid)}
     )
     await response.prepare(request)
-    created, model, field = int(time.time()), state.cfg.model_label, state.dialect.reasoning_field
+    created, model = int(time.time()), state.cfg.model_label
     obj = "chat.completion.chunk" if chat else "text_completion"
     options = body.get("stream_options") or {}
     continuous = bool(options.get("continuous_usage_stats"))
@@ -134,38 +165,26 @@ async def _stream(
                 b'"type": "InternalServerError", "param": null, "code": 500}}\n\n'
             )
             return response
+        if step.done and job.plan.finish_reason == "error":
+            _generation_failed(state, job)
+            _truth(state, job, row)
+            await response.write(f"data: {json.dumps(GENERATION_ERROR)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            return response
         tokens = list(job.plan.tokens[step.start : step.start + step.count])
         pending += step.count
-        if chat:
-            delta = api.chat_delta(tokens, job.plan, field)
-            if parsed:  # vLLM 0.26.0 counts each delta its streaming parser looked at
-                key = ("streaming", "tool_call" if delta and "tool_calls" in delta else "no_tool_call")
-                state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
-            choice: dict[str, Any] = {
-                "index": 0,
-                "delta": delta or {"content": ""},
-                "logprobs": None,
-                "finish_reason": None,
-            }
-        else:
-            delta = {"text": api.joined(tokens, Channel.CONTENT)}
-            choice = {
-                "index": 0,
-                "text": delta["text"],
-                "logprobs": None,
-                "finish_reason": None,
-                "stop_reason": None,
-            }
+        delta, choice = _step_choice(state, job, tokens, chat, parsed)
         if step.done:
             choice["finish_reason"] = job.plan.finish_reason
             choice["stop_reason"] = job.plan.stop_reason
         elif delta is None:
             continue
         if extras:
-            if chat:
-                choice = dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
-            else:
-                choice = text_chunk_choice(choice)
+            choice = (
+                dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
+                if chat
+                else text_chunk_choice(choice)
+            )
         use = _usage(state, job) if continuous else None
         last = stamp if step.done and not with_usage else None  # the fingerprint rides the last chunk
         data = api.chunk(job.rid, created, model, [choice], obj, use, last)

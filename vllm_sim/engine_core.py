@@ -1,7 +1,9 @@
 """The `VLLM::EngineCore` process: startup log, workers, real memory, faults, and `[shutdown]` lines.
 
-The request scheduler lives in the API process (one asyncio loop, exact socket timestamps); the
-engine is the part an operator watches from outside: its title, its log, its memory, its death.
+The request scheduler lives in the API process (one asyncio loop, exact socket timestamps), but
+each of its steps runs only once this process has run it (`engine_loop.py`), so the engine is what
+makes tokens: stop it and every stream stops. It is also what an operator watches from outside:
+its title, its log, its memory, its death.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import time
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+from vllm_sim import wire
 from vllm_sim.ballast import Ballast, GpuHold
 from vllm_sim.config import SimConfig
+from vllm_sim.engine_loop import ServingLoop
 from vllm_sim.lifecycle import TermPolicy, set_title
 from vllm_sim.logline import LogWriter
 from vllm_sim.ranks import LocalRanks, Ranks, RemoteRanks
@@ -46,23 +50,32 @@ class EngineProcess:
         self.ballast = Ballast(
             cfg.faults.leak_mib_per_min, cfg.faults.warmup_growth_mib, cfg.faults.warmup_growth_s
         )
+        self.ballast.add_pressure(cfg.faults.host_pressure_mib, cfg.faults.host_pressure_s)
         self.gpu = GpuHold()
         self.workers: list[BaseProcess] = []
         self.inflight = 0
-        self.crash_now = False
-        self.first_request = False
+        self.serving: ServingLoop | None = None
         self._remote: RemoteRanks | None = None
 
     # --- waiting: every sleep watches the parent and the signals ---
     def wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while True:
-            if self.term.due():
-                raise Stop
+            if self.serving is not None and self.serving.stuck:
+                return  # wedged: from now on nothing but SIGKILL ends it (engine_loop.py)
+            self.check_term()
             left = deadline - time.monotonic()
             if left <= 0:
                 return
             self._poll(min(left, 0.02))
+
+    def check_term(self) -> None:
+        if self.term.due():
+            raise Stop
+
+    def poll_only(self, seconds: float) -> None:
+        """Read what comes (and notice the parent's end) without acting on a SIGTERM."""
+        self._poll(seconds)
 
     def hang(self) -> None:
         while True:
@@ -75,18 +88,15 @@ class EngineProcess:
         try:
             if not self.conn.poll(timeout):
                 return
-            message = self.conn.recv()
+            message = wire.decode(self.conn.recv_bytes())
         except (EOFError, OSError):
             self._parent_gone()
             return
-        kind = message[0]
-        if kind == "shutdown":
+        if message[0] == "shutdown":
             self.inflight = int(message[1])
             self.term.trigger()
-        elif kind == "crash":
-            self.crash_now = True
-        elif kind == "first_request":
-            self.first_request = True
+        elif self.serving is not None:
+            self.serving.handle(message)
 
     def _parent_gone(self) -> None:
         self.conn = None
@@ -101,8 +111,9 @@ class EngineProcess:
         try:
             ranks = self._ranks()
             Startup(self.cfg, self.dialect, self.log, ranks, self.wait, self.hang).run()
-            self._send(("ready", os.getpid()))
-            self._serve()
+            self.serving = ServingLoop(self, ranks)
+            self.send(("ready", os.getpid()))
+            self.serving.run()
         except Stop:
             self._shutdown()
             return 0
@@ -133,27 +144,18 @@ class EngineProcess:
         if why:
             self.log.raw(f"vllm-sim: --sim-gpu-allocate holds nothing: {why}")
 
-    def _serve(self) -> None:
-        faults = self.cfg.faults
-        self.ballast.start_leak(time.monotonic())
-        crash_at = None
-        if faults.crash_at == "serving":
-            crash_at = time.monotonic() + self.cfg.timing.scaled(faults.crash_after_s)
-        marker_done = False
-        while True:
-            self.wait(0.05)
-            if self.first_request:
-                self.ballast.start_warmup(time.monotonic())
-            self.ballast.tick(time.monotonic())
-            if self.first_request and not marker_done and faults.marker and faults.marker_phase == "serving":
-                self.log.info(self.dialect.src("marker"), faults.marker)
-                marker_done = True
-            if self.crash_now or (crash_at is not None and time.monotonic() >= crash_at):
-                self._die()
+    def resize_gpu(self, gib: float | None) -> None:
+        """Sleep mode: what stands for this engine's GPU memory holds `gib` per GPU (None: all again)."""
+        if not self.cfg.faults.gpu_allocate:
+            return
+        if self._remote is not None:
+            self._remote.resize_gpu(gib)
+        else:
+            self.gpu.resize(gib)
 
-    def _die(self) -> None:
+    def die(self, after_requests: bool) -> None:
         reason = (
-            "after N requests (--sim-crash-after-requests)" if self.crash_now else "(--sim-crash-at serving)"
+            "after N requests (--sim-crash-after-requests)" if after_requests else "(--sim-crash-at serving)"
         )
         frames = ((f"{ENGINE_FRAMES[0][0]}", 1580, "run_engine_core"),)
         self.log.error(
@@ -176,7 +178,7 @@ class EngineProcess:
             self.log.raw("Process EngineCore:")
             for line in traceback_text((*PROCESS_026, *frames), last).split("\n"):
                 self.log.raw(line)
-        self._send(("failed",))
+        self.send(("failed",))
         self._stop_workers()
 
     def _fail_worker(self, rank: int, last: str) -> None:
@@ -185,13 +187,17 @@ class EngineProcess:
             with contextlib.suppress(EOFError, OSError, Stop):
                 ranks.fail(rank, last)
 
+    def log_term_trigger(self) -> None:
+        self.log.info(
+            self.dialect.src("sd_core_signal"),
+            f"[shutdown] EngineCore: trigger received signal={self.term.signal_name}",
+        )
+
     def _shutdown(self) -> None:
         src = self.dialect.src
         timeout = self.cfg.shutdown_timeout
         mode = "drain" if timeout > 0 else "abort"
-        self.log.info(
-            src("sd_core_signal"), f"[shutdown] EngineCore: trigger received signal={self.term.signal_name}"
-        )
+        self.log_term_trigger()
         self.log.info(
             src("sd_core_start"), f"[shutdown] EngineCore: start mode={mode} timeout={timeout:.0f}s"
         )
@@ -214,7 +220,7 @@ class EngineProcess:
         self._stop_workers()
         if self.dialect.mpclient_shutdown:
             self.log.info(src("sd_core_loop"), "[shutdown] EngineCore: exiting busy loop")
-            self._send(("stopped",))
+            self.send(("stopped",))
             if mode == "abort":
                 self._linger()
 
@@ -227,7 +233,7 @@ class EngineProcess:
             try:
                 self.conn.poll(0.05)
                 if self.conn.poll(0):
-                    self.conn.recv()
+                    self.conn.recv_bytes()
             except (EOFError, OSError):
                 return
 
@@ -242,10 +248,10 @@ class EngineProcess:
                 proc.kill()
                 proc.join(1.0)
 
-    def _send(self, message: tuple[object, ...]) -> None:
+    def send(self, message: tuple[object, ...]) -> None:
         if self.conn is not None:
             with contextlib.suppress(OSError):
-                self.conn.send(message)
+                self.conn.send_bytes(wire.encode(message))
 
 
 def engine_main(cfg: SimConfig, conn: Connection) -> None:

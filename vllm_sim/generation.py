@@ -86,3 +86,39 @@ def build_plan(
     body.append(Tok("", Channel.HIDDEN))  # the EOS token: counted, not shown
     finish = ("stop" if named_call else "tool_calls") if calls else "stop"
     return Plan(tuple(body), finish, stop_reason, tuple(calls))
+
+
+# What a model with garbage in its weights or its KV cache writes: fragments with no meaning.
+GARBAGE = (
+    " ность",
+    "ologi",
+    "}}",
+    " _",
+    "中",
+    " qu",
+    "\u2581",
+    "##",
+    " 7",
+    "ensk",
+    " тал",
+    ")]",
+    " rog",
+    "ए",
+)
+
+
+def garbled(plan: Plan, seed: int) -> Plan:
+    """The same number of tokens, all visible nonsense: no tool calls, no reasoning, no natural end
+    unless the plan had one (then the EOS stays last)."""
+    rng = random.Random(seed)
+    natural_end = plan.finish_reason != "length"
+    count = len(plan.tokens) - (1 if natural_end else 0)
+    body = [Tok(rng.choice(GARBAGE), Channel.CONTENT) for _ in range(max(1, count))]
+    if not natural_end:
+        return Plan(tuple(body[: len(plan.tokens)]), "length", None, ())
+    return Plan((*body, Tok("", Channel.HIDDEN)), "stop", None, ())
+
+
+def cut_short(plan: Plan, emitted: int, reason: str) -> Plan:
+    """The plan of a request the engine ended early (`abort`, `error`): what came out, and why."""
+    return Plan(plan.tokens[:emitted], reason, None, ())

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from vllm_sim import serving
+from vllm_sim.dev_routes import DEV_ROUTES, add_dev_routes
 from vllm_sim.host_metrics import gc_lines, http_lines, process_lines
 from vllm_sim.metrics_text import MetricsText
 from vllm_sim.openai_api import dumps
@@ -27,6 +28,14 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/v1/completions", "POST"),
 )
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def routes_for(dev_mode: bool) -> tuple[tuple[str, str], ...]:
+    """The routes the log lists: the dev ones (VLLM_SERVER_DEV_MODE=1) before the OpenAI ones."""
+    if not dev_mode:
+        return ROUTES
+    split = ROUTES.index(("/v1/models", "GET"))
+    return (*ROUTES[:split], *DEV_ROUTES, *ROUTES[split:])
 
 
 @web.middleware
@@ -158,4 +167,6 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_post("/v1/chat/completions", serving.chat_completions)
     app.router.add_post("/v1/completions", serving.completions)
     app.router.add_post("/tokenize", serving.tokenize)
+    if state.cfg.dev_mode:
+        add_dev_routes(app)
     return app

@@ -113,6 +113,7 @@ class SimMetrics:
     running: int = 0
     waiting: int = 0
     kv_usage: float = 0.0
+    sleep_state: tuple[int, int] = (0, 0)  # (sleeping, level), as the API server records it
     prompt_tokens: int = 0
     generation_tokens: int = 0
     prefix_queries: int = 0

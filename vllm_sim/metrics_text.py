@@ -15,6 +15,17 @@ from vllm_sim.versions import Dialect
 Family = tuple[str, str, list[str]]  # kind, help, samples
 
 
+def sleep_gauges(sleeping: int, level: int) -> tuple[tuple[str, int], ...]:
+    """`vllm:engine_sleep_state` as `record_sleep_state(sleep, level)` sets it (0.26.0
+    `v1/metrics/loggers.py:1261-1278`): awake 0 while asleep at any level, then the level's flag."""
+    asleep = sleeping == 1
+    return (
+        ("awake", 0 if asleep else 1),
+        ("weights_offloaded", int(asleep and level == 1)),
+        ("discard_all", int(asleep and level == 2)),
+    )
+
+
 class MetricsText:
     """Renders the engine's `vllm:*` families with the dialect's metric names and form."""
 
@@ -96,7 +107,7 @@ class MetricsText:
                     "Waiting requests by reason.",
                     f'reason="{reason}"',
                 )
-            for state, value in (("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)):
+            for state, value in sleep_gauges(*m.sleep_state):
                 self.gauge("vllm:engine_sleep_state", value, "Engine sleep state.", f'sleep_state="{state}"')
         self.gauge(self.dialect.metric_kv_usage, m.kv_usage, "KV-cache usage. 1 means 100 percent usage.")
         self.counter(

@@ -3,6 +3,10 @@
 Like vLLM's: only full blocks are cached, a block's hash covers every token before it (so nested
 prefixes hit and a changed token misses everything after it), and a fully cached prompt still
 recomputes its last token, so at most `len - 1` tokens rounded down to blocks are hits.
+
+`mark_stale()` is what a sleep that did not clear the cache leaves (`--sim-wake-fault stale-cache`):
+the blocks are still indexed but their KV content is gone, so a prompt that hits one reads garbage
+until `reset()` (`POST /reset_prefix_cache`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ class PrefixCache:
         self.block_size = block_size
         self.capacity_blocks = max(1, capacity_blocks)
         self._blocks: OrderedDict[bytes, None] = OrderedDict()
+        self._stale: set[bytes] = set()
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -41,6 +46,21 @@ class PrefixCache:
             hits += 1
         return hits * self.block_size
 
+    def hits_stale(self, ids: list[int]) -> bool:
+        """Whether the blocks this prompt would hit include one whose KV content is gone."""
+        if not self._stale:
+            return False
+        limit = (len(ids) - 1) // self.block_size
+        for digest in self.block_hashes(ids)[:limit]:
+            if digest not in self._blocks:
+                return False
+            if digest in self._stale:
+                return True
+        return False
+
+    def mark_stale(self) -> None:
+        self._stale = set(self._blocks)
+
     def insert(self, ids: list[int]) -> None:
         for digest in self.block_hashes(ids):
             self._blocks[digest] = None
@@ -50,3 +70,4 @@ class PrefixCache:
 
     def reset(self) -> None:
         self._blocks.clear()
+        self._stale.clear()

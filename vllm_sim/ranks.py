@@ -40,6 +40,7 @@ class Ranks(Protocol):
     def rename(self) -> None: ...
     def fail(self, rank: int, message: str) -> None: ...
     def hold_gpu(self, util: float) -> None: ...
+    def resize_gpu(self, gib: float | None) -> None: ...
 
 
 class LocalRanks:
@@ -68,6 +69,9 @@ class LocalRanks:
 
     def hold_gpu(self, util: float) -> None:
         self._hold(util, 0)
+
+    def resize_gpu(self, gib: float | None) -> None:
+        return None  # the engine resizes its own hold (EngineProcess.resize_gpu)
 
 
 class RemoteRanks:
@@ -102,3 +106,7 @@ class RemoteRanks:
     def hold_gpu(self, util: float) -> None:
         for rank in range(self.count):
             self._ask(rank, ("hold", util))
+
+    def resize_gpu(self, gib: float | None) -> None:
+        for rank in range(self.count):
+            self._ask(rank, ("resize", gib))

@@ -1,4 +1,5 @@
-"""The simulated engine's clock: one asyncio step loop with continuous batching.
+"""The simulated engine's clock: one asyncio step loop with continuous batching, each step run by
+the engine core.
 
 Each step admits waiting requests while there are `max_num_seqs` slots and KV blocks, spends up to
 `max_num_batched_tokens` on prefill (chunked; cached prefix tokens are free), and gives every
@@ -9,6 +10,12 @@ decoding request one token (plus accepted draft tokens with spec decoding). A st
 
 where eager = --sim-eager-factor when the decode batch is not covered by a captured CUDA graph
 (enforce-eager, eager fallback, or more tokens than the largest capture size), else 1.
+
+The step's tokens come out only once the `VLLM::EngineCore` process has run it (`StepGate`: the
+grant goes out when the step starts and is answered during its sleep, so it costs no time while the
+engine keeps up). A stopped or hung engine core stops every stream at the next step. The gauges the
+engine core publishes (running, waiting, KV usage, prefix-cache counts: vLLM's SchedulerStats,
+vllm-facts.md §8) change only when a step comes back, so they freeze at their last values.
 """
 
 from __future__ import annotations
@@ -16,54 +23,36 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import zlib
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from vllm_sim.config import SimConfig
-from vllm_sim.generation import Plan
+from vllm_sim.generation import cut_short, garbled
+from vllm_sim.jobs import Job, Step, StepWork
 from vllm_sim.metrics import SimMetrics
 from vllm_sim.prefix_cache import PrefixCache
 from vllm_sim.request_metrics import RequestMetrics
 from vllm_sim.specdecode import SpecDecode
 
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """Tokens `plan.tokens[start:start+count]` came out at the end of one engine step."""
-
-    start: int
-    count: int
-    done: bool
+__all__ = ["Job", "Scheduler", "Step", "StepGate"]
 
 
-@dataclass(eq=False)
-class Job:
-    """One request inside the engine (mutable: the scheduler advances it)."""
+class StepGate(Protocol):
+    """The engine core's side of a step: the returned awaitable completes once it ran the step."""
 
-    rid: str
-    prompt_ids: list[int]
-    plan: Plan
-    prompt_words: frozenset[str]
-    arrival: float = field(default_factory=time.monotonic)
-    out: asyncio.Queue[Step | None] = field(default_factory=asyncio.Queue)
-    cached: int = 0
-    prefill_left: int = -1
-    emitted: int = 0
-    admitted_at: float | None = None
-    first_at: float | None = None
-    last_at: float | None = None
-    finished: bool = False
-    max_tokens: int = 0  # the request's limit, for vllm:request_params_max_tokens
-
-    @property
-    def total(self) -> int:
-        return len(self.plan.tokens)
+    def step(self, work: StepWork) -> Awaitable[None]: ...
 
 
 class Scheduler:
     def __init__(
-        self, cfg: SimConfig, metrics: SimMetrics, num_blocks: int, on_finished: Callable[[Job, str], None]
+        self,
+        cfg: SimConfig,
+        metrics: SimMetrics,
+        num_blocks: int,
+        on_finished: Callable[[Job, str], None],
+        gate: StepGate,
     ) -> None:
         self.cfg = cfg
         self.metrics = metrics
@@ -75,15 +64,23 @@ class Scheduler:
             else None
         )
         self.on_finished = on_finished
+        self.gate = gate
         self.requests = RequestMetrics(cfg.max_model_len)
         self.waiting: deque[Job] = deque()
         self.running: list[Job] = []
         self._wake = asyncio.Event()
         self.stopped = False
+        self.paused: str | None = None  # the pause mode while asleep: nothing new is admitted
+        self.garbage_weights = False  # after a level-2 wake, until the weights are reloaded
+        self._seq = 0
+        self._admitted = 0
+        self._finished = 0
+        self._prefix = (0, 0)  # queried and hit prompt tokens, published with the step's stats
+        self._unpublished = False  # a change (abort) that only the next engine step publishes
 
+    # --- what the handlers and the sleep routes ask of the engine ---
     def submit(self, job: Job) -> None:
         self.waiting.append(job)
-        self.metrics.waiting = len(self.waiting)
         self._wake.set()
 
     def abort(self, job: Job) -> None:
@@ -94,7 +91,8 @@ class Scheduler:
         if not job.finished:
             job.finished = True
             self.metrics.success["abort"] += 1
-        self._gauges()
+        self._unpublished = True
+        self._wake.set()
 
     def stop(self) -> None:
         """The engine died: every job in flight gets `None` (an error) and nothing runs any more."""
@@ -105,25 +103,84 @@ class Scheduler:
         self.running.clear()
         self._wake.set()
 
+    def pause(self, mode: str) -> None:
+        """vLLM's `pause_scheduler`: `abort` ends every request in flight (finish_reason abort),
+        `keep` freezes them, `wait` lets the running ones finish (see `drained`)."""
+        self.paused = mode
+        if mode == "abort":
+            for job in list(self.waiting) + self.running:
+                self._end(job, "abort", time.monotonic())
+            self.waiting.clear()
+            self._unpublished = True
+        self._wake.set()
+
+    def drained(self) -> bool:
+        return not self.running
+
+    def resume(self) -> None:
+        self.paused = None
+        self._wake.set()
+
+    def preempt_all(self) -> int:
+        """`reset_prefix_cache(reset_running_requests=True)`: every running request goes back to
+        the front of the queue and recomputes its tokens when admitted again."""
+        count = len(self.running)
+        for job in reversed(self.running):
+            job.prefill_left = -1
+            self.waiting.appendleft(job)
+        self.running.clear()
+        self.metrics.preemptions += count
+        self._unpublished = True
+        self._wake.set()
+        return count
+
+    def reset_prefix_cache(self) -> None:
+        if self.cache is not None:
+            self.cache.reset()
+
+    def used_blocks(self) -> int:
+        return sum(self._blocks(j) for j in self.running)
+
+    # --- the step loop ---
     def _blocks(self, job: Job) -> int:
         return math.ceil((len(job.prompt_ids) + job.emitted) / self.cfg.block_size)
 
+    def _has_work(self) -> bool:
+        if self._unpublished:
+            return True
+        if self.paused is not None:  # `wait` lets the running requests finish, `keep` freezes them
+            return self.paused == "wait" and bool(self.running)
+        return bool(self.waiting or self.running)
+
     def _admit(self) -> None:
-        used = sum(self._blocks(j) for j in self.running)
-        while self.waiting and len(self.running) < self.cfg.max_num_seqs:
+        used = self.used_blocks()
+        while self.waiting and len(self.running) < self.cfg.max_num_seqs and self.paused is None:
             job = self.waiting[0]
             need = self._blocks(job)
             if self.running and used + need > self.num_blocks:
                 break
             self.waiting.popleft()
             used += need
-            job.admitted_at = time.monotonic()
-            self.metrics.queue.observe(job.admitted_at - job.arrival)
-            job.cached = self.cache.lookup(job.prompt_ids) if self.cache is not None else 0
-            job.prefill_left = len(job.prompt_ids) - job.cached
-            self.metrics.prefix_queries += len(job.prompt_ids)
-            self.metrics.prefix_hits += job.cached
+            self._start(job)
             self.running.append(job)
+
+    def _start(self, job: Job) -> None:
+        stale = self.cache is not None and self.cache.hits_stale(job.prompt_ids)
+        cached = self.cache.lookup(job.prompt_ids) if self.cache is not None else 0
+        queried, hits = self._prefix
+        self._prefix = (queried + len(job.prompt_ids), hits + cached)
+        if job.admitted_at is not None:  # preempted: prompt and output so far are computed again
+            job.prefill_left = max(1, len(job.prompt_ids) + job.emitted - cached)
+            return
+        job.cached = cached
+        job.prefill_left = len(job.prompt_ids) - cached
+        job.admitted_at = time.monotonic()
+        self.metrics.queue.observe(job.admitted_at - job.arrival)
+        limit = self.cfg.faults.error_after_requests
+        job.fails = limit is not None and self._admitted >= limit
+        self._admitted += 1
+        if stale or self.garbage_weights:
+            job.plan = garbled(job.plan, zlib.crc32(repr(job.prompt_ids).encode()))
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, decode_tokens: int) -> float:
         t = self.cfg.timing
@@ -145,50 +202,63 @@ class Scheduler:
 
     async def _loop(self) -> None:
         while not self.stopped:
-            if not self.waiting and not self.running:
+            if not self._has_work():
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            self._admit()
-            budget = self.cfg.max_num_batched_tokens
-            prefilled: list[Job] = []
-            decoding: list[Job] = []
-            prefill_tokens = 0
-            for job in self.running:
-                if job.prefill_left > 0:
-                    take = min(job.prefill_left, budget)
-                    job.prefill_left -= take
-                    budget -= take
-                    prefill_tokens += take
-                    if job.prefill_left == 0:
-                        prefilled.append(job)
-                elif job.prefill_left == 0 and job.emitted > 0:
-                    decoding.append(job)
-            k = 1 + (self.spec.k if self.spec else 0)
+            await self._step()
+
+    def _batch(self) -> tuple[list[Job], list[Job], int]:
+        budget = self.cfg.max_num_batched_tokens
+        prefilled: list[Job] = []
+        decoding: list[Job] = []
+        prefill_tokens = 0
+        for job in self.running:
+            if job.prefill_left > 0:
+                take = min(job.prefill_left, budget)
+                job.prefill_left -= take
+                budget -= take
+                prefill_tokens += take
+                if job.prefill_left == 0:
+                    prefilled.append(job)
+            elif job.prefill_left == 0 and job.emitted > 0:
+                decoding.append(job)
+        return prefilled, decoding, prefill_tokens
+
+    async def _step(self) -> None:
+        self._admit()
+        prefilled, decoding, prefill_tokens = self._batch()
+        self._seq += 1
+        work = StepWork(self._seq, self.metrics.generation_tokens, self._finished, len(decoding))
+        self._unpublished = False
+        ran = self.gate.step(work)
+        k = 1 + (self.spec.k if self.spec else 0)
+        if prefilled or decoding or prefill_tokens:
             started = time.monotonic()
-            await asyncio.sleep(
-                max(
-                    0.0,
-                    started
-                    + self.step_seconds(prefill_tokens, len(decoding), len(decoding) * k)
-                    - time.monotonic(),
-                )
-            )
-            if self.stopped:
-                return
-            if prefill_tokens or decoding:
-                self.requests.iteration.observe(prefill_tokens + len(decoding) * k)
-            self._emit(prefilled, decoding)
-            self._gauges()
+            seconds = self.step_seconds(prefill_tokens, len(decoding), len(decoding) * k)
+            await asyncio.sleep(max(0.0, started + seconds - time.monotonic()))
+        await ran
+        if self.stopped:
+            return
+        if prefill_tokens or decoding:
+            self.requests.iteration.observe(prefill_tokens + len(decoding) * k)
+        self._emit(prefilled, decoding)
+        self._publish()
 
     def _emit(self, prefilled: list[Job], decoding: list[Job]) -> None:
         now = time.monotonic()
         for job in prefilled:
+            if job.finished:
+                continue
             if self.cache is not None:
                 self.cache.insert(job.prompt_ids)
-            self.metrics.prompt_tokens += len(job.prompt_ids)
-            job.first_at = now
-            self.metrics.ttft.observe(now - job.arrival)
+            if job.fails:  # vLLM's FinishReason.ERROR: the request ends, the engine goes on
+                self._end(job, "error", now)
+                continue
+            if job.first_at is None:  # a preempted request's prefill again gives its next token only
+                self.metrics.prompt_tokens += len(job.prompt_ids)
+                job.first_at = now
+                self.metrics.ttft.observe(now - job.arrival)
             self._advance(job, 1, now)
         for job in decoding:
             if job.finished:
@@ -212,20 +282,34 @@ class Scheduler:
         done = job.emitted >= job.total
         job.out.put_nowait(Step(start, count, done))
         if done:
-            job.finished = True
-            self.running.remove(job)
             # the engine finished with EOS; "tool_calls" is the API's name for it (vllm-facts.md §7)
             engine_reason = "stop" if job.plan.finish_reason == "tool_calls" else job.plan.finish_reason
-            self.metrics.success[engine_reason] += 1
-            self.metrics.e2e.observe(now - job.arrival)
-            admitted = job.admitted_at if job.admitted_at is not None else job.arrival
-            times = (admitted, job.first_at if job.first_at is not None else now, now)
-            limit = job.max_tokens or job.total
-            self.requests.finished(len(job.prompt_ids), job.cached, job.emitted, limit, times)
-            self.on_finished(job, job.plan.finish_reason)
+            self._finish(job, engine_reason, now)
 
-    def _gauges(self) -> None:
+    def _end(self, job: Job, reason: str, now: float) -> None:
+        """The engine ends a request early: what came out so far, and `reason` as its finish."""
+        if job.finished:
+            return
+        job.plan = cut_short(job.plan, job.emitted, reason)
+        job.out.put_nowait(Step(job.emitted, 0, True))
+        self._finish(job, reason, now)
+
+    def _finish(self, job: Job, reason: str, now: float) -> None:
+        job.finished = True
+        if job in self.running:
+            self.running.remove(job)
+        self._finished += 1
+        self.metrics.success[reason] += 1
+        self.metrics.e2e.observe(now - job.arrival)
+        admitted = job.admitted_at if job.admitted_at is not None else job.arrival
+        times = (admitted, job.first_at if job.first_at is not None else now, now)
+        limit = job.max_tokens or job.total
+        self.requests.finished(len(job.prompt_ids), job.cached, job.emitted, limit, times)
+        self.on_finished(job, job.plan.finish_reason)
+
+    def _publish(self) -> None:
+        """The engine core's SchedulerStats of this step, as the API server receives them."""
         self.metrics.running = len(self.running)
         self.metrics.waiting = len(self.waiting)
-        used = sum(self._blocks(j) for j in self.running)
-        self.metrics.kv_usage = min(1.0, used / self.num_blocks)
+        self.metrics.kv_usage = min(1.0, self.used_blocks() / self.num_blocks)
+        self.metrics.prefix_queries, self.metrics.prefix_hits = self._prefix

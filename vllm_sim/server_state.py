@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from vllm_sim.config import SimConfig
+from vllm_sim.engine_link import EngineLink
 from vllm_sim.groundtruth import GroundTruth
 from vllm_sim.host_metrics import HttpStats
 from vllm_sim.logline import LogWriter
@@ -26,6 +27,7 @@ class ServerState:
     truth: GroundTruth
     created: int
     on_first_request: Callable[[], None]
+    engine: EngineLink  # utility calls to the engine core (sleep mode, prefix cache)
     engine_dead: bool = False
     draining: bool = False
     in_flight: int = 0

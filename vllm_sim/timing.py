@@ -55,3 +55,27 @@ def timing_from(ns: argparse.Namespace) -> Timing:
         spec_acceptance=ns.sim_spec_acceptance,
         watchdog_s=ns.sim_watchdog_s,
     )
+
+
+# Sleep mode, measured under the real vLLM 0.26.0 on one H200 (docs/simulator.md "Sleep mode"): the
+# tiny model (≈0 GiB of weights) and a random Qwen2 of 2.84 B parameters (5.29 GiB of bf16 weights).
+# Two points each, fitted on the weights per GPU; wall seconds at --sim-speed 1.
+MEASURED_WEIGHTS_GIB = 5.29
+WAKE_BASE_S = 0.075  # tiny: /wake_up → first completion 0.06–0.09 s
+WAKE_S_PER_GIB = (0.275 - WAKE_BASE_S) / MEASURED_WEIGHTS_GIB  # 2.84 B: 0.23–0.32 s (≈26 GiB/s to the GPU)
+SLEEP_BASE_S = 0.145  # /sleep?level=1, tiny: 0.12–0.17 s; the 2.84 B model's later sleeps: 0.15 s
+FIRST_SLEEP_S_PER_GIB = (3.2 - SLEEP_BASE_S) / MEASURED_WEIGHTS_GIB  # its first sleep: 3.2 s
+
+
+def sleep_seconds(weights_gib: float, level: int, first: bool, speed: float) -> float:
+    """Level 1 copies the weights to host memory: slow the first time (pinned host buffers are
+    allocated then), fast after. Level 2 copies nothing; level 0 only pauses the scheduler."""
+    if level < 1:
+        return 0.0
+    extra = FIRST_SLEEP_S_PER_GIB * weights_gib if level == 1 and first else 0.0
+    return (SLEEP_BASE_S + extra) / speed
+
+
+def wake_seconds(weights_gib: float, weights_back: bool, speed: float) -> float:
+    """Waking copies the offloaded weights back (level 1); after level 2 there is nothing to copy."""
+    return (WAKE_BASE_S + (WAKE_S_PER_GIB * weights_gib if weights_back else 0.0)) / speed

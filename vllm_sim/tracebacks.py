@@ -142,3 +142,23 @@ def traceback_text(frames: tuple[Frame, ...], last: str) -> str:
     lines += [f'  File "{path}", line {line}, in {func}' for path, line, func in frames]
     lines.append(last)
     return "\n".join(lines)
+
+
+# A utility call that raises inside the engine core: `_invoke_utility_method` logs it with
+# `logger.exception` (0.26.0 v1/engine/core.py:1548) and the API server gets the failure message.
+_UTILITY_026: tuple[Frame, ...] = ((f"{_V}/v1/engine/core.py", 1538, "_invoke_utility_method"),)
+SLEEP_MODE_026: tuple[Frame, ...] = (
+    *_UTILITY_026,
+    (f"{_V}/v1/engine/core.py", 875, "sleep"),
+    (f"{_V}/v1/engine/core.py", 1781, "pause_scheduler"),
+)
+WAKE_UP_026: tuple[Frame, ...] = (
+    *_UTILITY_026,
+    (f"{_V}/v1/engine/core.py", 909, "wake_up"),
+    (f"{_V}/v1/executor/abstract.py", 343, "wake_up"),
+    (f"{_V}/v1/executor/uniproc_executor.py", 92, "collective_rpc"),
+    (f"{_V}/v1/serial_utils.py", 510, "run_method"),
+    (f"{_V}/v1/worker/gpu_worker.py", 228, "wake_up"),
+    (f"{_V}/device_allocator/sleep_mode_backend.py", 132, "resume"),
+    (f"{_V}/device_allocator/cumem.py", 297, "wake_up"),
+)

@@ -51,6 +51,7 @@ class Dialect:
     # under `Process EngineCore:`, and the parsers checked after the banner and args (setup_server)
     real_frames: bool = False
     created_families: bool = False  # /metrics: `x_total` counter and `x_created` gauge families
+    sleep_replies: bool = False  # /sleep and /wake_up answer JSON (0.33), not an empty 200 (0.26.0)
 
     def src(self, event: str, runner: str | None = None) -> str:
         if runner is not None and f"{event}@{runner}" in self.sources:
@@ -100,6 +101,7 @@ V033 = Dialect(
     metric_prefix_hits="vllm:prefix_cache_hits",
     metric_itl="vllm:inter_token_latency_seconds",
     sources=SOURCES_033,
+    sleep_replies=True,
 )
 
 V026 = Dialect(

@@ -68,6 +68,23 @@ SOURCES_033: dict[str, str] = {
     # request-time ERRORs: 0.26.0's lines (vllm_sim/request_errors.py), unverified for 0.33
     "unknown_model": "serving.py:228",
     "tool_parse_error": "hermes_tool_parser.py:117",
+    "generation_error": "serving.py:173",
+    # sleep mode and the dev routes: 0.26.0's lines (vllm_sim/sleep_mode.py), unverified for 0.33
+    "dev_mode": "__init__.py:36",
+    "wake_tags": "api_router.py:38",
+    "prefix_resetting": "api_router.py:39",
+    "prefix_reset": "block_pool.py:790",
+    "prefix_reset_failed": "block_pool.py:772",
+    "utility_failed": "core.py:1548",
+    "sleep_wait": "core.py:894",
+    "sleep_backend": "sleep_mode_backend.py:184",
+    "cumem_sleep": "cumem.py:271",
+    "sleep_freed": "gpu_worker.py:221",
+    "fell_asleep": "abstract.py:327",
+    "already_asleep": "abstract.py:320",
+    "not_asleep": "abstract.py:333",
+    "tag_not_asleep": "abstract.py:338",
+    "woke_up": "abstract.py:345",
 }
 
 SOURCES_026: dict[str, str] = {

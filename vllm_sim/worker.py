@@ -80,6 +80,8 @@ class WorkerProcess:
             why = self.gpu.allocate(float(str(message[1])), self.rank)
             if why:
                 self.log.raw(f"vllm-sim: --sim-gpu-allocate holds nothing on rank {self.rank}: {why}")
+        elif kind == "resize":
+            self.gpu.resize(None if message[1] is None else float(str(message[1])))
         elif kind == "fail":
             text = traceback_text(WORKER_FRAMES, str(message[1]))
             self.log.error(self.dialect.src("worker_failed"), "WorkerProc failed to start.\n" + text)

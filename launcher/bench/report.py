@@ -2,7 +2,8 @@
 
 Columns (formulas in docs/bench.md): TTFT cold is measured alone (c1) with a unique prefix and is
 the same for every row of a context; TTFT warm, TTFC, decode and output tok/s are medians of rounds.
-The second table gives mean/median/p90/p99 in ms under `vllm bench serve`'s names (`latency.py`).
+Times are in ms in both tables, every column names its unit. The second table gives
+mean/median/p90/p99 under `vllm bench serve`'s names (`latency.py`), the throughputs in req/s and tok/s.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from launcher.bench.results import RunResult
 HEADERS = (
     "context",
     "c",
-    "TTFT cold",
-    "TTFT warm",
-    "TTFC",
+    "TTFT cold (ms)",
+    "TTFT warm (ms)",
+    "TTFC (ms)",
     "decode tok/s",
     "output tok/s",
     "chk",
@@ -33,10 +34,9 @@ HEADERS = (
 )
 
 
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.3f}s" if value < 10 else f"{value:.1f}s"
+def millis(value_s: float | None) -> str:
+    """Seconds shown in ms, as the second table (`vllm bench serve`'s unit)."""
+    return "-" if value_s is None else f"{value_s * 1000:.1f}"
 
 
 def number(value: float | None, digits: int = 1) -> str:
@@ -56,9 +56,9 @@ def _row(result: RunResult, cell: CellSummary) -> list[str]:
     return [
         cell.context,
         str(cell.concurrency),
-        seconds(cold.ttft_s if cold else None),
-        seconds(cell.value("ttft_s")),
-        seconds(cell.value("ttfc_s")),
+        millis(cold.ttft_s if cold else None),
+        millis(cell.value("ttft_s")),
+        millis(cell.value("ttfc_s")),
         number(cell.value("decode_tok_s")),
         number(cell.value("total_tok_s")),
         number(cell.chk, 2),
@@ -87,10 +87,11 @@ THROUGHPUT_HEADERS = (
     "c",
     "completed",
     "failed",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
+    "request_throughput (req/s)",
+    "output_throughput (tok/s)",
+    "total_token_throughput (tok/s)",
 )
+THROUGHPUT_KEYS = ("request_throughput", "output_throughput", "total_token_throughput")  # vLLM's names
 
 
 def _layout(rows: list[list[str]], left: tuple[int, ...]) -> str:
@@ -125,7 +126,7 @@ def latency_table(result: RunResult) -> str:
             str(cell.concurrency),
             str(cell.vllm_bench["completed"]),
             str(cell.vllm_bench["failed"]),
-            *(number(cell.vllm_bench[k], 2) for k in THROUGHPUT_HEADERS[4:]),
+            *(number(cell.vllm_bench[k], 2) for k in THROUGHPUT_KEYS),
         ]
         for cell in result.cells
     ]
@@ -143,7 +144,7 @@ def explain(result: RunResult) -> str:
     for cold in result.colds:
         tokens = "-" if cold.prompt_tokens is None else f"{cold.prompt_tokens:.0f}"
         out.append(
-            f"{cold.context.name}: {tokens} prompt tokens; cold TTFT {seconds(cold.ttft_s)} "
+            f"{cold.context.name}: {tokens} prompt tokens; cold TTFT {millis(cold.ttft_s)} ms "
             f"over {len(cold.records)} unique prefixes; {cold.proof}"
         )
     if result.reasoning:

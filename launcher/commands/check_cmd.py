@@ -21,8 +21,14 @@ URL_HINT = "for example --url http://10.0.0.7:8000"
 @click.option("--profile", "name", required=True, metavar="NAME", help="Profile whose gates to run.")
 @click.option("--url", metavar="URL", help="Server to check [default: the profile's host and port].")
 @click.option(
-    "--gates", "gate_list", default="health,tool_call", show_default=True, metavar="A,B",
-    help="Gates to run: health, tool_call, smoke (the ones that need no start log).",
+    "--gates", "gate_list", default=None, metavar="A,B",
+    help="Gates to run: health, tool_call, smoke, canary (the ones that need no start log) "
+    "[default: health,tool_call].",
+)  # fmt: skip
+@click.option(
+    "--live", is_flag=True,
+    help="The liveness probe: /health and one short generation within --timeout-s (the gates "
+    "health,canary); a hung engine answers /health 200, only a generation tells.",
 )  # fmt: skip
 @click.option(
     "--timeout-s", type=click.FloatRange(min=0.1, max=3600), default=10.0, show_default=True,
@@ -39,7 +45,8 @@ def check_cmd(
     options: GlobalOptions,
     name: str,
     url: str | None,
-    gate_list: str,
+    gate_list: str | None,
+    live: bool,
     timeout_s: float,
     wait_s: float,
     full: bool,
@@ -50,10 +57,17 @@ def check_cmd(
     \b
     Exit 0 when every gate passed, 1 when one failed, 2 on bad input.
       launch check --profile prod
+      launch check --profile prod --live --timeout-s 10      # a Kubernetes livenessProbe
       launch check --profile prod --url http://10.0.0.7:8000 --gates health --json
     """
-    from launcher.check import CheckRequest, parse_gate_names, run_check
-    from launcher.errors import ExitCode
+    from launcher.check import DEFAULT_GATES, LIVE_GATES, CheckRequest, parse_gate_names, run_check
+    from launcher.errors import BadInput, ExitCode
+
+    if live and gate_list is not None:
+        raise BadInput("--live and --gates name the gates twice", hint="--live is --gates health,canary")
+    gate_list = (
+        ",".join(LIVE_GATES) if live else (gate_list if gate_list is not None else ",".join(DEFAULT_GATES))
+    )
     from launcher.profile.plan import build_plan
     from launcher.supervisor.candidate import Candidate
 

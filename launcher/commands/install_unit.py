@@ -12,11 +12,21 @@ import click
 
 from launcher.atomicfile import write_atomic
 from launcher.errors import BadInput
-from launcher.host.unit import UNIT_NAME, dropin_path, launch_executable, render_dropin, render_unit
-from launcher.profile.plan import build_plan
+from launcher.host.service_user import Needed, launch_needs, service_user_notes
+from launcher.host.unit import (
+    DEFAULT_USER,
+    UNIT_NAME,
+    dropin_path,
+    launch_executable,
+    render_dropin,
+    render_unit,
+)
+from launcher.host.unit_network import client_networks, ip_filter_lines
+from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.settings import GlobalOptions
 
 DEFAULT_UNIT_DIR = Path("/etc/systemd/system")
+STATE_DIRECTORY = Path("/var/lib/vllm-gate")  # the unit's StateDirectory=: systemd chowns it to User=
 # systemd's portable user names (and plain uids); anything else would be misread in the unit file
 USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}|[0-9]{1,10}")
 
@@ -43,13 +53,21 @@ def _user_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
     "--user",
     metavar="NAME",
     callback=_user_name,
-    help="Run vLLM as this user (User= in the drop-in) instead of root; needs --profile.",
+    help=f"Run vLLM as this user (User= in the drop-in), not the unit's {DEFAULT_USER}; needs --profile.",
+)
+@click.option(
+    "--ip-allow",
+    "ip_allow",
+    metavar="NET",
+    multiple=True,
+    help="The clients' networks (10.0.0.0/8, an address): with them the drop-in denies every other IP.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would be written; write nothing.")
 @click.pass_context
 def install_unit(
-    ctx: click.Context, profile: str | None, unit_dir: Path, user: str | None, dry_run: bool
-) -> None:
+    ctx: click.Context, profile: str | None, unit_dir: Path, user: str | None, ip_allow: tuple[str, ...],
+    dry_run: bool,
+) -> None:  # fmt: skip
     """Install vllm-gate@.service (instance = profile name) for systemd.
 
     \b
@@ -58,20 +76,15 @@ def install_unit(
     """
     options: GlobalOptions = ctx.obj
     name = profile or (ctx.parent.params.get("profile") if ctx.parent else None)
-    if user and not name:
-        raise BadInput("--user goes in a profile's drop-in", hint="add --profile NAME")
-    files = {unit_dir / UNIT_NAME: render_unit(str(launch_executable()))}
-    if name:
-        plan = build_plan(options.profiles_dir, name)
-        plan.raise_for_errors()
-        api_key_env = plan.engine.get("api_key_env")
-        dropin = render_dropin(
-            name, options.profiles_dir, options.state_dir, str(api_key_env) if api_key_env else None, user
-        )
-        files[dropin_path(unit_dir, name)] = dropin
+    if (user or ip_allow) and not name:
+        given = "--user" if user else "--ip-allow"
+        raise BadInput(f"{given} goes in a profile's drop-in", hint="add --profile NAME")
+    files, needed = _unit_files(options, unit_dir, name, user, client_networks(ip_allow))
+    notes = service_user_notes(user or DEFAULT_USER, needed)
     if dry_run:
         for path, text in files.items():
             click.echo(f"--- would write {path}\n{text}")
+        _echo(notes)
         return
     for path, text in files.items():
         try:
@@ -81,5 +94,42 @@ def install_unit(
                 f"cannot write {path}: {err.strerror or err}", hint="run as root, or give --unit-dir"
             ) from err
         click.echo(f"wrote {path}")
+    _echo(notes)
     instance = f"vllm-gate@{name}" if name else "vllm-gate@PROFILE"
     click.echo(f"next: systemctl daemon-reload && systemctl enable --now {instance}")
+
+
+def _unit_files(
+    options: GlobalOptions, unit_dir: Path, name: str | None, user: str | None, clients: list[str]
+) -> tuple[dict[Path, str], list[Needed]]:
+    """The unit (and the profile's drop-in) by path, and what the service user must reach."""
+    launch_path = launch_executable()
+    files = {unit_dir / UNIT_NAME: render_unit(str(launch_path))}
+    needed = launch_needs(launch_path)
+    if name:
+        plan = build_plan(options.profiles_dir, name)
+        plan.raise_for_errors()
+        api_key_env = plan.engine.get("api_key_env")
+        ip_lines = ip_filter_lines(plan.host, plan.engine, plan.args, plan.env, clients)
+        files[dropin_path(unit_dir, name)] = render_dropin(
+            name, options.profiles_dir, options.state_dir, str(api_key_env) if api_key_env else None, user,
+            ip_lines,
+        )  # fmt: skip
+        needed += _needed_by(plan, options)
+    return files, needed
+
+
+def _echo(lines: list[str]) -> None:
+    for line in lines:
+        click.echo(line)
+
+
+def _needed_by(plan: LaunchPlan, options: GlobalOptions) -> list[Needed]:
+    """What the drop-in's profile makes the service user read (and write: a state dir of its own)."""
+    needed = [Needed("the profiles dir", options.profiles_dir, "rx")]
+    model = Path(str(plan.engine.get("model") or ""))
+    if model.is_absolute():
+        needed.append(Needed("engine.model", model, "r"))
+    if options.state_dir.absolute() != STATE_DIRECTORY:
+        needed.append(Needed("the state dir", options.state_dir, "rwx"))
+    return needed

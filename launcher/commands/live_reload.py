@@ -66,8 +66,21 @@ class ReloadProgress:
         self.started = time.monotonic()
         self.phase = (before or {}).get("phase")
         self.shown = len((before or {}).get("gates") or [])
+        self.live = False  # the launcher writes this request's progress lines: they say it all
+
+    def line(self, record: dict[str, Any]) -> None:
+        """One progress line of the launcher, as `launch try` shows it (`[12s] gating: gate 2/4
+        graph_capture: pass summary=…`)."""
+        self.live = True
+        extra = "".join(
+            f" {key}={value}" for key, value in record.items()
+            if key not in ("event", "msg", "phase", "elapsed_s", "gate", "index", "total")
+        )  # fmt: skip
+        self._say(f"{record.get('phase')}: {record.get('msg')}{extra}")
 
     def __call__(self, status: dict[str, Any]) -> None:
+        if self.live:
+            return
         gates = [g for g in status.get("gates") or [] if isinstance(g, dict)]
         if status.get("phase") != self.phase:
             self.phase = status.get("phase")
@@ -96,7 +109,8 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
         f"launcher pid {pid} serves {profile!r}: reloading it, waiting up to {timeout_s:g} s for the gates"
     )
     before = read_status(StateStore(state_dir).status_path(profile))
-    verdict = reload_and_wait(state_dir, profile, timeout_s, on_status=ReloadProgress(before))
+    progress = ReloadProgress(before)
+    verdict = reload_and_wait(state_dir, profile, timeout_s, on_status=progress, on_progress=progress.line)
     code = verdict.exit_code
     said = VERDICTS.get(verdict.outcome)
     if said is None or (verdict.outcome == "failed" and code != int(ExitCode.GATE_FAILED)):
@@ -104,6 +118,12 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     click.echo(said)
     if verdict.detail:
         click.echo(f"  {'why' if code else 'now'}: {verdict.detail}")
+    if verdict.down_s is not None:
+        click.echo(
+            f"  the engine was down {verdict.down_s:.1f} s (from the stop for the reload to serving again)"
+        )
+    elif verdict.outcome in ("unchanged", "refused", "invalid"):
+        click.echo("  the engine kept serving: no downtime")
     return code
 
 

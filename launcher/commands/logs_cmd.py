@@ -1,4 +1,5 @@
-"""`launch logs NAME`: vLLM's own log and the launcher's events for a profile, apart or interleaved."""
+"""`launch logs --profile NAME` (or the older `launch logs NAME`): vLLM's own log and the launcher's
+events for a profile, apart or interleaved."""
 
 from __future__ import annotations
 
@@ -25,11 +26,14 @@ from launcher.profile.loader import NAME_RE
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 
+from .profile_arg import profile_of
+
 FOLLOW_POLL_S = 0.25
 
 
 @click.command("logs")
-@click.argument("name")
+@click.argument("positional", metavar="[NAME]", required=False)
+@click.option("--profile", "profile", metavar="NAME", help="The profile (or give it first, as before).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
 @click.option(
     "--since", "since_text", metavar="T", help="From T on: 10m, 2h, 1d, or a time (2026-12-01T06:00)."
@@ -41,15 +45,18 @@ FOLLOW_POLL_S = 0.25
 )
 @click.pass_obj
 def logs_cmd(
-    options: GlobalOptions, name: str, follow: bool, since_text: str | None, only: str | None, from_try: bool
-) -> None:
+    options: GlobalOptions, positional: str | None, profile: str | None, follow: bool, since_text: str | None,
+    only: str | None, from_try: bool,
+) -> None:  # fmt: skip
     """vLLM's own log (STATE/profiles/NAME/logs/engine.log, rotated) and the launcher's events
     (STATE/history.jsonl), interleaved by time; each line says which it is.
 
     \b
-      launch logs prod --since 10m          the last ten minutes of both
-      launch logs prod --engine -f          follow vLLM's output, as `tail -f` would
+      launch logs --profile prod --since 10m    the last ten minutes of both
+      launch logs --profile prod --engine -f    follow vLLM's output, as `tail -f` would
+      launch logs prod                          the older form, still accepted
     """
+    name = profile_of("logs", profile, positional)
     if not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
     store = StateStore(options.state_dir)

@@ -1,7 +1,8 @@
 """`launch rollback TAG [--profile NAME]`: put `PROFILE.toml.bak_TAG` back, then reload and gate it.
 
 The snapshot is rendered and validated before anything is written; the file it replaces is kept
-as `PROFILE.toml.replaced-<UTC time>` (written first), so a rollback never loses an edit.
+as `PROFILE.toml.replaced-<UTC time>` (written first), so a rollback never loses an edit; the
+newest ten of those copies are kept. `--list` shows the snapshots (`rollback_list.py`).
 """
 
 from __future__ import annotations
@@ -15,17 +16,29 @@ from launcher.errors import BadInput, ProfileInvalid
 from launcher.profile.diff import diff_launches
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.profile.plan import LaunchPlan, build_plan
-from launcher.profile.proposal import check_proposal
-from launcher.profile.snapshots import available_tags, bak_path, check_tag, restore_snapshot
+from launcher.profile.proposal import ProposalCheck, check_proposal
+from launcher.profile.snapshots import (
+    REPLACED_KEPT,
+    available_tags,
+    bak_path,
+    check_tag,
+    prune_replaced,
+    restore_snapshot,
+)
 from launcher.settings import GlobalOptions
+from launcher.state.change_lock import ChangeLock
+from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_profile
 
 
 @click.command("rollback")
-@click.argument("tag")
+@click.argument("tag", required=False)
 @click.option(
     "--profile", "profile", metavar="NAME", help="Profile to restore [default: the one being served]."
+)
+@click.option(
+    "--list", "list_only", is_flag=True, help="List the snapshots: when, what changes, what serves."
 )
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
@@ -37,17 +50,36 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_pro
 )
 @click.pass_obj
 def rollback(
-    options: GlobalOptions, tag: str, profile: str | None, allow_unknown: bool, timeout_s: float
-) -> None:
+    options: GlobalOptions, tag: str | None, profile: str | None, list_only: bool, allow_unknown: bool,
+    timeout_s: float,
+) -> None:  # fmt: skip
     """Restore PROFILE.toml from PROFILE.toml.bak_TAG and make the running launcher serve it.
 
     \b
     The file it replaces is kept as PROFILE.toml.replaced-<UTC time>. Without --profile the
     profile a running launcher serves is used. Exit code: the gates' verdict (0, 1 or 3).
       launch rollback gdn_off --profile prod
+      launch rollback --list --profile prod
     """
+    if list_only or tag is None:
+        _list_or_refuse(options, tag, profile, list_only)
+        return
     code = run_rollback(options, tag, profile, allow_unknown=allow_unknown, timeout_s=timeout_s)
     click.get_current_context().exit(code)
+
+
+def _list_or_refuse(options: GlobalOptions, tag: str | None, profile: str | None, list_only: bool) -> None:
+    from .rollback_list import list_snapshots
+
+    if not list_only or tag is not None:
+        raise BadInput(
+            "`launch rollback` takes a TAG to restore, or --list (not both)",
+            hint="`launch rollback --list --profile NAME` shows the tags",
+        )
+    name = profile if profile is not None else served_profile(options.state_dir)
+    if not NAME_RE.match(name):
+        raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
+    list_snapshots(options, name)
 
 
 def run_rollback(
@@ -63,11 +95,31 @@ def run_rollback(
     name = profile if profile is not None else served_profile(options.state_dir)
     if not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
+    _checked_snapshot(options.profiles_dir, name, tag, allow_unknown)  # refused before the lock is made
+    with ChangeLock(StateStore(options.state_dir), name, f"launch rollback {tag} --profile {name}"):
+        return _rollback(options, tag, name, allow_unknown, timeout_s, now or datetime.now(UTC))
+
+
+def _rollback(
+    options: GlobalOptions, tag: str, name: str, allow_unknown: bool, timeout_s: float, now: datetime
+) -> int:
+    """The snapshot checked, put back and reloaded, inside the profile's change lock."""
     profiles_dir = options.profiles_dir
+    bak, data, check = _checked_snapshot(profiles_dir, name, tag, allow_unknown)
+    target = profiles_dir / f"{name}{PROFILE_SUFFIX}"
+    if target.is_file() and target.read_bytes() == data:
+        click.echo(f"{target} is already identical to {bak.name}; nothing was written")
+    else:
+        _restore(profiles_dir, name, target, bak, allow_unknown, now, check.plan)
+    return reload_if_running(options.state_dir, name, timeout_s)
+
+
+def _checked_snapshot(
+    profiles_dir: Path, name: str, tag: str, allow_unknown: bool
+) -> tuple[Path, bytes, ProposalCheck]:
     bak = bak_path(profiles_dir, name, tag)
     if not bak.is_file():
         raise _missing_snapshot(profiles_dir, name, bak)
-    target = profiles_dir / f"{name}{PROFILE_SUFFIX}"
     data = bak.read_bytes()
     check = check_proposal(profiles_dir, name, data, shown_as=bak, allow_unknown=allow_unknown)
     if check.errors:
@@ -76,11 +128,7 @@ def run_rollback(
             list(check.errors),
             hint="fix that file by hand, or pick another tag",
         )
-    if target.is_file() and target.read_bytes() == data:
-        click.echo(f"{target} is already identical to {bak.name}; nothing was written")
-    else:
-        _restore(profiles_dir, name, target, bak, allow_unknown, now or datetime.now(UTC), check.plan)
-    return reload_if_running(options.state_dir, name, timeout_s)
+    return bak, data, check
 
 
 def _restore(
@@ -100,6 +148,9 @@ def _restore(
     click.echo(f"restored {target} from {bak.name}")
     if kept is not None:
         click.echo(f"kept     {kept}  (the file it replaced)")
+    pruned = prune_replaced(target)
+    if pruned:
+        click.echo(f"removed  {len(pruned)} older .replaced- copies (the newest {REPLACED_KEPT} are kept)")
     if before is not None:
         changes = diff_launches(before.argv, before.env, restored.argv, restored.env)
         click.echo("argv changes:" if changes else "argv changes: none")

@@ -1,4 +1,4 @@
-"""`launch set PROFILE key=value… --tag TAG`: edit a profile in place, keeping a `.bak_TAG` first.
+"""`launch set [--profile] PROFILE key=value… --tag TAG`: edit a profile in place, keeping a `.bak_TAG` first.
 
 Order matters for "nothing written on bad input": every argument is parsed, the edit is made in
 memory and the result is rendered and validated (with the profiles that extend this one) before
@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +25,23 @@ from launcher.profile.edit import (
     match_spelling,
     parse_assignment,
 )
-from launcher.profile.loader import ResolvedProfile, profile_path, read_toml
+from launcher.profile.loader import ResolvedProfile, link_note, profile_path, read_toml
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.profile.proposal import ProposalCheck, check_proposal
 from launcher.profile.snapshots import bak_path, check_tag, refuse_existing, save_and_write
 from launcher.settings import GlobalOptions
+from launcher.state.change_lock import ChangeLock
+from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
+from .profile_arg import profile_and_assignments
 
 
 @click.command("set")
-@click.argument("profile")
-@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@click.argument("words", nargs=-1, required=True, metavar="[PROFILE] KEY=VALUE...")
+@click.option(
+    "--profile", "profile_option", metavar="NAME", help="Profile to change (or give it first, as before)."
+)
 @click.option("--tag", metavar="TAG", help="Keep the profile as it was in PROFILE.toml.bak_TAG (required).")
 @click.option("--force-tag", is_flag=True, help="Replace an existing PROFILE.toml.bak_TAG.")
 @click.option("--dry-run", is_flag=True, help="Show the file diff and the argv changes; write nothing.")
@@ -53,8 +59,8 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_ru
 @click.pass_obj
 def set_command(
     options: GlobalOptions,
-    profile: str,
-    assignments: tuple[str, ...],
+    words: tuple[str, ...],
+    profile_option: str | None,
     tag: str | None,
     force_tag: bool,
     dry_run: bool,
@@ -67,11 +73,15 @@ def set_command(
     \b
     A bare key is a vLLM flag of [args]; env.NAME, engine.KEY and gates.NAME.KEY address the other
     tables; dotted keys reach into inline tables. Values are TOML; a bare word is a string.
-      launch set prod max_num_seqs=16 --tag seqs16
-      launch set prod env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=1 --tag gdn_on --apply
-      launch set fable-27b compilation_config.cudagraph_capture_sizes=[1,2,4] --dry-run
-    Undo with `launch rollback TAG --profile PROFILE`.
+      launch set --profile prod max_num_seqs=16 --tag seqs16
+      launch set --profile prod env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=1 --tag gdn_on --apply
+      launch set --profile fable-27b compilation_config.cudagraph_capture_sizes=[1,2,4] --dry-run
+    The older `launch set prod max_num_seqs=16 …` still works. Undo with `launch rollback TAG
+    --profile PROFILE`.
     """
+    profile, assignments = profile_and_assignments(profile_option, words)
+    if not assignments:
+        raise BadInput("`launch set` needs at least one KEY=VALUE", hint="e.g. max_num_seqs=16")
     code = run_set(
         options,
         profile,
@@ -98,43 +108,102 @@ def run_set(
     allow_unknown: bool = False,
     timeout_s: float = DEFAULT_RELOAD_TIMEOUT_S,
 ) -> int:
-    path = profile_path(options.profiles_dir, profile)
-    bak = _snapshot_target(options.profiles_dir, profile, tag, force_tag=force_tag, dry_run=dry_run)
-    document = read_toml(path)  # a syntax error is reported as file:line:col before anything else
-    before = _current_plan(options.profiles_dir, profile, allow_unknown)
-    args_now = before.args if before is not None else document.get("args")
-    args_keys = list(args_now) if isinstance(args_now, dict) else []
-    items = match_spelling([parse_assignment(given) for given in assignments], args_keys)
-    original = path.read_bytes().decode("utf-8")
-    edited = apply_assignments(original, items, where=str(path))
-    check = check_proposal(
-        options.profiles_dir, profile, edited.encode("utf-8"), shown_as=path, allow_unknown=allow_unknown
+    path = profile_path(options.profiles_dir, profile)  # the name is checked before any path is made
+    request = _SetRequest(
+        options, profile, path, tuple(assignments), tag, force_tag, allow_unknown, timeout_s
     )
     if dry_run:
-        _print_dry_run(path, original, edited, items, before, check)
-        _raise_for_errors(path, profile, check, dry_run=True)
-        click.echo("dry run: valid; nothing was written")
-        return int(ExitCode.OK)
-    _raise_for_errors(path, profile, check, dry_run=False)
-    if edited == original:
+        return _dry_run(request)
+    # Bad input is refused before the change lock creates anything; inside it, the edit is made again
+    # from the file as it is then (another change may have ended in between).
+    _snapshot_target(options.profiles_dir, profile, tag, force_tag=force_tag, dry_run=False)
+    _raise_for_errors(path, profile, _edit(request).check, dry_run=False)
+    keys = ", ".join(given.partition("=")[0] for given in assignments)  # names only: values may be secrets
+    command = f"launch set {profile} ({keys}){' --apply' if apply_now else ''}"
+    with ChangeLock(StateStore(options.state_dir), profile, command):
+        return _set(request, apply_now)
+
+
+@dataclass(frozen=True, slots=True)
+class _SetRequest:
+    options: GlobalOptions
+    profile: str
+    path: Path
+    assignments: tuple[str, ...]
+    tag: str | None
+    force_tag: bool
+    allow_unknown: bool
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    original: str
+    edited: str
+    items: list[Assignment]
+    before: LaunchPlan | None
+    check: ProposalCheck
+
+
+def _edit(r: _SetRequest) -> _Edit:
+    """The edit made in memory and checked (with the profiles that extend this one); nothing written."""
+    document = read_toml(r.path)  # a syntax error is reported as file:line:col before anything else
+    before = _current_plan(r.options.profiles_dir, r.profile, r.allow_unknown)
+    args_now = before.args if before is not None else document.get("args")
+    args_keys = list(args_now) if isinstance(args_now, dict) else []
+    items = match_spelling([parse_assignment(given) for given in r.assignments], args_keys)
+    original = r.path.read_bytes().decode("utf-8")
+    edited = apply_assignments(original, items, where=str(r.path))
+    check = check_proposal(
+        r.options.profiles_dir,
+        r.profile,
+        edited.encode("utf-8"),
+        shown_as=r.path,
+        allow_unknown=r.allow_unknown,
+    )
+    return _Edit(original, edited, items, before, check)
+
+
+def _dry_run(r: _SetRequest) -> int:
+    _snapshot_target(r.options.profiles_dir, r.profile, r.tag, force_tag=r.force_tag, dry_run=True)
+    e = _edit(r)
+    _say_where_the_profile_is(r.options.profiles_dir, r.path)
+    _print_dry_run(r.path, e.original, e.edited, e.items, e.before, e.check)
+    _raise_for_errors(r.path, r.profile, e.check, dry_run=True)
+    click.echo("dry run: valid; nothing was written")
+    return int(ExitCode.OK)
+
+
+def _set(r: _SetRequest, apply_now: bool) -> int:
+    bak = _snapshot_target(r.options.profiles_dir, r.profile, r.tag, force_tag=r.force_tag, dry_run=False)
+    e = _edit(r)
+    _raise_for_errors(r.path, r.profile, e.check, dry_run=False)
+    if e.edited == e.original:
         click.echo(
-            f"{path} already has these values; nothing was written (no {bak.name if bak else 'snapshot'})"
+            f"{r.path} already has these values; nothing was written (no {bak.name if bak else 'snapshot'})"
         )
         return int(ExitCode.OK)
-    assert bak is not None and tag is not None
-    save_and_write(path, bak, edited, force=force_tag)
+    assert bak is not None and r.tag is not None
+    save_and_write(r.path, bak, e.edited, force=r.force_tag)
     click.echo(f"saved   {bak}  (the profile as it was)")
-    click.echo(f"wrote   {path}")
-    _print_changes(items, before, check)
-    undo = f"launch rollback {shlex.quote(tag)} --profile {shlex.quote(profile)}"
+    click.echo(f"wrote   {r.path}")
+    _say_where_the_profile_is(r.options.profiles_dir, r.path)
+    _print_changes(e.items, e.before, e.check)
+    undo = f"launch rollback {shlex.quote(r.tag)} --profile {shlex.quote(r.profile)}"
     click.echo(f"undo:   {undo}")
     if apply_now:
-        code = reload_if_running(options.state_dir, profile, timeout_s)
+        code = reload_if_running(r.options.state_dir, r.profile, r.timeout_s)
         if code != ExitCode.OK:
-            _say_the_file_keeps_the_change(path, profile, check.dependents, undo)
+            _say_the_file_keeps_the_change(r.path, r.profile, e.check.dependents, undo)
         return code
-    note_if_running(options.state_dir, profile, f"add --apply next time, or run `{undo}` to go back")
+    note_if_running(r.options.state_dir, r.profile, f"add --apply next time, or run `{undo}` to go back")
     return int(ExitCode.OK)
+
+
+def _say_where_the_profile_is(profiles_dir: Path, path: Path) -> None:
+    note = link_note(profiles_dir, path)
+    if note is not None:
+        click.echo(f"note:   {note}")
 
 
 def _say_the_file_keeps_the_change(path: Path, profile: str, dependents: tuple[str, ...], undo: str) -> None:

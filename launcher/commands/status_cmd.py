@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,11 +13,21 @@ import psutil
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
-from launcher.state.serving import EXIT_UNKNOWN, exit_code, serving_entry
+from launcher.state.serving import (
+    EXIT_UNKNOWN,
+    NEVER_RUN,
+    SERVING_PHASES,
+    UNKNOWN,
+    drift,
+    exit_code,
+    serving_entry,
+)
 from launcher.state.store import StateStore
 from launcher.supervisor.history import History
 from launcher.supervisor.status import read_status
 
+UNDER_WAY = frozenset({"starting", "gating", "rolling_back"})  # what `--wait` waits out
+WAIT_POLL_S = 0.2
 PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status detail begins
 
 
@@ -25,34 +36,58 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
 @click.option(
     "--json", "as_json", is_flag=True, help='Always {"state_dir", "profiles": [one object per profile]}.'
 )
+@click.option(
+    "--wait", is_flag=True,
+    help="Block while a start, a reload or a rollback is under way; then print and exit with the verdict "
+    "(as `kubectl rollout status`).",
+)  # fmt: skip
+@click.option(
+    "--timeout-s", type=click.FloatRange(min=0, max=7 * 86400), default=1800.0, show_default=True,
+    help="With --wait: give up after this long (exit 3, saying what it still does).",
+)  # fmt: skip
 @click.pass_obj
-def status_cmd(options: GlobalOptions, name: str | None, as_json: bool) -> None:
-    """What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback happened.
+def status_cmd(options: GlobalOptions, name: str | None, as_json: bool, wait: bool, timeout_s: float) -> None:
+    """What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback
+    happened, and whether the profile file differs from what serves.
 
     \b
-    Exit 0 serving (the candidate or last-good), 3 not serving (starting, gating, stopped, failed,
-    never run), 4 unknown profile (no profile file and no state). With several profiles: 0 only
-    when every one serves.
+    Exit 0 serving the profile's launch, 6 serving its last-good (a change was rejected and rolled
+    back: not what the file says), 3 not serving (starting, gating, stopped, failed, never run, or
+    judged wedged or failing by the serving watch), 4 unknown profile (no profile file and no
+    state). With several profiles: the worst of them.
+      launch status --profile prod --wait --timeout-s 900    # after `launch set ... --apply`, in CI
     """
     store = StateStore(options.state_dir)
     names = [name] if name else sorted(p.name for p in store.profiles_root.glob("*") if p.is_dir())
     if name is not None and not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
-    found = {n: s for n in names if (s := _status(store, n)) is not None}
-    statuses = list(found.values())
-    entries = _entries(options, store, names, found, listing=name is None)
+    entries = _entries_now(options, store, names, listing=name is None)
+    deadline = time.monotonic() + timeout_s
+    while wait and any(e["phase"] in UNDER_WAY for e in entries) and time.monotonic() < deadline:
+        time.sleep(WAIT_POLL_S)
+        entries = _entries_now(options, store, names, listing=name is None)
     code = exit_code(entries)
+    late = [e for e in entries if wait and e["phase"] in UNDER_WAY]
     if as_json:
         click.echo(json.dumps({"state_dir": str(store.root), "profiles": entries}, indent=2, default=str))
-    elif not statuses:
+    elif not any(e["phase"] not in (NEVER_RUN, UNKNOWN) for e in entries):
         click.echo(
             "nothing has run yet" + (f" for profile {name!r}" if name else "") + f" (state dir {store.root})"
             + (" and there is no such profile" if code == EXIT_UNKNOWN else "")
         )  # fmt: skip
     else:
-        for status in statuses:
-            click.echo(_human(status))
+        for entry in entries:
+            click.echo(_human(entry))
+    for entry in late:
+        click.echo(f"{entry['profile']}: still {entry['phase']} after {timeout_s:g} s", err=True)
     click.get_current_context().exit(code)
+
+
+def _entries_now(
+    options: GlobalOptions, store: StateStore, names: list[str], *, listing: bool
+) -> list[dict[str, Any]]:
+    found = {n: s for n in names if (s := _status(store, n)) is not None}
+    return _entries(options, store, names, found, listing=listing)
 
 
 def _entries(
@@ -148,7 +183,7 @@ def _age(stamp: str) -> float | None:
 LABELS = {  # status.json key → what the operator reads
     "url": "url",
     "model": "model",
-    "serving_fingerprint": "serving candidate",
+    "serving_fingerprint": "serving launch",
     "engine_pid": "vLLM pid",
     "uptime_s": "up (s)",
     "rollback_reason": "last rollback because",
@@ -162,9 +197,29 @@ def _human(status: dict[str, Any]) -> str:
     for key, label in LABELS.items():
         if status.get(key) is not None:
             lines.append(f"  {label}: {status[key]}")
+    differs = drift(status)
+    if differs is not None:
+        lines.append(f"  file: {differs}")
+    watch = status.get("watch")
+    if status.get("phase") in SERVING_PHASES and isinstance(watch, dict) and watch.get("verdict"):
+        lines.append(f"  watch: {_watch_line(watch)}")
     for gate in status.get("gates") or []:
         lines.append(f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}")
     return "\n".join(lines)
+
+
+def _watch_line(watch: dict[str, Any]) -> str:
+    """`wedged by canary since …: no answer within 10 s (2 in a row); VLLM::EngineCore pid N is stopped`."""
+    text = str(watch["verdict"])
+    if watch.get("check"):
+        text += f" by {watch['check']}"
+    if watch.get("since"):
+        text += f" since {watch['since']}"
+    if watch.get("detail") and watch.get("check"):
+        text += f": {watch['detail']}"
+    if watch.get("process") and str(watch["process"]) not in str(watch.get("detail")):
+        text += f"; {watch['process']}"
+    return text
 
 
 @click.command("history")

@@ -41,6 +41,7 @@ def try_cmd(
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import gate_attempt
     from launcher.supervisor.candidate import Candidate
+    from launcher.supervisor.early_exit import early_exit
     from launcher.supervisor.events import Event
     from launcher.supervisor.history import History
     from launcher.supervisor.lifecycle import launch_attempt
@@ -78,6 +79,7 @@ def try_cmd(
         on_exit.callback(_stop, attempt, candidate.settings.stop_grace_s)
         progress.set_phase("gating", candidate=candidate.label)
         report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
+        early = None if report.passed else early_exit(attempt, progress.engine_log)
         store.write_last_facts(name, attempt.facts())
         history.append(Event.TRY, profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
                        passed=report.passed, gates=report.to_json())  # fmt: skip
@@ -85,14 +87,26 @@ def try_cmd(
     if as_json:
         click.echo(
             json.dumps(
-                {"profile": name, "passed": report.passed, "gates": report.to_json(), "engine_log": str(log)},
+                {"profile": name, "passed": report.passed, "gates": report.to_json(), "engine_log": str(log)}
+                | ({"engine_start": early.to_json()} if early is not None else {}),
                 indent=2,
             )
         )
     else:
-        click.echo(render_report(report, f"launch try {name} ({candidate.label})"))
-        click.echo(f"vLLM's log: {log} (`launch logs {name} --try`)")
+        click.echo(render_report(report, f"launch try {name} ({candidate.label})", early))
+        click.echo(f"vLLM's log: {log} (`launch logs --profile {name} --try`)")
+        click.echo(_next_step(name, report.passed))
     raise SystemExit(int(ExitCode.OK if report.passed else ExitCode.GATE_FAILED))
+
+
+def _next_step(name: str, passed: bool) -> str:
+    """What to do after a try: it never promotes, so a passing profile is not served yet."""
+    if passed:
+        return (
+            f"next: `launch --profile {name}` serves it (the same start and gates, then promoted and "
+            f"watched); under systemd: `launch install-unit --profile {name}`, docs/host-safety.md"
+        )
+    return f"next: fix the profile (`launch --profile {name} --dry-run` checks it), then try again"
 
 
 def _stop(attempt: Attempt, grace_s: float) -> None:

@@ -96,6 +96,17 @@ def without_serving(gpus: HostGpus, serving: frozenset[int]) -> HostGpus:
     return HostGpus(tuple(targets), gpus.indexes, gpus.skip_reason)
 
 
+def without_holders(gpus: HostGpus, pids: frozenset[int]) -> HostGpus:
+    """The GPUs with these processes left out of the holders (a parked engine: it serves no model),
+    their memory still counted as used, as the device reports it."""
+    if not pids:
+        return gpus
+    targets = [
+        TargetGpu(t.token, t.device, tuple(h for h in t.holders if h.pid not in pids)) for t in gpus.targets
+    ]
+    return HostGpus(tuple(targets), gpus.indexes, gpus.skip_reason)
+
+
 def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: int = 0) -> CheckResult:
     """vLLM's own test, made before it runs: free memory, less the CUDA context its process creates
     before measuring, against gpu_memory_utilization × the total CUDA reports."""

@@ -7,6 +7,9 @@ deployment's, or holding its GPUs); `force` widens that to every process on its 
 deployment's orphan elsewhere is ended only when the operator names it (`named`: pids or
 deployments). `serving` is the engine this launcher serves now: a reload checks its candidate
 before stopping it, counting what that engine holds (GPU memory, port, GPU locks) as free.
+`parked` is an engine of this launcher asleep on the candidate's GPUs (`park = "sleep"`): its
+residue stays counted as used, but it is neither an orphan nor a second model, and its GPU locks
+are this launcher's.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from launcher.host.gpu_checks import (
     check_orphans,
     read_gpus,
     relevant_orphans,
+    without_holders,
     without_serving,
 )
 from launcher.host.gpu_locks import busy_holders
@@ -57,10 +61,19 @@ def run_preflight(
     clock: Clock | None = None,
     environ: Mapping[str, str] | None = None,
     serving: frozenset[int] = frozenset(),
+    parked: frozenset[int] = frozenset(),
 ) -> PreflightReport:
     """All checks; raises `PreflightRefused` when one refuses, else returns the report."""
     report = check_host(
-        request, options, reap, force, probe=probe, clock=clock, environ=environ, serving=serving
+        request,
+        options,
+        reap,
+        force,
+        probe=probe,
+        clock=clock,
+        environ=environ,
+        serving=serving,
+        parked=parked,
     )
     report.raise_if_refused()
     return report
@@ -77,6 +90,7 @@ def check_host(
     environ: Mapping[str, str] | None = None,
     serving: frozenset[int] = frozenset(),
     named: tuple[str, ...] = (),
+    parked: frozenset[int] = frozenset(),
 ) -> PreflightReport:
     """All checks, reaping first when asked; never raises for a refusal."""
     policy = HostPolicy.from_request(request)
@@ -89,20 +103,20 @@ def check_host(
     me = view_of(os.getpid())
     user = me.user if me is not None else str(os.geteuid())
     with probe if probe is not None else NvmlProbe() as gpu_probe:
-        gpus, scan = _observe(gpu_probe, demand, prefixes, serving)
+        gpus, scan = _observe(gpu_probe, demand, prefixes, serving, parked)
         reaped = None
         if reap:
             targets = _reap_targets(scan, gpus, prefixes[-1], deployment, force)
             targets += named_targets(scan, named, {t.pid for t in targets})
             if targets:
                 reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
-                gpus, scan = _observe(gpu_probe, demand, prefixes, serving)
+                gpus, scan = _observe(gpu_probe, demand, prefixes, serving, parked)
     available, swap_used = measure_host()
     guard = guard_for(
         options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
     )
     locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
-    locks = [h for h in locks if not (serving and h.pid == os.getpid())]  # ours, released on reload
+    locks = [h for h in locks if not ((serving or parked) and h.pid == os.getpid())]  # ours: released or lent
     checks = (
         check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
         check_orphans(scan, gpus, prefixes[-1], request.profile, user, deployment),
@@ -119,10 +133,15 @@ def check_host(
 
 
 def _observe(
-    probe: GpuProbe, demand: GpuDemand, prefixes: tuple[str, ...], serving: frozenset[int]
+    probe: GpuProbe,
+    demand: GpuDemand,
+    prefixes: tuple[str, ...],
+    serving: frozenset[int],
+    parked: frozenset[int] = frozenset(),
 ) -> tuple[HostGpus, list[HostProcess]]:
     gpus = read_gpus(probe, demand, prefixes) if demand.uses_gpu else HostGpus((), (), demand.no_gpu_reason)
-    return without_serving(gpus, serving), [p for p in scan_vllm(prefixes) if p.pid not in serving]
+    gpus = without_holders(without_serving(gpus, serving), parked)  # asleep: its residue stays in free
+    return gpus, [p for p in scan_vllm(prefixes) if p.pid not in serving | parked]
 
 
 def named_targets(scan: list[HostProcess], named: tuple[str, ...], chosen: set[int]) -> list[ProcessView]:

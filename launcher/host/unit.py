@@ -23,6 +23,7 @@ USER_RE = re.compile(r"\A[a-z_][a-z0-9_-]{0,31}\Z")
 # ("Command launch is not executable"); env finds `launch` on the service PATH and execs it (same pid).
 SHIPPED_LAUNCH = "/usr/bin/env launch"
 DROPIN_NAME = "10-host.conf"
+DEFAULT_USER = "vllm-gate"
 
 UNIT_TEMPLATE = """\
 # vllm-gate@.service: one vLLM server per instance; the instance is the profile (vllm-gate@prod).
@@ -60,12 +61,32 @@ SendSIGKILL=yes
 StateDirectory=vllm-gate
 Environment=PYTHONUNBUFFERED=1
 LimitNOFILE=65536
+# A dedicated, unprivileged user (`launch install-unit` says how to create it); the drop-in's User=
+# overrides it. It needs the GPUs (/dev/nvidia*, usually 0666), the model and its caches; systemd
+# chowns the state dir (StateDirectory) to it. Operate the state as it (docs/host-safety.md).
+User=vllm-gate
 
-# Hardening that vLLM on NVIDIA GPUs tolerates (docs/host-safety.md, "The unit's sandbox").
-# Not set, on purpose: PrivateDevices/DevicePolicy/DeviceAllow, ProtectClock, ProtectKernelLogs
-# (each closes or may close the device list, and /dev/nvidia*), MemoryDenyWriteExecute (Triton and
-# CUDA JIT-compile), ProtectHome (model and compile caches live there), ProtectProc (preflight
-# must see other users' vLLM processes), RestrictAddressFamilies (NCCL, RDMA).
+# Hardening that vLLM on NVIDIA GPUs tolerates (docs/host-safety.md, "The unit's sandbox": why
+# each is safe for vLLM). Not set, on purpose: PrivateDevices/DevicePolicy/DeviceAllow,
+# ProtectClock, ProtectKernelLogs (each closes or may close the device list, and /dev/nvidia*),
+# MemoryDenyWriteExecute (Triton and CUDA JIT-compile), ProtectHome (model and compile caches live
+# there), ProtectProc/ProcSubset (preflight must see other users' vLLM processes and /proc/meminfo),
+# PrivateUsers (other users' processes and files would all look like nobody's), RemoveIPC (with a
+# shared User= it would delete that user's other shared memory).
+# No capability: vLLM, CUDA, NCCL and the launcher need none (a root User= keeps none either; an
+# orphan of another user is reaped by hand: `sudo launch preflight --profile P --reap-orphans`).
+CapabilityBoundingSet=
+# systemd's set for services, plus pidfd_getfd (CUDA memory shared between processes as a file
+# descriptor is imported with it: PyTorch's symmetric memory); no privileged calls (mount, setuid,
+# chown, clock, modules, swap, reboot, raw I/O). A call outside the list fails with EPERM, no SIGSYS.
+SystemCallFilter=@system-service pidfd_getfd
+SystemCallFilter=~@privileged
+SystemCallErrorNumber=EPERM
+# Sockets: Unix (multiprocessing, ZMQ ipc, sd_notify), IPv4/6 (the API, torch.distributed, NCCL's
+# bootstrap), netlink (interface lookup: NCCL, psutil, RDMA). IPAddressDeny= is per profile, in the
+# drop-in.
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+PrivateMounts=yes
 NoNewPrivileges=yes
 PrivateTmp=yes
 ProtectSystem=full
@@ -96,8 +117,11 @@ Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID
 #Environment=CUDA_VISIBLE_DEVICES=0,1,2,3
 # Secrets never go in a profile or in this file: put `{api_key_env}=...` in this root-only (0600) file.
 EnvironmentFile=-/etc/vllm-gate/{profile}.env
-# Run as a service user instead of root (it needs the GPUs, the model files and the state dir).
+# The user vLLM runs as (the unit's default is vllm-gate; it needs the GPUs, the model files and
+# the state dir).
 {user_line}
+# Network: only what this profile's server needs (docs/host-safety.md, "The unit's sandbox").
+{ip_lines}
 """
 
 
@@ -108,8 +132,9 @@ def render_unit(launch: str) -> str:
 
 
 def render_dropin(
-    profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None, user: str | None = None
-) -> str:
+    profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None, user: str | None = None,
+    ip_lines: str = "",
+) -> str:  # fmt: skip
     """The drop-in text; every value is checked against unit-file syntax first, because a newline
     in any of them would become a directive of its own (`ExecStartPre=`, run as root)."""
     if not INSTANCE_RE.match(profile):
@@ -122,7 +147,8 @@ def render_dropin(
     if user is not None and not USER_RE.match(user):
         raise BadInput(f"invalid user name {user!r} for User=", hint="a system user name, e.g. vllm")
     return DROPIN_TEMPLATE.format(
-        user_line=f"User={user}" if user else "#User=vllm",
+        user_line=f"User={user}" if user else f"#User={DEFAULT_USER}",
+        ip_lines=ip_lines or "# IPAddressDeny= not set",
         profile=profile,
         profiles_dir=_unit_path(profiles_dir),
         state_dir=_unit_path(state_dir),

@@ -2,15 +2,16 @@
 
 vllm-facts.md §3.4: V2's memory profiler runs a real capture *before* the KV cache exists (all
 PIECEWISE graphs, 2 FULL ones) and prints bars and a `Graph capturing finished` line of its own.
-Only the capture after the `KV cache size` line (older: `# GPU blocks`) and before `init engine`
-counts. Bars come from one rank only (the global first rank); when older releases prefixed and
-showed them per rank, the first rank seen is the one counted.
+Only the capture after the `KV cache size` line (older: `# GPU blocks`, or the concurrency line
+alone) and before `init engine` counts. Bars come from one rank only (the global first rank); when
+older releases prefixed and showed them per rank, the first rank seen is the one counted. An
+excerpt that begins after the KV line shows only the final capture: `settled` says so at the end.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # `Capturing CUDA graphs (PIECEWISE)`, V1 `(mixed prefill-decode, PIECEWISE)` / `(decode, FULL)`
 _MODE_OF_BAR = re.compile(r"^Capturing CUDA graphs \((?:[^)]*, )?(?P<mode>PIECEWISE|FULL)\)$")
@@ -32,6 +33,7 @@ class CaptureTracker:
     final_proc: str | None = None
     final_done: tuple[float, float | None] | None = None  # (secs, GiB) of the final capture
     done_line: str | None = None
+    profiling_done: tuple[float, float | None, str] | None = None  # a finish line before any KV line
     mode_counts: dict[str, int] | None = None  # V1 `Profiling CUDA graph memory: PIECEWISE=51 ...`
     skipped: bool = False
 
@@ -48,11 +50,32 @@ class CaptureTracker:
 
     def on_done(self, secs: float, gib: float | None, line: str) -> bool:
         """`Graph capturing finished`: True when it is the final capture's (first one after KV)."""
-        if not self.kv_sized or self.final_done is not None or self.engine_initialized:
+        if not self.kv_sized:
+            self.profiling_done = self.profiling_done or (secs, gib, line)
+            return False
+        if self.final_done is not None or self.engine_initialized:
             return False
         self.final_done = (secs, gib)
         self.done_line = line
         return True
+
+    def settled(self, excerpt: bool) -> CaptureTracker:
+        """The final capture, once the log has ended. When no KV line came and the log is an excerpt
+        that began after it (`excerpt`), what was taken for a profiling pass was the final capture; a
+        complete log, V1's printed profile (`mode_counts`) or a KV memory line keeps it a profiling pass."""
+        seen = bool(self.profiling_bars or self.profiling_done)
+        if self.kv_sized or not excerpt or self.mode_counts or not seen:
+            return self
+        done = self.profiling_done
+        return replace(
+            self,
+            kv_sized=True,
+            profiling_bars={},
+            final_bars=dict(self.profiling_bars),
+            final_done=done[:2] if done else None,
+            done_line=done[2] if done else None,
+            profiling_done=None,
+        )
 
     def captured(self) -> int | None:
         if self.final_bars:

@@ -11,8 +11,20 @@ from typing import Any
 
 from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind, LogEvent
-from launcher.logfacts.failure import ENGINE, EXIT, EXPLICIT, Cause, FailureKind, classify, process_exit
-from launcher.logfacts.handlers import ASKED, DISPATCH, Handler
+from launcher.logfacts.failure import (
+    CAPTURE_FRAMES,
+    ENGINE,
+    EXIT,
+    EXPLICIT,
+    Cause,
+    FailureKind,
+    classify,
+    frame_of,
+    frame_phase,
+    is_logged_startup_traceback,
+    process_exit,
+)
+from launcher.logfacts.handlers import DISPATCH, Handler
 from launcher.logfacts.history import History
 from launcher.logfacts.lines import EXCEPTION_LINE, Record
 from launcher.logfacts.markers import MarkerSet
@@ -54,8 +66,8 @@ class Collector:
                 self.emit(EventKind.LOADING_WEIGHTS, rec, line_no, desc=desc, n=n, total=total)
             return
         if "decode, " in desc or "mixed prefill-decode" in desc:
-            s.set("model_runner", "v1", ASKED)  # only the V1 runner labels its bars (vllm-facts.md §3.3)
-        s.set("enforce_eager", False, ASKED)  # graphs are being captured (a config line outranks this)
+            s.infer("model_runner", "v1", rec.text, line_no)  # only the V1 runner labels its bars (§3.3)
+        s.infer("enforce_eager", False, rec.text, line_no)  # graphs are being captured
         phase = s.capture.on_bar(desc, n, total, rec.proc)
         if phase == "final":
             self.emit(EventKind.CAPTURING_GRAPHS, rec, line_no, desc=desc, n=n, total=total)
@@ -93,8 +105,14 @@ class Collector:
 
     def _check_failure(self, rec: Record, line_no: int) -> None:
         s = self.startup
+        self._read_frame(rec, line_no)
         if rec.msg.startswith("Traceback (most recent call last)"):
             s.traceback_seen = True
+        if s.outcome != "ready" and is_logged_startup_traceback(rec):
+            # the engine core's or a worker's `logger.exception` at startup: a failure even where the
+            # excerpt lacks the generic line and the exception (a more specific cause replaces it)
+            self._fail(Cause(FailureKind.ENGINE_INIT, EXPLICIT), rec, line_no)
+        if rec.msg.startswith("Traceback (most recent call last)"):
             return
         if s.outcome == "ready":
             # a served request can log an ERROR traceback and the server lives on: after readiness
@@ -118,3 +136,14 @@ class Collector:
         status = process_exit(rec.msg)
         if status:
             self._fail(Cause(FailureKind.OTHER, EXIT), rec, line_no)
+
+    def _read_frame(self, rec: Record, line_no: int) -> None:
+        """A traceback frame tells how far startup had got; a frame inside the graph capture also
+        shows the engine was not eager."""
+        func = frame_of(rec.msg)
+        phase = frame_phase(rec.msg) if func else None
+        if phase is None or self.startup.outcome == "ready":
+            return
+        self.startup.frame_phase = (phase, rec.text, line_no)  # the innermost frame wins
+        if func in CAPTURE_FRAMES:
+            self.startup.infer("enforce_eager", False, rec.text, line_no)

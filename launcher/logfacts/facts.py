@@ -1,7 +1,8 @@
 """What the log proves vLLM did: one immutable value, `None` wherever the log does not say.
 
-Nothing here is inferred from vLLM's defaults: a fact is set only from a line that states it
-(docs/logs.md lists, for each key, the lines it is read from and the vLLM versions known).
+Nothing here is inferred from vLLM's defaults: a fact is set from a line that states it, or from a
+line it follows from (graphs were captured, so not eager); the latter are named in `inferred` with
+that line (docs/logs.md lists, for each key, the lines it is read from and the vLLM versions known).
 When a log holds several startups (a restart loop under systemd), the facts describe the last one.
 """
 
@@ -106,12 +107,14 @@ class LogFacts:
     failure_message: str | None = None  # failure_line without its process, level, time and source
     failure_proc: str | None = None  # the process that printed it: `VllmWorker rank=3`, `Worker_TP1`
     failure_phase: str | None = None  # loading / profiling / capture (how far startup had got)
+    failure_argument: str | None = None  # what a refused command line names: `--dtype`, `--omni`
     died_after_ready: LineRef | None = None
     shutdown_seen: bool = False
     markers: list[MarkerHit] = field(default_factory=list)
     startups_seen: int = 0
     startups: list[StartupSummary] = field(default_factory=list)  # the last 1000, this one included
     startup_outcomes: dict[str, int] = field(default_factory=dict)  # all: {"failed:free_memory": 7, ...}
+    inferred: dict[str, LineRef] = field(default_factory=dict)  # key -> the line it was inferred from
     lines_read: int = 0
     lines_cut: int = 0  # lines longer than the parser reads (MAX_LINE_CHARS), cut there
     chars_cut: int = 0  # characters dropped from those lines

@@ -29,7 +29,14 @@ class FailureKind(StrEnum):
     GPU_CAPABILITY = "gpu_capability"
     CHAT_TEMPLATE = "chat_template"
     CONFIG = "config"
+    ARGUMENT = "argument"  # the argument parser refused the command line (argparse, or vLLM's own check)
+    COMPILE = "compile"  # torch.compile (dynamo / inductor) failed
+    CUDA_GRAPH = "cuda_graph"  # CUDA-graph capture itself failed (not memory: that is `oom`)
     OTHER = "other"
+
+
+# Kinds whose failure line names the argument it refused (`failure_argument`).
+ARGUMENT_KINDS = frozenset({FailureKind.ARGUMENT, FailureKind.TOOL_PARSER, FailureKind.REASONING_PARSER})
 
 
 SPECIFIC = 3  # a named cause
@@ -157,20 +164,40 @@ _RULES: tuple[tuple[re.Pattern[str], Cause], ...] = (
         ),
         Cause(FailureKind.CONFIG, SPECIFIC),
     ),
-    # core_client.py ready timeout; argparse (`vllm: error:`, `api_server.py: error:`)
+    # torch.compile's own exceptions (torch/_dynamo/exc.py, torch/_inductor/exc.py), raised in a worker
+    # while vLLM compiles the model (the profiling run)
     (
-        re.compile(r"Timed out waiting for engine core processes to start|^[\w.-]+: error: "),
-        Cause(FailureKind.OTHER, EXPLICIT),
+        re.compile(r"BackendCompilerFailed|InductorError|torch\._dynamo\.exc\.|torch\._inductor\.exc\."),
+        Cause(FailureKind.COMPILE, SPECIFIC),
     ),
+    # CUDA's refusal of an operation inside graph capture (cudaErrorStreamCaptureUnsupported/Invalidated)
+    (
+        re.compile(r"operation not permitted when stream is capturing|cudaErrorStreamCapture"),
+        Cause(FailureKind.CUDA_GRAPH, SPECIFIC),
+    ),
+    # argparse: `vllm serve: error: argument --dtype: invalid choice: …`, `vllm: error: unrecognized
+    # arguments: …`, `api_server.py: error: …` (the program name, one or two words); vLLM's own
+    # FlexibleArgumentParser refusals (utils/argparse_utils.py, utils.py before 0.10)
+    (
+        re.compile(
+            r"^[\w.-]+(?: [\w.-]+)?: error: "
+            r"|you should provide the model as a positional argument or in a config file instead of via"
+            r"|No model specified! Please specify model either as a positional argument"
+        ),
+        Cause(FailureKind.ARGUMENT, SPECIFIC),
+    ),
+    # core_client.py ready timeout
+    (re.compile(r"Timed out waiting for engine core processes to start"), Cause(FailureKind.OTHER, EXPLICIT)),
 )
 # Where a failure line can be, for the prefilter and for skimming superseded startups: the rules'
 # texts unanchored, with the argparse rule cut to its literal (a leading class would test every byte).
 SCAN = re.compile(
     "|".join(
         rx.pattern.replace("^(?:RuntimeError: )?", "").replace("^\\s{0,2}", "").replace("^", "")
-        for rx, _ in _RULES[:-1]
+        for rx, _ in _RULES
+        if rx.pattern != _RULES[-2][0].pattern
     )
-    + "|Timed out waiting for engine core|: error: "
+    + "|: error: |you should provide the model as a positional|No model specified! Please specify"
 )
 _UNCAUGHT = Cause(FailureKind.OTHER, EXPLICIT)
 _ERROR_LEVELS = (None, "ERROR", "CRITICAL")
@@ -202,3 +229,77 @@ def process_exit(msg: str) -> int | None:
         return 0 if status in ("0", "SUCCESS") else (int(status) if status.isdigit() else 1)
     m = _DOCKER_EXIT.search(msg)
     return int(m.group("status")) if m is not None else None
+
+
+# argparse names what it refused: `argument --dtype: invalid choice: …`, `argument -tp/--tensor-parallel-size:
+# invalid int value: …`, `unrecognized arguments: --omni`, `the following arguments are required: model_tag`;
+# vLLM's own check names the option in backquotes (`via the `--model` option`).
+_ARGUMENT = re.compile(
+    r": error: (?:argument (?P<flag>[^:]+?): |unrecognized arguments: (?P<extra>.+?)\s*$"
+    r"|the following arguments are required: (?P<required>.+?)\s*$)"
+    r"|via the `(?P<option>-[\w-]+)` option|(?P<positional>No model specified)"
+)
+
+
+def argument_of(message: str) -> str | None:
+    """The argument a refused command line names, as the refusal spells it; None when it names none."""
+    m = _ARGUMENT.search(message)
+    if m is None:
+        return None
+    if m.group("positional"):
+        return "model_tag"
+    return next(g for g in m.group("flag", "extra", "required", "option") if g)
+
+
+# How far startup had got, from the frames of a traceback: vLLM's own method names, stable across
+# releases (0.26.0: v1/engine/core.py _initialize_kv_caches, v1/worker/gpu_worker.py load_model /
+# determine_available_memory / compile_or_warm_up_model, v1/worker/gpu_model_runner.py profile_run /
+# profile_cudagraph_memory / capture_model; V0 worker/worker.py determine_num_available_blocks /
+# _warm_up_model). The innermost frame that maps wins: _initialize_kv_caches runs both profiling and
+# capture, and V1's profile_cudagraph_memory captures graphs to measure them (still profiling).
+_FRAME_PHASES = {
+    "load_model": "loading",
+    "load_weights": "loading",
+    "_initialize_kv_caches": "profiling",
+    "determine_available_memory": "profiling",
+    "determine_num_available_blocks": "profiling",
+    "profile_run": "profiling",
+    "profile_cudagraph_memory": "profiling",
+    "compile_or_warm_up_model": "capture",
+    "_warm_up_model": "capture",
+    "capture_model": "capture",
+    "capture_end": "capture",  # torch/cuda/graphs.py: the end of one graph's capture
+}
+# Frames that exist only when graphs are captured (the warm-up frames also run in eager mode).
+CAPTURE_FRAMES = frozenset({"capture_model", "capture_end"})
+_FRAME = re.compile(r"(?:, in |\.)(?P<func>" + "|".join(_FRAME_PHASES) + r")(?:\(|\s*$)")
+# The loggers that print a startup failure's traceback at ERROR (`logger.exception`): the engine core,
+# the executors and workers, V0's engine (vllm-facts.md §5.1); a request's error is logged elsewhere.
+_STARTUP_LOGGERS = frozenset(
+    {"core.py", "multiproc_executor.py", "engine.py", "worker_base.py", "multiproc_worker_utils.py"}
+)
+
+
+def frame_of(msg: str) -> str | None:
+    """The vLLM (or torch) function a traceback frame is in: `File …, in capture_model`,
+    `    self.model_runner.capture_model()`; None for any other line, or a function we do not map."""
+    if "File " not in msg and not msg.startswith(" "):
+        return None
+    m = _FRAME.search(msg)
+    return m.group("func") if m else None
+
+
+def frame_phase(msg: str) -> str | None:
+    """The startup phase a traceback frame is in (loading / profiling / capture)."""
+    func = frame_of(msg)
+    return _FRAME_PHASES[func] if func else None
+
+
+def is_logged_startup_traceback(rec: Record) -> bool:
+    """An ERROR line of a traceback that one of vLLM's startup loggers printed: the engine failed to start,
+    even where the excerpt holds neither the traceback's header nor its exception line."""
+    if rec.level not in ("ERROR", "CRITICAL") or rec.src is None:
+        return False
+    if rec.src.rsplit("/", 1)[-1] not in _STARTUP_LOGGERS:
+        return False
+    return rec.msg.startswith(("Traceback (most recent call last)", '  File "', "    "))

@@ -15,12 +15,11 @@ from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind
 from launcher.logfacts.lines import Record
 from launcher.logfacts.pyrepr import parse_dict, parse_namespace
-from launcher.logfacts.startup import Startup
+from launcher.logfacts.startup import ASKED, COMMAND, STATED, Startup
 
 if TYPE_CHECKING:
     from launcher.logfacts.collector import Collector
 
-STATED, ASKED, COMMAND = 3, 2, 1
 Handler = Callable[["Collector", Record, int], None]
 
 
@@ -79,7 +78,8 @@ def engine_config(c: Collector, rec: Record, line_no: int) -> None:
     if m is None:
         return
     s = c.startup
-    s.set("vllm_version", m.group("version"), COMMAND)  # only if no banner said it
+    if m.group("version"):
+        s.set("vllm_version", m.group("version"), COMMAND)  # only if no banner said it
     s.v1_engine = " V1 LLM engine" in rec.msg
     values = configline.from_engine_config(m.group("cfg"))
     c.set_all(values, STATED)
@@ -104,7 +104,7 @@ def simple(c: Collector, rec: Record, line_no: int) -> None:
     elif p.ENFORCE_EAGER.match(msg):
         s.set("enforce_eager", True, STATED)
     elif p.CAPTURE_START_V0.match(msg):
-        s.set("enforce_eager", False, STATED)
+        s.infer("enforce_eager", False, rec.text, line_no)  # printed only when capturing (V0)
     elif p.CAPTURE_SKIPPED.match(msg):
         s.capture.skipped = True
         s.activity = True
@@ -119,9 +119,11 @@ def loading(c: Collector, rec: Record, line_no: int) -> None:
     if p.LOAD_START_V2.match(msg):
         s.set("model_runner", "v2", ASKED)
         c.once(EventKind.LOADING_WEIGHTS, rec, line_no)
-    elif p.LOAD_START_V1.match(msg):
+    elif m := p.LOAD_START_V1.match(msg):
+        s.set("model", m.group("model"), ASKED)
         if s.v1_engine:
-            s.set("model_runner", "v1", ASKED)
+            # the V2 runner says `Loading model from scratch` instead
+            s.infer("model_runner", "v1", rec.text, line_no)
         c.once(EventKind.LOADING_WEIGHTS, rec, line_no)
     elif m := p.WEIGHTS_TOOK.match(msg):
         s.set("weights_load_seconds", float(m.group("secs")), STATED)
@@ -135,12 +137,25 @@ def profiling(c: Collector, rec: Record, line_no: int) -> None:
     if m := p.CG_PROFILE_V1.match(msg):
         modes = p.CG_PROFILE_MODE.finditer(msg)
         s.capture.mode_counts = {x.group("mode"): int(x.group("n")) for x in modes}
-        s.set("model_runner", "v1", ASKED)
+        s.infer("model_runner", "v1", rec.text, line_no)  # only the V1 runner prints this profile
+        s.infer("enforce_eager", False, rec.text, line_no)  # …and only when graphs will be captured
     elif m := p.KV_AVAILABLE.match(msg):
         s.kv_gib.append(float(m.group("gib")))
     elif not p.MEMORY_PROFILING_OLD.match(msg):
         return
     c.once(EventKind.PROFILING, rec, line_no)
+
+
+def memory_summary(c: Collector, rec: Record, line_no: int) -> None:
+    """V0's (and early V1's) three-line profile summary: the utilization, the weights, the KV share."""
+    msg, s = rec.msg, c.startup
+    if m := p.MEMORY_BUDGET_OLD.match(msg):
+        s.set("gpu_memory_utilization", float(m.group("util")), STATED)
+    if (m := p.MEMORY_WEIGHTS_OLD.match(msg)) and not s.weights_gib:
+        s.weights_gib.append(float(m.group("gib")))  # rounded: only when no load line said it
+    if m := p.MEMORY_KV_OLD.search(msg):
+        s.kv_gib.append(float(m.group("gib")))
+        c.once(EventKind.PROFILING, rec, line_no)
 
 
 def kv(c: Collector, rec: Record, line_no: int) -> None:
@@ -149,6 +164,8 @@ def kv(c: Collector, rec: Record, line_no: int) -> None:
     size = one or p.KV_SIZE_ONLY.match(msg)
     conc = one or p.KV_CONCURRENCY.match(msg)
     blocks = p.GPU_BLOCKS.match(msg)
+    if conc is not None:
+        s.capture.kv_sized = True  # printed with the KV size: an excerpt may hold this line alone
     if size is not None:
         s.kv_tokens.append(p.to_int(size.group("tokens")))
     if conc is not None:
@@ -171,7 +188,7 @@ def graphs_done(c: Collector, rec: Record, line_no: int) -> None:
     if m is None:
         return
     gib = float(m.group("gib")) if m.group("gib") else None
-    c.startup.set("enforce_eager", False, ASKED)  # graphs were captured
+    c.startup.infer("enforce_eager", False, rec.text, line_no)  # graphs were captured
     if c.startup.capture.on_done(float(m.group("secs")), gib, rec.text):
         c.emit(EventKind.GRAPHS_CAPTURED, rec, line_no, secs=float(m.group("secs")), gib=gib)
 
@@ -193,7 +210,7 @@ def serving(c: Collector, rec: Record, line_no: int) -> None:
     msg, s = rec.msg, c.startup
     m = p.SERVER_START.match(msg) or p.UVICORN_RUNNING.match(msg)
     if m is not None:
-        port = p.port_of(msg)
+        port = p.port_of(m.group("url")) or p.port_of(msg)
         s.set("served_url", m.group("url") if "://" in m.group("url") else msg, STATED)
         if port is not None:
             s.set("served_port", port, STATED)
@@ -216,6 +233,13 @@ def command(c: Collector, rec: Record, line_no: int) -> None:
         c.set_all(c.command, COMMAND)
 
 
+def kv_error(c: Collector, rec: Record, line_no: int) -> None:
+    """The KV-capacity error states the model's max length (`… max seq len (131072) …`)."""
+    m = p.KV_ERROR_MAX_LEN.search(rec.msg)
+    if m is not None:
+        c.startup.set("max_model_len", int(m.group("n")), ASKED)
+
+
 DISPATCH: tuple[tuple[str, Handler], ...] = (
     ("version", version),
     ("model", logo_model),
@@ -234,7 +258,10 @@ DISPATCH: tuple[tuple[str, Handler], ...] = (
     ("Memory profiling", profiling),
     ("KV cache size", kv),
     ("Maximum concurrency", kv),
-    ("# GPU blocks", kv),
+    (" blocks: ", kv),
+    ("the current vLLM instance", memory_summary),
+    ("model weights take", memory_summary),
+    ("max seq len (", kv_error),
     ("Graph capturing finished", graphs_done),
     ("init engine", init_engine),
     ("server", serving),

@@ -23,21 +23,24 @@ MODEL_LOGO = re.compile(r"[█▄▀]\s+model\s+(?P<model>\S+)\s*$")
 # ---- arguments and config (vllm-facts.md §2 rows 2–4) -----------------------------------------------------
 NON_DEFAULT_ARGS = re.compile(r"^non-default args: (?P<args>\{.*)$")  # 0.33 startup.py:96; ≥ ≈0.9
 NAMESPACE_ARGS = re.compile(r"^args: (?P<args>Namespace\(.*)$")  # older api_server.py (≤ ≈0.8)
-# 0.33 `v1/engine/core.py:139`; older V0 `Initializing an LLM engine (v0.6.4) with config:`.
+# 0.33 `v1/engine/core.py:139`; older V0 `Initializing an LLM engine (v0.6.4) with config:`; before
+# 0.3.3 without the version (`Initializing an LLM engine with config: model='…'`, llm_engine.py:70).
 ENGINE_CONFIG = re.compile(
-    r"^Initializing an? (?:V\d )?LLM engine \(v(?P<version>[^)]+)\) with config: (?P<cfg>.*)$"
+    r"^Initializing an? (?:V\d )?LLM engine(?: \(v(?P<version>[^)]+)\))? with config: (?P<cfg>.*)$"
 )
 MAX_MODEL_LEN = re.compile(r"^Using max model len (?P<n>\d+)")  # config/model.py:2170
 CHUNKED_PREFILL = re.compile(r"^Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
+# not argparse's own `vllm serve: error: …` line, which also starts with the program's name
 COMMAND_LINE = re.compile(
-    r"(?:^|[\s'\"])(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server)\b(?P<args>.*)$"
+    r"(?:^|[\s'\"])(?:vllm serve|-m vllm\.entrypoints\.openai\.api_server)(?P<args>\s.*|$)"
 )
 
 # ---- model runner and loading (vllm-facts.md §2 rows 5–10) ------------------------------------------------
 RUNNER_V2 = re.compile(r"^Using V2 Model Runner")  # v1/worker/gpu_worker.py:513
 RUNNER_V1_FALLBACK = re.compile(r"^Model Runner V2 does not yet support")  # config/vllm.py:760
 LOAD_START_V2 = re.compile(r"^Loading model from scratch")  # v1/worker/gpu/model_runner.py:399
-LOAD_START_V1 = re.compile(r"^Starting to load model (?P<model>\S+?)\.\.\.")  # gpu_model_runner.py:4978
+# gpu_model_runner.py:4978 (0.7+)
+LOAD_START_V1 = re.compile(r"^Starting to load model (?P<model>\S+?)\.\.\.")
 WEIGHTS_TOOK = re.compile(r"^Loading weights took (?P<secs>[\d.]+) seconds")  # default_loader.py:506
 # 0.33 `Model loading took 15.27 GiB memory and 14.8 seconds`; older `... took 19.5904 GB and 724.5 seconds`.
 MODEL_LOADING = re.compile(
@@ -55,6 +58,16 @@ COMPILE_TOTAL = re.compile(
 CG_PROFILE_V1 = re.compile(r"^Profiling CUDA graph memory: (?P<modes>.*)$")  # gpu_model_runner.py:6304
 CG_PROFILE_MODE = re.compile(r"(?P<mode>[A-Z_]+)=(?P<n>\d+) \(largest=(?P<largest>\d+)\)")
 MEMORY_PROFILING_OLD = re.compile(r"^Memory profiling (?:takes|results)")  # V0 worker.py (≤ 0.8)
+# V0 worker.py's profile summary (≈0.6.5-0.10, also V1 gpu_worker.py in 0.8), one message of three
+# lines: `Memory profiling takes …\nthe current vLLM instance can use total_gpu_memory (79.11GiB) x
+# gpu_memory_utilization (0.90) = …\nmodel weights take 14.99GiB; …; the rest of the memory reserved
+# for KV Cache is 54.62GiB.` (each line prefixed, or only the first one).
+MEMORY_BUDGET_OLD = re.compile(
+    r"^the current vLLM instance can use total_gpu_memory \([\d.]+ ?GiB\) x gpu_memory_utilization "
+    r"\((?P<util>[\d.]+)\)"
+)
+MEMORY_WEIGHTS_OLD = re.compile(r"^model weights take (?P<gib>[\d.]+) ?GiB;")
+MEMORY_KV_OLD = re.compile(r"the rest of the memory reserved for KV Cache is (?P<gib>-?[\d.]+) ?GiB")
 KV_AVAILABLE = re.compile(r"^Available KV cache memory: (?P<gib>-?[\d.]+) ?GiB")  # gpu_worker.py:772
 # 0.33 one line (kv_cache_utils.py:1147); thousands separators or none (forks, very old builds).
 KV_ONE_LINE = re.compile(
@@ -66,7 +79,9 @@ KV_SIZE_ONLY = re.compile(r"^(?P<dev>[A-Z]+(?: \+ host)?) KV cache size: (?P<tok
 KV_CONCURRENCY = re.compile(
     r"^Maximum concurrency for (?P<maxlen>[\d,]+) tokens per request: (?P<conc>[\d.]+)x"
 )
-GPU_BLOCKS = re.compile(r"^# GPU blocks: (?P<blocks>\d+)")  # older (V0, early V1): `# GPU blocks: N`
+# older (V0, early V1): `# GPU blocks: N`; 0.7-0.8 executor_base.py names the device: `# CUDA blocks: N`,
+# `# cuda blocks: N` (the platform's device name), followed on the same line by `# CPU blocks: M`
+GPU_BLOCKS = re.compile(r"^# (?:GPU|CUDA|cuda|XPU|xpu|NPU|npu|HPU|hpu) blocks: (?P<blocks>\d+)")
 GRAPH_DONE = re.compile(  # 0.33 model_runner.py:1163 / gpu_model_runner.py:6516; V0 `... in 5 secs.`
     r"^Graph capturing finished in (?P<secs>\d+) secs?(?:, took (?P<gib>-?[\d.]+) GiB)?"
 )
@@ -96,11 +111,11 @@ READY = re.compile(r"^Application startup complete\b")  # uvicorn, after the eng
 SHUTDOWN = re.compile(
     r"^(?:\[shutdown\] API server: shutdown triggered|Shutting down\b|Application shutdown complete)"
 )
-URL_PORT = re.compile(r":(?P<port>\d{1,5})(?:/|$|\))")
+URL_PORT = re.compile(r":(?P<port>\d{1,5})(?:/|$|\)|\s)")
 SOCKET_PORT = re.compile(r"\('[^']*', (?P<port>\d{1,5})\)")
 
 # ---- engine config line fields (vllm-facts.md §3.1) --------------
-CFG_MODEL = re.compile(r"^model='(?P<model>[^']*)'")
+CFG_MODEL = re.compile(r"""^model=(?:'(?P<model>[^']*)'|"(?P<dq>[^"]*)"|(?P<bare>[^,\s]+))""")
 CFG_INT = {
     "tensor_parallel_size": re.compile(r"\btensor_parallel_size=(?P<v>\d+)"),
     "pipeline_parallel_size": re.compile(r"\bpipeline_parallel_size=(?P<v>\d+)"),
@@ -136,6 +151,10 @@ ENGINE_DIED = re.compile(
     r"EngineCore encountered a fatal error|engine core exited unexpectedly|EngineDeadError"
     r"|Worker proc \S+ died unexpectedly|Engine core process \S+ died unexpectedly"
 )
+
+# vLLM's KV-capacity errors state the model's max length: `The model's max seq len (8192) is larger
+# than …` (V0 worker.py), `To serve at least one request with the model's max seq len (131072), …` (V1).
+KV_ERROR_MAX_LEN = re.compile(r"models?'s max seq len \((?P<n>\d+)\)")
 
 # Ray appends this to de-duplicated worker lines: `... [repeated 7x across cluster]`.
 RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")

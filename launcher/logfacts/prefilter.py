@@ -7,8 +7,9 @@ with a literal quickly too (each extra pass costs ~0.3–1 ms per MB, docs/logs.
   (heads are constant format text in vLLM, vllm-facts.md §2–§5; all start with a literal or a tiny class,
   which keeps the alternation cheap on the millions of `] Engine 000: ...` stats lines);
 - long literals for unprefixed text: tqdm bars, uvicorn's readiness and bind errors, systemd exits;
-- `Traceback (most recent call last)`, which opens a window of following lines (the exception line
-  that names the cause comes at the end of the traceback, in any format);
+- `Traceback (most recent call last)` and a traceback frame's `File "`, each of which opens a window of
+  following lines (the exception line that names the cause comes at the end of the traceback, in any
+  format; an excerpt may begin inside a traceback, after its header);
 - near the start of the stream only (deterministic: the first `HEAD_CHARS` characters): an echoed
   `vllm serve ...` command line and argparse's `vllm: error:`, which happen before anything else;
 - the operator's markers.
@@ -47,7 +48,9 @@ _HEADS = (
     r"CPU KV cache size",
     r"XPU KV cache size",
     r"Maximum concurrency",
-    r"# GPU blocks",
+    r"# \w+ blocks",
+    r"the current vLLM",
+    r"model weights take",
     r"Capturing ",
     r"Graph capturing",
     r"Skipping ",
@@ -80,6 +83,7 @@ _LITERALS = (
 )
 _HEAD_LITERALS = ("vllm serve", "vllm.entrypoints.openai.api_server", "vllm: error")
 TRACEBACK = "Traceback (most recent call last)"
+FRAME = 'File "'  # a traceback frame: `  File "/…/vllm/v1/engine/core.py", line 136, in __init__`
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,8 @@ class Prefilter:
     def scan(self, text: str, start: int, end: int, stream_offset: int) -> Hits:
         """Candidates among the physical lines of `text[start:end]` (`start` begins a line);
         `stream_offset` is where `text` starts in the whole stream (for the head-of-stream literals)."""
-        headers = {_line_start(text, start, h) for h in _positions(text, TRACEBACK, start, end)}
+        found = _positions(text, TRACEBACK, start, end) + _positions(text, FRAME, start, end)
+        headers = {_line_start(text, start, h) for h in found}
         if self.every_line:
             every = [start]
             i = text.find("\n", start, end)
@@ -120,17 +125,23 @@ class Prefilter:
 def open_windows(
     text: str, begin: int, end: int, tracebacks: list[int], carried: int, candidates: set[int]
 ) -> int:
-    """Add the lines of traceback windows to `candidates`; return how many lines run past `end`."""
-    left = 0
+    """Add the lines of traceback windows to `candidates`; return how many lines run past `end`.
+    Windows that overlap are walked once: a traceback's every frame opens one."""
+    reached, left_at_reached = begin, 0  # how far the walk got, and how many lines were still owed there
     for start, count in ((begin, carried), *((t, TRACEBACK_WINDOW) for t in tracebacks)):
+        if start < reached:
+            count -= text.count("\n", start, reached)
+            if count <= left_at_reached:
+                continue
+            start = reached
         pos = start
         while count > 0 and pos < end:
             candidates.add(pos)
             count -= 1
             nl = text.find("\n", pos, end)
             pos = nl + 1 if nl >= 0 else end
-        left = max(left, count) if pos >= end else left
-    return left
+        reached, left_at_reached = pos, count
+    return left_at_reached if reached >= end else 0
 
 
 # ---- skimming a startup that a later banner supersedes (restart loops) ---------------------------
@@ -141,31 +152,46 @@ _BANNER_LITERAL = "version "
 _OUTCOME_LITERALS = ("Application startup complete", "exited")  # uvicorn; systemd's and docker's exits
 # Every failure line holds one of these: the exception's name (`ValueError`, `GatedRepoError`,
 # `huggingface_hub.errors.…`), argparse's `error:`, pydantic's `Value error`, or `… failed`
-# (FAILURES in scripts/logfacts/phrasings.py, checked by the catalogue tests). One regex of ~40
+# (FAILURES in launcher/logfacts/phrasings.py, checked by the catalogue tests). One regex of ~40
 # alternatives over a whole chunk costs 0.5 s/MB; these finds and the rules on the lines they hit cost
 # ~3 ms/MB. Engine deaths (`Worker proc X died unexpectedly`) are also `_RECORD` heads.
 _FAILURE_HINTS = ("rror", "failed")
+# At each `ERROR ` (a literal find, ~1 ms/MB): vLLM's stamp, then either a traceback frame of a startup
+# logger, or a message that is not indented (logged, it may name no exception: `ERROR … [engine.py:448]
+# Bfloat16 is only supported …`). Indented source lines and traceback headers are skipped.
+_ERROR_AT = re.compile(
+    r"ERROR \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[^\]\s]+:\d+\] ?"
+    r"(?:(?P<frame>  File \")|(?P<skip> |Traceback))?"
+)
 
 
 _SOURCE_LINE = re.compile(r"^(?:[^\]\n]*\] )?(?:  File \"|    )")
 
 
-def failure_lines(text: str, start: int, end: int) -> set[int]:
-    """Line starts in `text[start:end]` that a failure rule or an engine-death line matches."""
+def failure_lines(text: str, start: int, end: int, frames: set[int] | None = None) -> set[int]:
+    """Line starts in `text[start:end]` that a failure rule or an engine-death line matches. A startup
+    logger's traceback frame (ERROR) decides a failure too: into `frames` when given, else returned."""
     checked: set[int] = set()
     found: set[int] = set()
-    for literal in _FAILURE_HINTS:
-        for hit in _positions(text, literal, start, end):
-            line_start = _line_start(text, start, hit)
-            if line_start in checked:
-                continue
-            checked.add(line_start)
-            line_end = text.find("\n", hit, end)
-            line = text[line_start : line_end if line_end >= 0 else end]
-            if _SOURCE_LINE.search(line):
-                continue  # a traceback's source line, `  File "..."` or indented code: never a cause
-            if any(t in line for t in _TRIGGERS) and (failure.SCAN.search(line) or ENGINE_DIED.search(line)):
-                found.add(line_start)
+    hits = [h for literal in _FAILURE_HINTS for h in _positions(text, literal, start, end)]
+    frame_hits: list[int] = []
+    for hit in _positions(text, "ERROR ", start, end):
+        m = _ERROR_AT.match(text, hit)
+        if m is not None and not m.group("skip"):
+            (frame_hits if m.group("frame") else hits).append(hit)
+    for hit in hits:
+        line_start = _line_start(text, start, hit)
+        if line_start in checked:
+            continue
+        checked.add(line_start)
+        line_end = text.find("\n", hit, end)
+        line = text[line_start : line_end if line_end >= 0 else end]
+        if _SOURCE_LINE.search(line):
+            continue  # a traceback's source line, `  File "..."` or indented code: never a cause
+        if any(t in line for t in _TRIGGERS) and (failure.SCAN.search(line) or ENGINE_DIED.search(line)):
+            found.add(line_start)
+    into = found if frames is None else frames
+    into.update(_line_start(text, start, hit) for hit in frame_hits)
     return found
 
 
@@ -225,10 +251,13 @@ def banner_candidates(text: str, start: int, end: int) -> list[int]:
     return sorted({_line_start(text, start, h) for h in _positions(text, _BANNER_LITERAL, start, end)})
 
 
-def outcome_lines(text: str, start: int, end: int) -> list[int]:
-    """Line starts in `text[start:end]` that can decide a startup's outcome."""
+def outcome_lines(text: str, start: int, end: int) -> tuple[list[int], list[int]]:
+    """Line starts in `text[start:end]` that can decide a startup's outcome, and the traceback frames
+    of startup loggers, which decide it only in a startup that shows nothing else (an excerpt)."""
     hits = [h for literal in _OUTCOME_LITERALS for h in _positions(text, literal, start, end)]
-    return sorted({_line_start(text, start, h) for h in hits} | failure_lines(text, start, end))
+    frames: set[int] = set()
+    found = failure_lines(text, start, end, frames)
+    return sorted({_line_start(text, start, h) for h in hits} | found), sorted(frames)
 
 
 def _line_start(text: str, floor: int, pos: int) -> int:

@@ -20,6 +20,9 @@ def render_report(facts: LogFacts) -> str:
     rows += [("marker", _marker(m.pattern, m.found, m.line_no)) for m in facts.markers]
     if len(facts.startups) > 1 or facts.startups_seen > 1:
         rows.append(("startups", _startups(facts)))
+    if facts.inferred:
+        inferred = ", ".join(f"{key} (from line {ref.line_no})" for key, ref in facts.inferred.items())
+        rows.append(("inferred", f"{inferred}: follow from other lines, stated by none"))
     if facts.lines_cut:
         rows.append(
             (
@@ -116,7 +119,10 @@ def _outcome(f: LogFacts) -> str:
             text += f"; engine DIED later (line {f.died_after_ready.line_no}): {f.died_after_ready.line}"
         return text
     if f.outcome == "failed":
-        where = ", ".join(x for x in (f.failure_proc, f.failure_phase and f"during {f.failure_phase}") if x)
+        named = f.failure_argument and f"argument {f.failure_argument}"
+        where = ", ".join(
+            x for x in (named, f.failure_proc, f.failure_phase and f"during {f.failure_phase}") if x
+        )
         where = f" ({where})" if where else ""
         return f"FAILED: {f.failure_kind}{where} (line {f.failure_line_no}): {f.failure_line}"
     return "no outcome in log (still starting, or the log was cut)"

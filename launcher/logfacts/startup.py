@@ -1,4 +1,11 @@
-"""One startup's mutable state, and its freeze into `LogFacts` (the derived rules live here)."""
+"""One startup's mutable state, and its freeze into `LogFacts` (the derived rules: `derive.py`).
+
+A fact can be stated by several lines; each source has a rank and a lower rank never overwrites a
+higher one: what vLLM built (engine config line, explicit log lines) beats what it was asked (args)
+beats what follows from other lines (`infer`: graphs were captured, so not eager) beats a command
+line echoed by a shell or a unit. An inferred value keeps the line it was inferred from until a
+line that states the fact replaces it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from launcher.logfacts import derive
 from launcher.logfacts.capture import CaptureTracker
 from launcher.logfacts.events import EventKind
-from launcher.logfacts.facts import CaptureBar, Concurrency, LineRef, LogFacts, MarkerHit, StartupSummary
+from launcher.logfacts.facts import LineRef, LogFacts, MarkerHit, StartupSummary
 from launcher.logfacts.failure import Cause, FailureKind
 from launcher.logfacts.history import History
 from launcher.logfacts.lines import Record
+
+COMMAND, INFERRED, ASKED, STATED = 1, 2, 3, 4
 
 
 @dataclass(slots=True)
@@ -20,6 +30,7 @@ class Startup:
     marker_patterns: tuple[str, ...]
     values: dict[str, Any] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
+    inferred: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> the line it follows from
     non_default_args: dict[str, Any] | None = None
     kv_tokens: list[int] = field(default_factory=list)
     concurrency: list[tuple[float, int]] = field(default_factory=list)
@@ -32,7 +43,8 @@ class Startup:
     outcome: str | None = None
     failure: tuple[Cause, str, int, str] | None = None  # cause, line, line number, message
     failure_proc: str | None = None  # which process wrote the failure line (`VllmWorker rank=3`)
-    failure_phase: str | None = None  # loading / profiling / capture, when the log shows it
+    failure_phase: str | None = None  # loading / profiling / capture, when the log's events show it
+    frame_phase: tuple[str, str, int] | None = None  # phase, line, line number from a traceback frame
     first_exception: tuple[str, int, str] | None = None  # first uncaught exception line after a traceback
     died_after_ready: tuple[str, int] | None = None
     shutdown_seen: bool = False
@@ -52,11 +64,22 @@ class Startup:
             self.values[key] = value
             self.ranks[key] = rank
             self.activity = True
+            if rank != INFERRED:
+                self.inferred.pop(key, None)
+
+    def infer(self, key: str, value: Any, line: str, line_no: int) -> None:
+        """A fact that follows from this line rather than being stated by it; the first such line is kept."""
+        if self.ranks.get(key, 0) <= INFERRED:
+            self.set(key, value, INFERRED)
+            self.inferred.setdefault(key, (line, line_no))
 
     def phase(self) -> str | None:
-        """How far startup got, from the events seen: a failure then happened in that phase."""
+        """How far startup got, from the events seen: a failure then happened in that phase. In an
+        excerpt that began after the KV line, a capture already seen was the final one."""
         seen = self.seen
         if self.capture.kv_sized or EventKind.CAPTURING_GRAPHS in seen:
+            return "capture"
+        if self.is_excerpt() and (self.capture.profiling_done or self.capture.profiling_bars):
             return "capture"
         if EventKind.WEIGHTS_LOADED in seen or EventKind.PROFILING in seen:
             return "profiling"
@@ -95,64 +118,72 @@ class Startup:
         )
 
     def freeze(self, startups_seen: int, lines_read: int, history: History, cut: tuple[int, int]) -> LogFacts:
-        v = self.values
-        cap = self.capture
-        eager = v.get("enforce_eager")
-        no_graphs = eager is True or cap.skipped or v.get("cudagraph_mode") == "NONE"
-        if cap.final_done is not None:
-            captured: bool | None = True
-        elif no_graphs or self.outcome == "failed":
-            captured = False
-        else:
-            captured = None
-        graphs = cap.captured()
-        expected = cap.expected()
-        if no_graphs and cap.final_done is None:
-            graphs, expected = graphs or 0, expected or 0
-        conc = min(self.concurrency, default=None)
-        failure = self.failure
-        cause = self.cause_line()
         startups, outcomes = history.with_current(self.summary())
+        plain: dict[str, Any] = {k: self.values.get(k) for k in _PLAIN}
         return LogFacts(
-            **{k: v.get(k) for k in _PLAIN},
+            **plain,
             non_default_args=self.non_default_args,
             weights_gib=max(self.weights_gib, default=None),
-            kv_cache_gib=min(self.kv_gib, default=None),
-            kv_cache_tokens=min(self.kv_tokens, default=None),
-            kv_cache_tokens_per_rank=list(self.kv_tokens) or None,
-            max_concurrency=Concurrency(conc[0], conc[1]) if conc else None,
-            max_concurrency_per_rank=[c for c, _ in self.concurrency] or None,
-            gpu_blocks=min(self.gpu_blocks, default=None),
-            cudagraph_captured=captured,
-            graphs_captured=graphs,
-            graphs_expected=expected,
-            graphs_captured_by_mode=cap.captured_by_mode() or ({} if no_graphs else None),
-            capture_bars=[CaptureBar(b.desc, b.n, b.total) for b in cap.final_bars.values()],
-            profiling_graphs=cap.profiling_graphs(),
-            cudagraph_profile=dict(cap.mode_counts) if cap.mode_counts else None,
-            capture_seconds=cap.final_done[0] if cap.final_done else None,
-            capture_gib=cap.final_done[1] if cap.final_done else None,
-            capture_line=cap.done_line,
-            startup_seconds=_seconds_between(self.banner_ts, self.serving_ts or self.init_ts)
-            if self.outcome == "ready"
-            else None,
+            **derive.kv_fields(self.kv_tokens, self.concurrency, self.kv_gib, self.gpu_blocks),
+            **self._graph_fields(),
+            startup_seconds=self._startup_seconds(),
             outcome=self.outcome,
-            failure_kind=str(failure[0].kind) if failure else None,
-            failure_line=cause[0] if cause else None,
-            failure_line_no=cause[1] if cause else None,
-            failure_message=cause[2].strip() if cause else None,
-            failure_proc=self.failure_proc if failure else None,
-            failure_phase=self.failure_phase if failure else None,
+            **derive.failure_fields(self._failure_read()),
             died_after_ready=LineRef(*self.died_after_ready) if self.died_after_ready else None,
             shutdown_seen=self.shutdown_seen,
             markers=[_marker(pattern, self.markers.get(i)) for i, pattern in enumerate(self.marker_patterns)],
             startups_seen=startups_seen,
             startups=startups,
             startup_outcomes=outcomes,
+            inferred={key: LineRef(*ref) for key, ref in sorted(self._inferred().items())},
             lines_read=lines_read,
             lines_cut=cut[0],
             chars_cut=cut[1],
         )
+
+    # ---- the steps of `freeze` -----------------------------------------------------------------------
+    def settled_capture(self) -> CaptureTracker:
+        """The capture as the whole log shows it: in an excerpt that begins after the KV line (no banner,
+        no KV memory, no V2 runner stated), the capture seen is the final one (derive.py's rules)."""
+        return self.capture.settled(self.is_excerpt())
+
+    def is_excerpt(self) -> bool:
+        """The log began after this startup's banner, and shows neither V2's runner nor a KV memory line
+        (which would come after V2's profiling capture): a capture seen before any KV line is final."""
+        return self.banner_line_no is None and not self.kv_gib and self.values.get("model_runner") != "v2"
+
+    def _graph_fields(self) -> dict[str, Any]:
+        cap = self.settled_capture()
+        v = self.values
+        none_expected = derive.no_graphs(v.get("enforce_eager"), v.get("cudagraph_mode"), cap.skipped)
+        g = derive.graphs(cap, none_expected, self.outcome == "failed")
+        return {
+            "cudagraph_captured": g.captured,
+            "graphs_captured": g.count,
+            "graphs_expected": g.expected,
+            "graphs_captured_by_mode": g.by_mode,
+            **derive.capture_fields(cap),
+        }
+
+    def _failure_read(self) -> derive.FailureRead | None:
+        cause = self.cause_line()
+        if self.failure is None or cause is None:
+            return None
+        phase = self.failure_phase or (self.frame_phase[0] if self.frame_phase else None)
+        return derive.FailureRead(self.failure[0], cause[0], cause[1], cause[2], self.failure_proc, phase)
+
+    def _inferred(self) -> dict[str, tuple[str, int]]:
+        """Inferred values that no stated line replaced; the failure's phase when only a traceback frame
+        showed it."""
+        out = {k: ref for k, ref in self.inferred.items() if self.ranks.get(k) == INFERRED}
+        if self.failure is not None and self.failure_phase is None and self.frame_phase is not None:
+            out["failure_phase"] = self.frame_phase[1:]
+        return out
+
+    def _startup_seconds(self) -> float | None:
+        if self.outcome != "ready":
+            return None
+        return _seconds_between(self.banner_ts, self.serving_ts or self.init_ts)
 
 
 _PLAIN = (

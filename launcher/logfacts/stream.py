@@ -29,6 +29,7 @@ from launcher.logfacts.lines import (
     strip_ansi,
     strip_outer,
     unescape_html,
+    unglue,
 )
 from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.prefilter import Prefilter, banner_candidates, open_windows, outcome_lines
@@ -132,9 +133,11 @@ class LogStream:
             return
         self._read(text, 0, banners[0])
         self._window = 0  # a traceback window does not run into a later startup
-        decisive = outcome_lines(text, banners[0], banners[-1])
+        decisive, frames = outcome_lines(text, banners[0], banners[-1])
         for begin, stop in zip(banners, banners[1:], strict=False):
             lines = decisive[bisect_left(decisive, begin) : bisect_left(decisive, stop)]
+            if not lines:
+                lines = frames[bisect_left(frames, begin) : bisect_left(frames, stop)][:1]
             self._skim_span(text, begin, stop, lines)
         self._read(text, banners[-1], end)
 
@@ -203,9 +206,12 @@ class LogStream:
         for i, segment in enumerate(segments):
             if not segment:
                 continue
-            rec = parse_segment(segment)
             if i >= skip_bar_segments:
                 self._bars(segment, line_no)
+            pieces = unglue(segment)
+            for piece in pieces[:-1]:
+                self._collector.on_record(parse_segment(piece), line_no)
+            rec = parse_segment(pieces[-1])
             if i == last and needs_continuation(rec):
                 self._pending = Pending(rec, line_no)
                 return

@@ -47,6 +47,7 @@ class Entry:
     arm_pgid: int | None = None
     arm_started: float | None = None  # epoch seconds: a pgid reused later is not the arm's
     out_dir: str | None = None
+    parked: bool = False  # production sleeps, its launcher alive (park = "sleep"): it wakes, never restarts
     updated_at: str = field(default_factory=utc_now)
 
     def to_json(self) -> dict[str, Any]:
@@ -66,6 +67,7 @@ class Entry:
             arm_pgid=data.get("arm_pgid"),
             arm_started=data.get("arm_started"),
             out_dir=data.get("out_dir"),
+            parked=data.get("parked") is True,
             updated_at=str(data.get("updated_at", "")),
         )
 

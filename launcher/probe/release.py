@@ -48,14 +48,17 @@ def wait_released(
     clock: Clock,
     probe_factory: Callable[[], GpuProbe] = NvmlProbe,
     on_wait: Callable[[str], None] | None = None,
+    port: int | None = None,
 ) -> Release:
-    """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline."""
+    """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline.
+    `port`: where the arm will listen when not the plan's (production sleeps on its own)."""
     started = clock.monotonic()
+    port_override = port
     demand = gpu_demand(HostRequest.from_plan(plan))
     with probe_factory() as probe:
 
         def look() -> tuple[bool, str, bool, str]:
-            port = check_port(plan.host, plan.port)
+            port = check_port(plan.host, plan.port if port_override is None else port_override)
             port_free = port.status is not CheckStatus.REFUSED
             if demand.uses_gpu:
                 gpus_ok, gpu_text = _gpus(probe, demand, gone_pids)

@@ -33,16 +33,19 @@ from launcher.probe.trial import Trial
 from launcher.procgroup import process_tree
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
-from launcher.supervisor.control import running_launcher_pid
+from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.control import control_and_wait, running_launcher_pid
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History, utc_now
 from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.reload_requests import Action, Outcome
 from launcher.supervisor.signals import SignalInbox, StopOnSignal
-from launcher.supervisor.status import Phase, StatusBoard
+from launcher.supervisor.status import Phase, StatusBoard, read_status
 
 LOCK_WAIT_S = 10.0
+WAKE_TRIES = 10
 
 
 class ProbeSession:
@@ -97,6 +100,7 @@ class ProbeSession:
         self.entry: Entry | None = None
         self.box = ExitStack()  # holds `lock` until production comes back
         self.lock: ProfileLock | None = None  # production's profile lock, held while the arms own its GPUs
+        self.box_taken = False  # production stopped (its lock held) or parked (its launcher lends the GPUs)
         self.down_since: float | None = None  # production was confirmed stopped; downtime counts from here
         self.stop_how: str | None = None
 
@@ -146,9 +150,12 @@ class ProbeSession:
         for arm in self.arms:
             if self.inbox.stop_requested.is_set():
                 return
-            if not arm.is_production and self.lock is None:
+            if not arm.is_production and not self.box_taken:
                 self._take_box(production)
-                self._status(f"launch probe pid {os.getpid()} runs arms; production comes back when it ends")
+                if self.entry is not None and not self.entry.parked:  # a parked one's launcher says so itself
+                    self._status(
+                        f"launch probe pid {os.getpid()} runs arms; production comes back when it ends"
+                    )
             runs.append(self.trial.run(arm, serving=arm.is_production and production.running))
             if arm.is_production and runs[-1].outcome is not ArmOutcome.MEASURED:
                 return  # no baseline: production is not taken down for nothing
@@ -176,7 +183,10 @@ class ProbeSession:
         ]
 
     def _take_box(self, production: Production) -> None:
-        """Stop production (if it runs) and hold its profile lock: from here on, the arms own the GPUs."""
+        """Park production (park = "sleep": its launcher puts it to sleep and lends its GPUs) or stop
+        it and hold its profile lock: from here on, the arms own the GPUs."""
+        if production.running and self._park(production):
+            return
         if production.running:
             self._journal(step=Step.STOPPING)
             self.progress.set_phase("stopping production", how=production.describe())
@@ -189,7 +199,32 @@ class ProbeSession:
         # No launcher may start this profile while arms run on its GPUs.
         lock = ProfileLock(self.store, self.profile, wait_s=LOCK_WAIT_S, clock=self.clock)
         self.lock = self.box.enter_context(lock)
+        self.box_taken = True
         self._journal(step=Step.ARM)
+
+    def _park(self, production: Production) -> bool:
+        """Ask production's launcher to sleep and lend its GPUs; False: it cannot (then it is stopped)."""
+        if Candidate.from_plan(self.arms[0].plan).settings.park != "sleep":
+            return False
+        self.progress.set_phase("parking production", how=production.describe())
+        self.down_since = self.clock.monotonic()
+        try:
+            verdict = control_and_wait(
+                self.options.state_dir, self.profile, Action.PARK, self.settings.stop_timeout_s
+            )
+        except GateFailed as err:
+            self.progress.message(f"production not parked: {err.message}; stopping it instead")
+            return False
+        if verdict.outcome is not Outcome.PARKED:
+            self.progress.message(f"production not parked: {verdict.detail}; stopping it instead")
+            return False
+        self.trial.arm_port = int(verdict.data["port"])
+        self.trial.parked_pids = frozenset(int(p) for p in verdict.data.get("pids", []))
+        self.trial.gone_pids = set()
+        self.stop_how = f"parked asleep by launcher pid {production.launcher_pid} ({verdict.detail})"
+        self.box_taken = True
+        self._journal(step=Step.ARM, parked=True)
+        return True
 
     def _restore(self) -> Restored:
         """Never raises: what went wrong is the result (and the journal stays for a retry)."""
@@ -200,6 +235,10 @@ class ProbeSession:
         finally:
             self.box.close()
             self.lock = None
+        if self.entry.parked:
+            woken = self._wake()
+            if woken is not None:
+                return woken
         old = self.entry.production.launcher_pid
         if old is not None and running_launcher_pid(self.options.state_dir, self.profile) == old:
             self.down_since = None  # the stop never took effect: no downtime to report
@@ -211,6 +250,25 @@ class ProbeSession:
         except Exception as err:  # GateError (systemctl) or a bug: reported, never swallowed silently
             text = err.message if isinstance(err, GateError) else f"{type(err).__name__}: {err}"
             return Restored(f"restore failed: {text}", Serving("not restarted", None, 0.0, text), (), False)
+
+    def _wake(self) -> Restored | None:
+        """Wake the parked production (seconds); None when its launcher cannot (then bring_back)."""
+        assert self.entry is not None
+        began = self.clock.monotonic()
+        for _ in range(WAKE_TRIES):
+            try:
+                verdict = control_and_wait(self.options.state_dir, self.profile, Action.WAKE,
+                                           self.settings.restore_timeout_s)  # fmt: skip
+            except GateFailed:
+                return None
+            if verdict.outcome is Outcome.WOKEN:
+                status = read_status(self.store.status_path(self.profile)) or {}
+                serving = Serving(str(status.get("phase")), self.entry.production.launcher_pid,
+                                  self.clock.monotonic() - began, verdict.detail)  # fmt: skip
+                self.journal.clear()
+                return Restored(f"woken: {verdict.detail}", serving, (), True)
+            self.clock.sleep(1.0)  # still parked: an arm's GPU locks not yet given back
+        return None
 
     def _journal(self, **changes: Any) -> None:
         assert self.entry is not None

@@ -48,6 +48,8 @@ class Trial:
     journal: Callable[..., None]  # updates the journal entry with the given fields
     gone_pids: set[int]  # the last server's processes: none of them may hold a GPU when an arm starts
     current: Attempt | None = None
+    arm_port: int | None = None  # production sleeps on its own port: the arms serve on this one
+    parked_pids: frozenset[int] = frozenset()  # production's, asleep: its residue counts, no 2nd model
 
     def __post_init__(self) -> None:
         self._guard = threading.Lock()
@@ -70,8 +72,11 @@ class Trial:
                 probe_factory=self.probe_factory,
                 deadline=self.clock.monotonic() + self.settings.release_timeout_s,
                 on_wait=self.progress.message,
+                port=candidate.port,
             ).describe()
-            if self.hooks.preflight is not None:
+            if self.hooks.preflight is not None and self.parked_pids:
+                self.hooks.preflight(candidate, parked=self.parked_pids)
+            elif self.hooks.preflight is not None:
                 self.hooks.preflight(candidate)
             attempt = self._start(arm, candidate)
             self.journal(arm_pgid=attempt.engine.pgid)
@@ -97,6 +102,8 @@ class Trial:
     def candidate(self, arm: Arm) -> Candidate:
         base = Candidate.from_plan(arm.plan)
         label = f"probe arm {arm.name} {base.profile}@{base.fingerprint}"
+        if self.arm_port is not None and not arm.is_production:
+            base = base.at_port(self.arm_port)
         return replace(base, label=label, env={**base.env, MARKER_ENV: self.probe_id})
 
     def _measure(

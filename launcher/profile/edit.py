@@ -20,6 +20,7 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import InlineTable, Item, Table
 
 from launcher.errors import BadInput
+from launcher.profile import bounds
 from launcher.profile.keys import TOP_LEVEL
 
 # Tables an address may start with; anything else is a key of `[args]`.
@@ -48,7 +49,11 @@ def parse_assignment(given: str) -> Assignment:
     key, sep, raw = given.partition("=")
     key, raw = key.strip(), raw.strip()
     if not sep or not key:
-        raise BadInput(f"{given!r} is not key=value", hint="for example: max_num_seqs=16 or env.VLLM_X=1")
+        raise BadInput(
+            f"{_shown(given)} is not key=value", hint="for example: max_num_seqs=16 or env.VLLM_X=1"
+        )
+    if len(key) > 256 or key.count(".") >= bounds.MAX_DEPTH:
+        raise BadInput(f"{_shown(key)}: not a key (too long, or more than {bounds.MAX_DEPTH} parts)")
     segments = tuple(key.split("."))
     bad = [s for s in segments if not SEGMENT_RE.match(s)]
     if bad:
@@ -63,9 +68,17 @@ def parse_assignment(given: str) -> Assignment:
             f"{given!r}: [{key}] is a table; set one key in it", hint=f"for example {key}.KEY=VALUE"
         )
     value = parse_value(given, raw)
+    problem = bounds.value_problem(value, start_depth=len(segments))
+    if problem is not None:
+        raise BadInput(f"{key}: {problem.removeprefix('value: ')}; nothing was changed")
     if segments[0] == "env" and isinstance(value, int | float):  # bool is an int too
         value = raw  # environment values are strings: `env.VLLM_X=1` means "1", as in a shell
     return Assignment(given=given, path=segments, value=value, text=format_value(value))
+
+
+def _shown(text: str) -> str:
+    """An argument as an error quotes it: at most 80 characters (a 1 MB argument is not echoed)."""
+    return repr(text) if len(text) <= 80 else repr(text[:80]) + f"… ({len(text):,} characters)"
 
 
 def match_spelling(items: Sequence[Assignment], args_keys: Iterable[str]) -> list[Assignment]:
@@ -85,6 +98,7 @@ def parse_value(given: str, raw: str) -> Any:
     """A TOML value (`16`, `0.3`, `true`, `[1,2]`, `{method="mtp"}`, `"x"`); a bare word is a string."""
     if not raw:
         raise BadInput(f"{given!r}: no value after '='", hint='write an empty string as ""')
+    bounds.check_text(raw, f"the value of {_shown(given.partition('=')[0].strip())}")
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError as err:

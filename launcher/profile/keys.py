@@ -141,9 +141,108 @@ SUPERVISOR: tuple[Setting, ...] = (
         "leak_monitor",
         str,
         None,
-        "After promotion, keep applying the leak rule of [gates.memory_leak] every window: "
-        "`log`, `restart` or `rollback` (re-gate; last-good if that fails). Off when unset.",
+        "What a leak found by the serving watch (the leak rule of [gates.memory_leak], window by "
+        "window) does: `log`, `restart` or `rollback`. Unset: what `on_wedge` says.",
         choices=("log", "restart", "rollback"),
+    ),
+    Setting(
+        "watch",
+        bool,
+        True,
+        "After promotion (and after a rollback), judge the server all the time: a canary generation, "
+        "/health, /metrics progress, its processes' states, host RAM and swap, its memory "
+        "(docs/gates.md, The serving watch). false: only a death is noticed.",
+    ),
+    Setting(
+        "canary_interval_s",
+        (int, float),
+        15.0,
+        "One short real generation through the served model this often (sooner after a failed check).",
+        unit="s",
+        minimum=1,
+        maximum=3600,
+    ),
+    Setting(
+        "canary_timeout_s",
+        (int, float),
+        10.0,
+        "Deadline of each canary and each /health and /metrics read of the watch.",
+        unit="s",
+        minimum=0.5,
+        maximum=600,
+    ),
+    Setting(
+        "canary_tool_call_every",
+        int,
+        20,
+        "Every Nth canary is the tool_call gate's first case instead, judged by the gate's own judge "
+        "(0: never).",
+        minimum=0,
+        maximum=100_000,
+    ),
+    Setting(
+        "wedge_after",
+        int,
+        2,
+        "Canaries (or /health reads) in a row that miss their deadline, with no progress in /metrics, "
+        "before the server is called wedged.",
+        minimum=1,
+        maximum=100,
+    ),
+    Setting(
+        "on_wedge",
+        str,
+        "restart",
+        "What a wedged, failing or starving verdict does: `restart` (the same launch; the launch "
+        "served before it if it happens again within preflight.restart_window_s), `rollback` (the "
+        "launch served before it at once) or `log` (record it; status exits 3, systemd's watchdog "
+        "stops). Evidence is kept first either way.",
+        choices=("restart", "rollback", "log"),
+    ),
+    Setting(
+        "park",
+        str,
+        "stop",
+        "What happens to the serving engine while a change is tried: `stop` (a rejected change costs "
+        "a cold start of last-good) or `sleep` (vLLM's sleep mode: weights to host RAM, woken and "
+        "re-gated in seconds when the change is rejected; needs a loopback host and park_port; "
+        "docs/park.md).",
+        choices=("stop", "sleep"),
+    ),
+    Setting(
+        "park_port",
+        int,
+        None,
+        'With park = "sleep": the second loopback port. The sleeper keeps its port, so the candidate '
+        "starts on the other one; what serves alternates between engine.port and park_port.",
+        minimum=1,
+        maximum=65535,
+    ),
+    Setting(
+        "keep_parked",
+        bool,
+        False,
+        'With park = "sleep": after a promotion keep the old engine asleep (its GPU residue and its '
+        "weights in host RAM) until the next change, so `launch rollback` to it is seconds too.",
+    ),
+    Setting(
+        "wake_timeout_s",
+        (int, float),
+        120.0,
+        "Deadline of each sleep, wake and prefix-cache reset; a wake past it is a failed wake "
+        "(last-good then starts cold).",
+        unit="s",
+        minimum=1,
+        maximum=3600,
+    ),
+    Setting(
+        "on_switch",
+        list,
+        None,
+        "A command run (no shell) each time what serves moves to another port, e.g. "
+        '`["/usr/local/bin/vllm-upstream", "{host}", "{port}"]` (placeholders {profile}, {host}, '
+        "{port}, {url}): it points the proxy in front at the engine that serves (docs/park.md).",
+        items=str,
     ),
 )
 
@@ -154,11 +253,42 @@ class SupervisorSettings:
 
     stop_grace_s: float
     leak_monitor: str | None
+    watch: bool
+    canary_interval_s: float
+    canary_timeout_s: float
+    canary_tool_call_every: int
+    wedge_after: int
+    on_wedge: str
+    park: str
+    park_port: int | None
+    keep_parked: bool
+    wake_timeout_s: float
+    on_switch: tuple[str, ...] | None
 
     @classmethod
     def read(cls, table: Mapping[str, Any] | None) -> SupervisorSettings:
         values = SettingValues.of(SUPERVISOR, table)
-        return cls(values.number("stop_grace_s"), values.optional_text("leak_monitor"))
+        return cls(
+            stop_grace_s=values.number("stop_grace_s"),
+            leak_monitor=values.optional_text("leak_monitor"),
+            watch=values.flag("watch"),
+            canary_interval_s=values.number("canary_interval_s"),
+            canary_timeout_s=values.number("canary_timeout_s"),
+            canary_tool_call_every=values.integer("canary_tool_call_every"),
+            wedge_after=values.integer("wedge_after"),
+            on_wedge=values.text("on_wedge"),
+            park=values.text("park"),
+            park_port=None if values.value("park_port") is None else values.integer("park_port"),
+            keep_parked=values.flag("keep_parked"),
+            wake_timeout_s=values.number("wake_timeout_s"),
+            on_switch=None
+            if values.value("on_switch") is None
+            else tuple(map(str, values.value("on_switch"))),
+        )
+
+    @property
+    def leak_action(self) -> str:
+        return self.leak_monitor or self.on_wedge
 
 
 def engine_settings(profile_data: Mapping[str, Any]) -> SettingValues:

@@ -6,6 +6,7 @@ value remembers the file it came from, so `--explain` can say why a flag is ther
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import BadInput, ProfileNotFound, ProfileSyntaxError
+from launcher.profile import bounds
 
 PROFILE_SUFFIX = ".toml"
 NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")  # no separators, no "..", no newline
@@ -69,9 +71,29 @@ def profile_path(profiles_dir: Path, name: str) -> Path:
     return path
 
 
+def link_outside(profiles_dir: Path, path: Path) -> Path | None:
+    """Where a profile file really is, when it is a symbolic link that leaves the profiles dir (an
+    operator's choice, kept in a config repo: followed, and named wherever the profile is shown;
+    docs/host-safety.md "Symbolic links"); None for a plain file or a link that stays inside."""
+    if not path.is_symlink():
+        return None
+    target = Path(os.path.realpath(path))
+    home = Path(os.path.realpath(profiles_dir))
+    return None if target.is_relative_to(home) else target
+
+
+def link_note(profiles_dir: Path, path: Path) -> str | None:
+    target = link_outside(profiles_dir, path)
+    if target is None:
+        return None
+    return f"{path} is a link to {target}, outside {profiles_dir}: that file is what is read and written"
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """Parse one TOML file; syntax errors become `file:line:col: message`."""
     try:
+        if path.stat().st_size > bounds.MAX_PROFILE_BYTES:
+            raise BadInput(f"{path}: larger than a profile can be ({bounds.MAX_PROFILE_BYTES:,} bytes)")
         raw = path.read_bytes()
     except OSError as err:
         raise BadInput(f"cannot read {path}: {err.strerror or err}") from err
@@ -79,12 +101,20 @@ def read_toml(path: Path) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInput(f"{path} is not UTF-8 text (byte {err.start})") from err
+    if bounds.nesting_depth(text) > bounds.MAX_DEPTH:  # tomllib recurses once per nesting level
+        raise ProfileSyntaxError(
+            f"{path}: TOML nested too deeply to be a profile (over {bounds.MAX_DEPTH} levels)"
+        )
     try:
-        return tomllib.loads(text)
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ProfileSyntaxError(_syntax_message(path, err)) from err
-    except RecursionError as err:  # tomllib recurses once per nesting level
+    except RecursionError as err:  # dotted keys (`a.b.c…`) nest too, without brackets
         raise ProfileSyntaxError(f"{path}: TOML nested too deeply to be a profile") from err
+    problem = bounds.value_problem(document)
+    if problem is not None:
+        raise BadInput(f"{path}: {problem}", hint="no vLLM setting is that large or that deep")
+    return document
 
 
 def _syntax_message(path: Path, err: tomllib.TOMLDecodeError) -> str:

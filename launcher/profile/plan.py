@@ -15,9 +15,10 @@ from typing import Any
 from launcher.errors import ProfileInvalid
 from launcher.profile.findings import Findings
 from launcher.profile.keys import engine_settings
-from launcher.profile.loader import ResolvedProfile, resolve
+from launcher.profile.loader import ResolvedProfile, link_note, resolve
+from launcher.profile.parser_names import check_parser_names, parser_names
 from launcher.profile.render import Rendered, render
-from launcher.profile.schema_source import load_schema
+from launcher.profile.schema_source import load_installed
 from launcher.profile.semantics import check_semantics
 from launcher.profile.structure import check_structure
 from vllm_flags.schema import VllmSchema, load_snapshot
@@ -95,15 +96,24 @@ def build_plan(
     """Resolve, check and render profile `name` (syntax errors and a missing profile raise)."""
     profile = resolve(profiles_dir, name, top_file=top_file)
     findings = Findings()
+    for path in profile.files:
+        note = link_note(profiles_dir, path)
+        if note is not None:
+            findings.warn(note)
     check_structure(profile, findings)
     engine = engine_settings(profile.data)
     schema_choice = engine.text("schema")
-    schema = _schema_for(schema_choice, engine.table.get("command"))
+    command = engine.table.get("command")
+    schema, installed = _schema_for(schema_choice, command)
     lenient = allow_unknown or schema_choice == "none"
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)
     _check_env_names(rendered, schema, findings)
-    _check_tool_parser(profile, schema, findings)
+    args = profile.data.get("args", {})
+    names = parser_names(schema, args if isinstance(args, dict) else {}, sim=_program(command) == SIM_PROGRAM,
+                         installed=installed)  # fmt: skip
+    if names is not None and schema_choice != "none":
+        check_parser_names(profile, names, findings)
     return LaunchPlan(
         profile=profile,
         rendered=rendered,
@@ -113,39 +123,22 @@ def build_plan(
     )
 
 
-def _schema_for(choice: str, command: Any) -> VllmSchema:
-    schema = load_snapshot() if choice in ("snapshot", "none") else load_schema()
-    program = Path(command[0]).name if isinstance(command, list) and command else ""
-    if program == SIM_PROGRAM:
+def _program(command: Any) -> str:
+    return (
+        Path(command[0]).name if isinstance(command, list) and command and isinstance(command[0], str) else ""
+    )
+
+
+def _schema_for(choice: str, command: Any) -> tuple[VllmSchema, bool]:
+    """The schema, and whether it is the installed vLLM's own."""
+    installed = None if choice in ("snapshot", "none") else load_installed()
+    schema = installed if installed is not None else load_snapshot()
+    if _program(command) == SIM_PROGRAM:
         extra = {spec.option: spec for spec in sim_option_specs()}
         schema = dataclasses.replace(
             schema, options={**schema.options, **extra}, origin=schema.origin + " + vllm-sim flags"
         )
-    return schema
-
-
-def _check_tool_parser(profile: ResolvedProfile, schema: VllmSchema, findings: Findings) -> None:
-    """A parser vLLM does not register: it refuses to start (`KeyError: 'invalid tool call parser`)
-    after its imports, so a rollout would stop production for nothing. Known only from an installed
-    vLLM; a `tool_parser_plugin` may register more names."""
-    from launcher.profile.findings import did_you_mean, where
-
-    args = profile.data.get("args", {})
-    norm = {str(k).replace("-", "_"): k for k in args} if isinstance(args, dict) else {}
-    if schema.tool_parsers is None or "tool_call_parser" not in norm or "tool_parser_plugin" in norm:
-        return
-    key = norm["tool_call_parser"]
-    value = args[key]
-    if not isinstance(value, str) or value in schema.tool_parsers:
-        return
-    message = (
-        f"{where(profile.source_of(f'args.{key}'), f'args.{key}')} = {value!r}: vLLM {schema.vllm_version} "
-        f"registers no such tool parser{did_you_mean(value, schema.tool_parsers)}"
-    )
-    if args.get(norm.get("enable_auto_tool_choice", "enable_auto_tool_choice")) is True:
-        findings.error(message + " (vLLM refuses to start: invalid tool call parser)")
-    else:
-        findings.warn(message)
+    return schema, installed is not None
 
 
 def _check_env_names(rendered: Rendered, schema: VllmSchema, findings: Findings) -> None:

@@ -20,6 +20,13 @@ from launcher.profile.loader import ResolvedProfile
 from vllm_flags.schema import OptionSpec, VllmSchema
 
 API_KEY_VAR = "VLLM_API_KEY"
+DEV_MODE_VAR = "VLLM_SERVER_DEV_MODE"  # vLLM registers /sleep, /wake_up, /is_sleeping only with it
+
+
+def _parks(profile: ResolvedProfile) -> bool:
+    """`[supervisor] park = "sleep"`: vLLM starts with `--enable-sleep-mode` and the dev-mode routes."""
+    supervisor = profile.data.get("supervisor", {})
+    return isinstance(supervisor, dict) and supervisor.get("park") == "sleep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +53,14 @@ def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, 
         tokens = _render_arg(profile, schema, key, value, findings, lenient)
         if tokens:
             rendered_args.append((tokens[0], tokens))
+    parking = _parks(profile)
+    if parking and not any(flag == "--enable-sleep-mode" for flag, _ in rendered_args):
+        rendered_args.append(("--enable-sleep-mode", ["--enable-sleep-mode"]))
     for _, tokens in sorted(rendered_args, key=lambda item: item[0]):
         argv += tokens
     env = {name: str(value) for name, value in sorted(profile.data.get("env", {}).items())}
+    if parking:
+        env = dict(sorted({**env, DEV_MODE_VAR: "1"}.items()))
     secret_env: dict[str, str] = {}
     if engine.get("api_key_env"):
         secret_env[API_KEY_VAR] = str(engine["api_key_env"])

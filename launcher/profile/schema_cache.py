@@ -30,6 +30,7 @@ FLAG_SOURCES = (
     "envs.py",
     "tool_parsers/__init__.py",
     "entrypoints/openai/tool_parsers/__init__.py",
+    "reasoning/__init__.py",
 )
 FLAG_SOURCE_DIRS = ("config",)
 
@@ -72,6 +73,6 @@ def write(key: str, data: dict[str, Any]) -> None:
     try:
         directory = cache_dir()
         directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(directory / f"{key}.json", json.dumps(data, sort_keys=True) + "\n")
+        write_atomic(directory / f"{key}.json", json.dumps(data, sort_keys=True) + "\n", follow_links=True)
     except OSError:
         pass  # read-only home, full disk: the next run reads vLLM again

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any
 
+from gates.setting import SettingValues
+from launcher.profile import bounds
 from launcher.profile.findings import Findings, where
+from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
 from vllm_flags.cudagraph_sizes import (
     DEFAULT_MAX_NUM_SEQS_FLOOR,
@@ -74,6 +77,61 @@ def check_semantics(profile: ResolvedProfile, findings: Findings) -> None:
         )
     env = profile.data.get("env", {})
     _check_capture(profile, args, norm, findings, here, env if isinstance(env, dict) else {})
+    check_park(profile, norm, env if isinstance(env, dict) else {}, findings)
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "::1"})
+SWITCH_FIELDS = frozenset({"profile", "host", "port", "url"})
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_NAMES or host.startswith("127.")
+
+
+def check_park(
+    profile: ResolvedProfile, norm: dict[str, tuple[str, Any]], env: dict[str, Any], findings: Findings
+) -> None:
+    """`park = "sleep"` runs vLLM with its dev-mode routes (/sleep, /wake_up, /collective_rpc, …),
+    which no API key guards: only on loopback, behind a proxy, with a second port to alternate to."""
+    supervisor = profile.data.get("supervisor", {})
+    supervisor = supervisor if isinstance(supervisor, dict) else {}
+    _check_switch(profile, supervisor.get("on_switch"), findings)
+    if SettingValues.of(SUPERVISOR, supervisor).text("park") != "sleep":
+        return
+    engine = engine_settings(profile.data)
+    host, port = engine.text("host"), engine.value("port")
+    at = where(profile.source_of("supervisor.park"), "supervisor.park")
+    if not is_loopback(host):
+        findings.error(
+            f'{at} = "sleep" with engine.host = {host!r}: sleep mode needs vLLM\'s dev-mode routes, which '
+            "anyone who reaches the port can call unauthenticated (/sleep, /wake_up, /collective_rpc); "
+            'bind 127.0.0.1 and put a proxy in front (docs/park.md), or park = "stop"'
+        )
+    park_port = supervisor.get("park_port")
+    if not isinstance(park_port, int) or isinstance(park_port, bool):
+        findings.error(f'{at} = "sleep" needs supervisor.park_port: the port the candidate starts on '
+                       "while the sleeper keeps engine.port (docs/park.md)")  # fmt: skip
+    elif park_port == port:
+        findings.error(f"supervisor.park_port = {park_port} is engine.port: the two must differ")
+    if norm.get("enable_sleep_mode", (None, None))[1] is False:
+        findings.error(f'{at} = "sleep" with args.enable_sleep_mode = false: they contradict each other')
+    if str(env.get("VLLM_SERVER_DEV_MODE", "1")) != "1":
+        findings.error(f'{at} = "sleep" with env.VLLM_SERVER_DEV_MODE = {env["VLLM_SERVER_DEV_MODE"]!r}: '
+                       "the sleep routes exist only in dev mode")  # fmt: skip
+
+
+def _check_switch(profile: ResolvedProfile, command: Any, findings: Findings) -> None:
+    if not isinstance(command, list):
+        return  # absent, or the type check of the declaration reports it
+    at = where(profile.source_of("supervisor.on_switch"), "supervisor.on_switch")
+    if not command:
+        findings.error(f"{at} is empty: a command and its arguments, or leave it out")
+    for item in command:
+        for name in re.findall(r"\{([^{}]*)\}", str(item)):
+            if name not in SWITCH_FIELDS:
+                findings.error(
+                    f"{at}: unknown placeholder {{{name}}} (known: {', '.join(sorted(SWITCH_FIELDS))})"
+                )
 
 
 def _check_capture(
@@ -157,8 +215,8 @@ def _as_dict(value: Any) -> dict[str, Any]:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
+            parsed = bounds.loads_json(value)
+        except ValueError:
             return {}
         return parsed if isinstance(parsed, dict) else {}
     return {}

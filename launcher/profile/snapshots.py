@@ -2,12 +2,15 @@
 
 The operator's habit (`cp start.sh start.sh.bak_gdn`, later `cp start.sh.bak_gdn start.sh`) made
 safe: a snapshot is a byte-identical copy written atomically, an existing one is never overwritten
-silently, and a rollback keeps the file it replaces, so nothing is ever lost.
+silently, and a rollback keeps the file it replaces, so nothing is ever lost. A `.bak_<tag>` is
+the operator's own name for a state and is never removed; the `.replaced-<time>` copies pile up one
+per rollback, so only the newest `REPLACED_KEPT` of each profile are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +24,8 @@ from launcher.profile.loader import PROFILE_SUFFIX
 TAG_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # `$` would accept a trailing newline
 BAK_MARK = ".bak_"
 REPLACED_MARK = ".replaced-"
+REPLACED_KEPT = 10
+_REPLACED_STAMP = re.compile(r"\A(\d{8}T\d{6}Z)(?:-(\d{1,6}))?\Z")  # what `replaced_path` writes
 
 
 def check_tag(tag: str) -> str:
@@ -59,7 +64,7 @@ def save_snapshot(profile_file: Path, bak: Path, *, force: bool) -> None:
     """Copy the profile to its `.bak_<tag>`, byte for byte, with the profile's permissions."""
     if bak.exists() and not force:
         raise refuse_existing(bak)
-    write_atomic(bak, profile_file.read_bytes(), mode=_mode(profile_file))
+    write_atomic(bak, profile_file.read_bytes(), mode=_mode(profile_file), follow_links=True)
 
 
 def save_and_write(profile_file: Path, bak: Path, text: str, *, force: bool) -> None:
@@ -69,13 +74,13 @@ def save_and_write(profile_file: Path, bak: Path, text: str, *, force: bool) -> 
     previous = bak.read_bytes() if bak.exists() else None
     try:
         save_snapshot(profile_file, bak, force=force)
-        write_atomic(profile_file, text)
+        write_atomic(profile_file, text, follow_links=True)
     except OSError as err:
         with contextlib.suppress(OSError):
             if previous is None:
                 bak.unlink(missing_ok=True)
             elif bak.read_bytes() != previous:
-                write_atomic(bak, previous)
+                write_atomic(bak, previous, follow_links=True)
         raise _cannot_write(err, profile_file) from err
 
 
@@ -88,8 +93,8 @@ def restore_snapshot(profile_file: Path, bak: Path, now: datetime) -> Path | Non
     try:
         if profile_file.exists():
             kept = replaced_path(profile_file, now)
-            write_atomic(kept, profile_file.read_bytes(), mode=mode)
-        write_atomic(profile_file, data, mode=mode)
+            write_atomic(kept, profile_file.read_bytes(), mode=mode, follow_links=True)
+        write_atomic(profile_file, data, mode=mode, follow_links=True)
     except OSError as err:
         if kept is not None:
             with contextlib.suppress(OSError):
@@ -121,6 +126,25 @@ def replaced_path(profile_file: Path, now: datetime) -> Path:
         serial += 1
         candidate = profile_file.with_name(f"{profile_file.name}{REPLACED_MARK}{stamp}-{serial}")
     return candidate
+
+
+def prune_replaced(profile_file: Path, keep: int = REPLACED_KEPT) -> list[Path]:
+    """Remove all but the newest `keep` `.replaced-<time>` copies of this profile (by the time in
+    their names, not mtime); only plain files named exactly as `replaced_path` names them. Returns
+    what was removed; a copy that cannot be removed is left, and the rollback goes on."""
+    prefix = profile_file.name + REPLACED_MARK
+    copies: list[tuple[tuple[str, int], Path]] = []
+    for path in profile_file.parent.glob(f"{glob.escape(prefix)}*"):
+        match = _REPLACED_STAMP.match(path.name[len(prefix) :])
+        if match is not None and path.is_file() and not path.is_symlink():
+            copies.append(((match.group(1), int(match.group(2) or 1)), path))
+    copies.sort()
+    removed = []
+    for _, path in copies[: max(0, len(copies) - keep)]:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+    return removed
 
 
 def _mode(path: Path) -> int:

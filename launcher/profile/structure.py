@@ -126,6 +126,10 @@ def _check_order(profile: ResolvedProfile, order: Any, findings: Findings) -> No
             findings.error(
                 f"{where(source, 'gates.order')}: no gate named {name!r}{did_you_mean(name, GATE_SETTINGS)}"
             )
+    for name in sorted({n for n in order if order.count(n) > 1}):
+        # a gate runs once per chain: a second entry would run it again on the same engine, and its
+        # table applies to both, so the duplicate is a mistake (issue 33)
+        findings.error(f"{where(source, 'gates.order')}: gate {name!r} is listed {order.count(name)} times")
 
 
 def has_control(text: str) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from launcher.atomicfile import read_bytes_nofollow
 from launcher.errors import BadInput
 
 Check = Callable[[Any], bool]
@@ -67,6 +68,11 @@ def _expectations(value: Any) -> bool:
     )
 
 
+def _watch(value: Any) -> bool:
+    """The serving watch's verdict in status.json (launcher/watch/verdict.py `Judgement.to_json`)."""
+    return isinstance(value, dict) and _is_str(value.get("verdict")) and _opt(_is_str)(value.get("check"))
+
+
 # Required keys and their checks; optional keys, when present, are checked too.
 LAST_GOOD_SEEN: Mapping[str, Check] = {"argv": _str_list, "env": _str_map, "fingerprint": _is_str}
 LAST_GOOD: Mapping[str, Check] = {
@@ -83,6 +89,7 @@ STATUS_OPTIONAL: Mapping[str, Check] = {
     "serving_profile": _opt(_is_str), "serving_fingerprint": _opt(_is_str),
     "engine_started_at": _opt(_is_str),
     "phase_since": _opt(_is_str), "rollback_reason": _opt(_is_str), "detail": _opt(_is_str),
+    "watch": _opt(_watch),
 }  # fmt: skip
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}
@@ -111,11 +118,14 @@ def read_record(
     """A JSON state file checked against its shape; None when it does not exist, BadInput naming
     the file when it cannot be read, is not UTF-8 JSON, or has the wrong shape."""
     try:
-        raw = path.read_bytes()
+        raw = read_bytes_nofollow(path)
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise BadInput(f"cannot read state file {path}: {err.strerror or err}") from err
+        raise BadInput(
+            f"cannot read state file {path}: {err.strerror or err}; nothing was changed",
+            hint="a state file is never read through a symbolic link: move it aside and look at it",
+        ) from err
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:

@@ -1,7 +1,9 @@
 """What a profile serves now, in one shape a script can trust, and the exit code that says it.
 
-`launch status` exits like `systemctl status`: 0 serving (the candidate or last-good), 3 not
-serving (starting, gating, rolling back, stopped, failed, never run), 4 unknown profile (neither a
+`launch status` exits like `systemctl status`: 0 serving the profile's launch, 6 serving its
+last-good (a change was rejected: scripts must not read that as healthy), 3 not
+serving (starting, gating, rolling back, stopped, failed, never run — or up, but judged `wedged` or
+`failing` by the serving watch: requests hang or fail), 4 unknown profile (neither a
 profile file nor any state). Its JSON is always `{"state_dir": …, "profiles": [entry, …]}`, with
 one entry per profile, also when one is asked for by name.
 """
@@ -11,11 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 SERVING_PHASES = frozenset({"serving", "serving_last_good"})
+NOT_SERVING_VERDICTS = frozenset({"wedged", "failing"})  # launcher/watch/verdict.py `Verdict.serves`
 UNKNOWN = "unknown"
 NEVER_RUN = "never_run"
 EXIT_SERVING = 0
 EXIT_NOT_SERVING = 3
 EXIT_UNKNOWN = 4
+EXIT_SERVING_LAST_GOOD = 6
 
 
 def serving_entry(
@@ -35,12 +39,13 @@ def serving_entry(
         return {"profile": name, "phase": phase, "serving": False, "url": None, "served_model": None,
                 "uptime_s": None, "fingerprint": None, "profile_fingerprint": profile_fingerprint,
                 "gates": []}  # fmt: skip
-    serving = status.get("phase") in SERVING_PHASES
-    record = last_good if serving and _same_launch(status, last_good) else None
+    up = status.get("phase") in SERVING_PHASES
+    record = last_good if up and _same_launch(status, last_good) else None
+    serving = up and watch_verdict(status) not in NOT_SERVING_VERDICTS
     return {
         **status,
         "serving": serving,
-        "url": _url(record),
+        "url": _url(record) or (status.get("url") if up else None),
         "served_model": _served_model(record),
         "uptime_s": status.get("uptime_s"),
         "fingerprint": status.get("serving_fingerprint"),
@@ -49,13 +54,33 @@ def serving_entry(
     }
 
 
+def watch_verdict(status: dict[str, Any]) -> str | None:
+    """The serving watch's verdict in a status record, when one runs."""
+    watch = status.get("watch")
+    verdict = watch.get("verdict") if isinstance(watch, dict) else None
+    return verdict if isinstance(verdict, str) else None
+
+
 def exit_code(entries: list[dict[str, Any]]) -> int:
-    """0 when every listed profile serves; 4 when one asked for is unknown; otherwise 3."""
+    """4 when one asked for is unknown; 3 when one does not serve; 6 when every one serves but one
+    serves its last-good; 0 when every one serves its launch."""
     if any(entry["phase"] == UNKNOWN for entry in entries):
         return EXIT_UNKNOWN
-    if entries and all(entry["serving"] for entry in entries):
-        return EXIT_SERVING
-    return EXIT_NOT_SERVING
+    if not entries or not all(entry["serving"] for entry in entries):
+        return EXIT_NOT_SERVING
+    if any(entry["phase"] == "serving_last_good" for entry in entries):
+        return EXIT_SERVING_LAST_GOOD
+    return EXIT_SERVING
+
+
+def drift(entry: dict[str, Any]) -> str | None:
+    """The profile file renders to another launch than the one that serves (a change not applied,
+    or rejected and rolled back): in words, with the command that shows the difference."""
+    served, file = entry.get("fingerprint"), entry.get("profile_fingerprint")
+    if not entry.get("serving") or not served or not file or served == file:
+        return None
+    return (f"the profile file renders {file}, but {served} serves: "
+            f"`launch --profile {entry['profile']} --dry-run` shows the difference")  # fmt: skip
 
 
 def _same_launch(status: dict[str, Any], last_good: dict[str, Any] | None) -> bool:

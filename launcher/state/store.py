@@ -4,12 +4,16 @@ Every state file's name is spelled here and nowhere else in `launcher/` (a unit 
 the modules that own a file ask the store for its path. Layout (docs/architecture.md "State dir"):
     STATE/history.jsonl                           starts, gate results, promotions, rollbacks
     STATE/profiles/NAME/last_good.json            the promoted plan: argv, env, fingerprint, resolved profile
+    STATE/profiles/NAME/previous_good.json        promoted before last-good; a wedge rolls back to it
+    STATE/profiles/NAME/incidents/                the serving watch's evidence, kept before it acted
+    STATE/profiles/NAME/rejected.json             candidates the gates rejected: a cold start serves last-good
     STATE/profiles/NAME/last_facts.json           log facts of the last start (KV pool, capture, outcome)
     STATE/profiles/NAME/status.json               what `launch status` reads
     STATE/profiles/NAME/launcher.lock|json        one launcher per profile, and its pid
     STATE/profiles/NAME/restart_guard.json        failed starts per candidate fingerprint
     STATE/profiles/NAME/logs/engine.log|try.log   vLLM's own log
     STATE/profiles/NAME/reloads/                  reload requests and their verdicts
+    STATE/profiles/NAME/change.lock               one `set`/`rollback` at a time (change_lock.py)
     STATE/locks/gpu-ID.lock                       one model per GPU set
     STATE/probe/journal.json, probe.lock          a running probe's plan, and its lock
     STATE/probe/restored-launcher.log             the launcher a probe's recovery started
@@ -27,6 +31,7 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 from launcher.state.records import LAST_GOOD, LAST_GOOD_OPTIONAL, LAST_GOOD_SEEN, read_record
 
+KEEP_REJECTED = 50  # rejected fingerprints remembered per profile
 BUG_REPORTS = "bug-reports"  # also the fallback's name in the temp dir, when the state dir is not writable
 
 
@@ -59,6 +64,15 @@ class StateStore:
     def last_good_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "last_good.json"
 
+    def previous_good_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "previous_good.json"
+
+    def rejected_path(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "rejected.json"
+
+    def incidents_dir(self, profile: str) -> Path:
+        return self.profile_dir(profile) / "incidents"
+
     def last_facts_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "last_facts.json"
 
@@ -72,6 +86,10 @@ class StateStore:
 
     def restart_guard_path(self, profile: str) -> Path:
         return self.profile_dir(profile) / "restart_guard.json"
+
+    def change_lock_path(self, profile: str) -> Path:
+        """The flock `launch set` / `launch rollback` hold from reading the profile to their verdict."""
+        return self.profile_dir(profile) / "change.lock"
 
     def reloads_dir(self, profile: str) -> Path:
         """Reload requests and their verdicts, one file each (`supervisor/reload_requests.py`)."""
@@ -115,6 +133,21 @@ class StateStore:
 
     def write_last_good(self, profile: str, record: dict[str, Any]) -> None:
         self._write(self.last_good_path(profile), record)
+
+    def rejected(self, profile: str) -> dict[str, Any]:
+        """Fingerprint → {reason, at, label} of each candidate the gates rejected (none: {})."""
+        return read_record(self.rejected_path(profile), {}) or {}
+
+    def write_rejected(self, profile: str, rejected: dict[str, Any]) -> None:
+        newest = sorted(rejected.items(), key=lambda item: str(item[1].get("at", "")))[-KEEP_REJECTED:]
+        self._write(self.rejected_path(profile), dict(newest))
+
+    def previous_good_to_start(self, profile: str) -> dict[str, Any] | None:
+        """The launch promoted before last-good, checked as last-good is (None when there is none)."""
+        return read_record(self.previous_good_path(profile), LAST_GOOD, LAST_GOOD_OPTIONAL)
+
+    def write_previous_good(self, profile: str, record: dict[str, Any]) -> None:
+        self._write(self.previous_good_path(profile), record)
 
     def last_facts(self, profile: str) -> dict[str, Any] | None:
         return read_record(self.last_facts_path(profile), {})

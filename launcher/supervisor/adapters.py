@@ -86,7 +86,9 @@ class RequestsHttp:
         try:
             reply = send()
         except requests.RequestException as err:
-            return HttpReply(0, "", f"{type(err).__name__}: {err}")
+            return HttpReply(
+                0, "", f"{type(err).__name__}: {err}", timed_out=isinstance(err, requests.Timeout)
+            )
         return HttpReply(reply.status_code, reply.text)
 
     def close(self) -> None:

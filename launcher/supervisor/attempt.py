@@ -97,6 +97,7 @@ def gate_attempt(
     progress: Progress,
     should_stop: Callable[[], bool],
     gpu_bytes: GpuBytesFn | None = None,
+    only: frozenset[str] | None = None,
 ) -> ChainReport:
     candidate = attempt.candidate
     http = RequestsHttp(candidate.base_url, candidate.api_key())
@@ -108,7 +109,8 @@ def gate_attempt(
         memory=ProcessMemory(gpu_bytes),
         expect=candidate.expect,
     )
-    gates = build_chain(list(candidate.gate_order), candidate.gate_tables)
+    order = [name for name in candidate.gate_order if only is None or name in only]
+    gates = build_chain(order or ["health"], candidate.gate_tables)
     try:
         attempt.report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
     finally:

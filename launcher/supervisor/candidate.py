@@ -4,13 +4,13 @@ the last-good record (which must start the promoted launch, not whatever the pro
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from gates.context import Expectations
 from gates.registry import DEFAULT_ORDER
 from launcher.errors import BadInput
-from launcher.profile.keys import SupervisorSettings
+from launcher.profile.keys import SupervisorSettings, engine_settings
 from launcher.profile.plan import LaunchPlan
 from launcher.profile.semantics import capture_config, human_int
 from vllm_flags.cudagraph_sizes import configured_capture_sizes, expected_capture_sizes
@@ -63,6 +63,22 @@ class Candidate:
     def api_key(self) -> str | None:
         source = self.secret_env.get("VLLM_API_KEY")
         return os.environ.get(source) if source else None
+
+    @property
+    def home_port(self) -> int:
+        """The profile's `engine.port`: where a cold start serves (a parked change alternates, below)."""
+        if not isinstance(self.profile_data.get("engine"), dict):
+            return self.port  # a record from before profile data was kept
+        return engine_settings(self.profile_data).integer("port")
+
+    def at_port(self, port: int) -> Candidate:
+        """The same launch on another port (`park = "sleep"`: the sleeper keeps its own). The
+        fingerprint stays the profile's: which port serves is no change of the launch."""
+        argv = list(self.argv)
+        for index, token in enumerate(argv[:-1]):
+            if token == "--port":
+                argv[index + 1] = str(port)
+        return replace(self, argv=tuple(argv), port=port)
 
     def same_launch(self, other: Candidate) -> bool:
         """Same argv and env (the fingerprint) and judged the same way: restarting would change nothing."""

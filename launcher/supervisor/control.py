@@ -58,12 +58,41 @@ def reload_and_wait(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     on_status: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> Verdict:
     """Ask the profile's launcher to reload (a request with its own id, then SIGHUP) and wait for
     that request's verdict, an outcome with its exit code: promoted or unchanged 0, rolled_back 3,
     refused 4 and invalid 2 (the engine kept), failed 1 (or the code of the error the launcher left on).
     GateFailed when no verdict comes, with what the state dir says of why. `on_status` sees each
-    status read while waiting (progress for a wait of up to 30 minutes)."""
+    status read while waiting, `on_progress` each progress line the launcher wrote for this
+    request (what `launch try` shows; a wait may last 30 minutes)."""
+    return _ask_and_wait(state_dir, profile, reload_requests.request, timeout_s, "reload",
+                         clock=clock, sleep=sleep, on_status=on_status, on_progress=on_progress)  # fmt: skip
+
+
+def control_and_wait(
+    state_dir: Path, profile: str, action: reload_requests.Action, timeout_s: float
+) -> Verdict:
+    """Ask the running launcher to park or wake its engine (`launch probe`), and wait for its verdict."""
+
+    def ask(reloads: Path) -> str:
+        return reload_requests.ask(reloads, action, os.getpid())
+
+    return _ask_and_wait(state_dir, profile, ask, timeout_s, str(action))
+
+
+def _ask_and_wait(
+    state_dir: Path,
+    profile: str,
+    make_request: Callable[[Path], str],
+    timeout_s: float,
+    what: str,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> Verdict:
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         raise GateFailed(
@@ -71,33 +100,35 @@ def reload_and_wait(
         )
     store = StateStore(state_dir)
     reloads = store.reloads_dir(profile)
-    rid = reload_requests.request(reloads)
+    rid = make_request(reloads)
     os.kill(pid, signal.SIGHUP)
     deadline = clock() + timeout_s
-    while True:
-        if on_status is not None:
-            status = read_status(store.status_path(profile))
-            if status is not None:
-                on_status(status)
-        found = reload_requests.verdict(reloads, rid)
-        if found is not None:
-            return found
-        if running_launcher_pid(state_dir, profile) != pid:
-            found = reload_requests.verdict(reloads, rid)  # written just before it exited
+    who = f"launcher pid {pid} of {profile!r}"
+    with reload_requests.ProgressTail(reloads, rid, on_progress) as tail:
+        while True:
+            if on_status is not None:
+                status = read_status(store.status_path(profile))
+                if status is not None:
+                    on_status(status)
+            tail.read()
+            found = reload_requests.verdict(reloads, rid)
             if found is not None:
                 return found
-            why = last_words(state_dir, profile)
-            raise GateFailed(
-                f"launcher pid {pid} of {profile!r} exited during the reload ({why})",
-                hint="`launch history --profile NAME` has the full record",
-            )
-        if clock() >= deadline:
-            phase = (read_status(store.status_path(profile)) or {}).get("phase")
-            raise GateFailed(
-                f"launcher pid {pid} of {profile!r} gave no verdict within {timeout_s:g} s (phase: {phase})",
-                hint="the launcher carries on; follow it with `launch status`",
-            )
-        sleep(POLL_S)
+            if running_launcher_pid(state_dir, profile) != pid:
+                found = reload_requests.verdict(reloads, rid)  # written just before it exited
+                if found is not None:
+                    return found
+                raise GateFailed(
+                    f"{who} exited during the {what} ({last_words(state_dir, profile)})",
+                    hint="`launch history --profile NAME` has the full record",
+                )
+            if clock() >= deadline:
+                phase = (read_status(store.status_path(profile)) or {}).get("phase")
+                raise GateFailed(
+                    f"{who} gave no verdict within {timeout_s:g} s (phase: {phase})",
+                    hint="the launcher carries on; follow it with `launch status`",
+                )
+            sleep(POLL_S)
 
 
 def last_words(state_dir: Path, profile: str) -> str:

@@ -243,6 +243,7 @@ class EngineProcess:
         if self._group_watch is not None:
             self._group_watch.stop()  # what we end now is no news
         self._signal_group(signal.SIGTERM)
+        self._signal_group(signal.SIGCONT)  # a stopped (wedged) process acts on SIGTERM only once continued
         graceful = self._wait_group_gone(started + grace_s)
         killed = False
         if not graceful:

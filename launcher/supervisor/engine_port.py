@@ -66,7 +66,8 @@ class EngineFactory(Protocol):
 
 
 class GateRunner(Protocol):
-    """Judges a started attempt: the chain's report (it stops early when `should_stop` says so)."""
+    """Judges a started attempt: the chain's report (it stops early when `should_stop` says so).
+    `only`: run just these gates of the candidate's chain (a woken engine: the ones that speak HTTP)."""
 
     def __call__(
         self,
@@ -74,4 +75,5 @@ class GateRunner(Protocol):
         progress: Progress,
         should_stop: Callable[[], bool],
         gpu_bytes: GpuBytesFn | None = None,
+        only: frozenset[str] | None = None,
     ) -> ChainReport: ...

@@ -24,7 +24,19 @@ class Event(StrEnum):
     ENGINE_DIED = "engine_died"  # after promotion: how, pid, process
     ENGINE_STOPPED = "engine_stopped"  # the launcher stopped it: why, graceful, killed, leftovers
     STOPPED = "stopped"  # the launcher ended on a signal (or was found killed by the next start)
-    LEAK_DETECTED = "leak_detected"  # the leak monitor, after promotion
+    LEAK_DETECTED = "leak_detected"  # written before the serving watch (its leaks are `starving`)
+    # the serving watch (launcher/watch/, supervisor/recovery.py)
+    WATCH = "watch"  # its verdict changed (degraded, or serving again): verdict, check, detail, process
+    WEDGED = "wedged"  # requests hang: check, detail, process, figures, action, incident
+    FAILING = "failing"  # requests answer errors
+    STARVING = "starving"  # host RAM, swap or the leak rule
+    RECOVERED = "recovered"  # serving again after the watch's restart: how, reason
+    # a change tried beside a sleeping last-good (supervisor/park.py)
+    PARKED = "parked"  # the serving engine sleeps: seconds, its GPU memory awake and asleep
+    PARK_SKIPPED = "park_skipped"  # it could not sleep (no sleep mode, host RAM, a failed sleep): stopped
+    WOKEN = "woken"  # the sleeper serves again after its candidate was rejected: seconds, gates
+    WAKE_FAILED = "wake_failed"  # the wake, its prefix-cache reset or its re-gate failed: cold start
+    SWITCHED = "switched"  # what serves moved to another port: the on_switch hook's command and exit
     # reloads (supervisor/reload.py)
     RELOAD = "reload"  # the serving engine is stopped for a new candidate
     RELOAD_NOOP = "reload_noop"  # the same launch: nothing restarted

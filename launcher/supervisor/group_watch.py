@@ -14,7 +14,9 @@ startup once let a SIGKILLed engine core go unnamed until its API server exited 
 
 A process that is not our child cannot be waited for, so its exit status is read from
 /proc/PID/stat (field 52, `exit_code`, Linux >= 3.5) while it is a zombie, before its parent
-reaps it; when the parent was faster, the death is still named, its status "not readable".
+reaps it; when the parent was faster, from the kernel's process connector, which announced the exit
+(launcher/host/exit_events.py, where the launcher may listen); only when neither could be read is
+its status "not readable". `Death.source` says which one named it.
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ from dataclasses import dataclass
 
 import psutil
 
+from launcher.host.exit_events import ExitEvents
 from launcher.host.process_view import vllm_title
 
 REFRESH_S = 0.5
 SETTLED_REFRESH_S = 5.0  # once no new process has appeared for SETTLE_ROUNDS re-reads (serving)
 SETTLE_ROUNDS = 20
 _EXIT_CODE_FIELD = 49  # field 52 of /proc/PID/stat, counted from field 3 (after the command name)
+SOURCE_WAIT = "waitpid"  # the launcher's own child
+SOURCE_ZOMBIE = "/proc/PID/stat"  # read while it was a zombie
+SOURCE_CONNECTOR = "process connector"  # the kernel's exit event
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +52,12 @@ class Death:
     name: str
     wait_status: int | None  # as waitpid(2) reports it; None when it could not be read
     noticed_at: float  # time.monotonic() when the launcher saw it
+    source: str | None = None  # what told the status: SOURCE_* below
 
     @classmethod
     def from_returncode(cls, pid: int, name: str, returncode: int) -> Death:
         status = (-returncode) & 0x7F if returncode < 0 else (returncode & 0xFF) << 8
-        return cls(pid, name, status, time.monotonic())
+        return cls(pid, name, status, time.monotonic(), SOURCE_WAIT)
 
     def how(self) -> str:
         if self.wait_status is None:
@@ -99,11 +106,13 @@ class GroupWatch:
         self._rounds = threading.Condition()
         self._asked = 0  # refresh_now() calls so far
         self._done = 0  # of them, how many a finished re-read began after
+        self.exits = ExitEvents()
 
     def start(self) -> None:
         if not hasattr(os, "pidfd_open"):
             return  # no pidfds (old kernel or Python): the API server's own exit is still seen
         self._wake_r, self._wake_w = os.pipe()
+        self.exits.open()  # before any process of the group can die unseen
         self._thread = threading.Thread(target=self._run, name="engine-group-watch", daemon=True)
         self._thread.start()
 
@@ -155,6 +164,7 @@ class GroupWatch:
             for fd, _ in self._watched.values():
                 os.close(fd)
             self._watched.clear()
+            self.exits.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
 
@@ -184,13 +194,25 @@ class GroupWatch:
     def _wait(self, timeout_s: float) -> Death | None:
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
+        if self.exits.fileno() >= 0:
+            poller.register(self.exits.fileno(), select.POLLIN)
         by_fd = {fd: (pid, title) for pid, (fd, title) in self._watched.items()}
         for fd in by_fd:
             poller.register(fd, select.POLLIN)
         for fd, _ in poller.poll(int(timeout_s * 1000)):
             if fd == self._wake_r:
                 os.read(self._wake_r, 64)  # a stop, or refresh_now(): the loop reads the table again
+            elif fd == self.exits.fileno():
+                self.exits.drain()  # the host's exits, kept a while: one of ours may be among them
             elif fd in by_fd:
                 pid, title = by_fd[fd]
-                return Death(pid, title, zombie_wait_status(pid), time.monotonic())
+                return self._death_of(pid, title)
         return None
+
+    def _death_of(self, pid: int, title: str) -> Death:
+        noticed = time.monotonic()
+        status = zombie_wait_status(pid)
+        if status is not None:
+            return Death(pid, title, status, noticed, SOURCE_ZOMBIE)
+        status = self.exits.wait_status(pid)
+        return Death(pid, title, status, noticed, SOURCE_CONNECTOR if status is not None else None)

@@ -25,15 +25,18 @@ def launch_attempt(
     gpu_locks: GpuLocksFn | None,
     deployment: str | None = None,
     engine_factory: EngineFactory = EngineProcess,
+    sharing: Candidate | None = None,
 ) -> Attempt:
     """Start `candidate` holding its GPU locks; a start that raises releases them before it returns.
 
     `gpu_locks` is `Hooks.gpu_locks` (None where the host layer is not wired: no locks to take);
     `deployment` marks the engine's processes as this deployment's (launcher/host/orphans.py);
-    `engine_factory` is the engine seam (engine_port.py), the real process group by default."""
+    `engine_factory` is the engine seam (engine_port.py), the real process group by default;
+    `sharing`: a parked engine whose locks cover these GPUs (supervisor/park.py)."""
     with ExitStack() as locks:
         if gpu_locks is not None:
-            locks.enter_context(gpu_locks(candidate))  # before the start: two models never share a GPU
+            held = gpu_locks(candidate, sharing=sharing) if sharing is not None else gpu_locks(candidate)
+            locks.enter_context(held)  # before the start: two models never share a GPU
         attempt = start_attempt(
             candidate, log_path, progress, deployment=deployment, engine_factory=engine_factory
         )

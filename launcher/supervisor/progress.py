@@ -1,11 +1,13 @@
 """Live progress for the operator: one updating line on a TTY (phase, graph capture i/N, gate k/N,
-elapsed); structured JSON events (structlog) when not a TTY, e.g. under systemd."""
+elapsed); structured events (structlog) when not a TTY: `event key=value` text in systemd's
+journal, JSON lines elsewhere (`logformat.py`)."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -13,6 +15,7 @@ import structlog
 
 from gates.outcome import Outcome
 from launcher.logfacts.events import EventKind, LogEvent
+from launcher.supervisor.logformat import LogFormat, chosen_format, live_line_wanted, render_text
 from launcher.supervisor.notify_port import Notifier
 from launcher.supervisor.status import Phase
 from launcher.terminal import colour_allowed, is_journal
@@ -40,6 +43,14 @@ EVENT_LEVELS = {
     "phase.failed": "error",  # refused, or nothing could be served
     "engine.failed": "error",  # vLLM's startup died
     "engine.engine_died": "error",
+    "watch.degraded": "warning",  # the serving watch (launcher/watch/): a check failed, retried
+    "watch.wedged": "error",
+    "watch.failing": "error",
+    "watch.starving": "error",
+    "watch.incident_failed": "warning",
+    "park.skipped": "warning",  # the serving engine is stopped, not parked (supervisor/park.py)
+    "park.wake_failed": "error",
+    "park.switch_failed": "warning",
 }
 SYSLOG_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 
@@ -65,12 +76,16 @@ def journal_prefixed(renderer: Any, stream: TextIO) -> Any:
 
 
 def configure_logging(stream: TextIO = sys.stderr) -> None:
-    """structlog: console renderer on a TTY, JSON lines otherwise (with `<N>` under journald)."""
-    renderer: Any = (
-        structlog.dev.ConsoleRenderer(colors=colour_allowed())
-        if stream.isatty()
-        else journal_prefixed(structlog.processors.JSONRenderer(), stream)
-    )
+    """structlog: console renderer on a TTY, `event key=value` text in the journal (with its `<N>`
+    priority), JSON lines otherwise; or what `VLLM_GATE_LOG_FORMAT` asks for (`logformat.py`)."""
+    chosen = chosen_format(stream)
+    renderer: Any
+    if chosen is LogFormat.CONSOLE:
+        renderer = structlog.dev.ConsoleRenderer(colors=colour_allowed() and stream.isatty())
+    elif chosen is LogFormat.TEXT:
+        renderer = journal_prefixed(render_text, stream)
+    else:
+        renderer = journal_prefixed(structlog.processors.JSONRenderer(), stream)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -94,12 +109,15 @@ class Progress:
     def __init__(self, stream: TextIO = sys.stderr, notifier: Notifier | None = None) -> None:
         self.stream = stream
         self.notifier = notifier
-        self.tty = stream.isatty()
+        self.tty = live_line_wanted(stream)
         self.started = time.monotonic()
         self.phase = "starting"
         self.step = ""
         self._lock = threading.Lock()
         self.engine_log: Path | None = None  # named on every warning and error: where vLLM said why
+        # Who else reads each line as it comes: a reload's requesters (`launch set --apply`,
+        # `launch rollback`) through their progress files, for as long as the reload runs.
+        self.mirror: Callable[[dict[str, Any]], None] | None = None
 
     def set_phase(self, phase: str, **fields: Any) -> None:
         self.phase = phase
@@ -151,6 +169,10 @@ class Progress:
         if self.notifier is not None and step and self.phase in STARTING_PHASES and not transient:
             self.notifier.status(f"{self.phase}: {text}")
             self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
+        if self.mirror is not None and not transient:
+            self.mirror(
+                {"event": event, "msg": text, "phase": self.phase, "elapsed_s": round(elapsed, 2), **fields}
+            )
         with self._lock:
             if self.tty:
                 extra = "".join(f" {k}={v}" for k, v in fields.items() if k not in ("gate", "index", "total"))

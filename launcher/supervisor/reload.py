@@ -9,6 +9,7 @@ the engine stopped and the candidate started, gated, promoted, or replaced by la
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from launcher.errors import ExitCode, GateError, PreflightRefused
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import Attempt
     from launcher.supervisor.hooks import Hooks
+    from launcher.supervisor.progress import Progress
     from launcher.supervisor.status import StatusBoard
     from launcher.supervisor.transitions import Transitions
 
@@ -39,23 +41,58 @@ class Reloading:
     store: StateStore
     board: StatusBoard
     transitions: Transitions
+    progress: Progress
     current: Attempt | None
+    parked: Attempt | None
+    serving_last_good: bool
 
-    def _stop_current(self, why: str) -> None: ...
+    if TYPE_CHECKING:  # provided by service.Supervisor and the other halves; a stub here would shadow them
 
-    def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
+        def _stop_current(self, why: str) -> None: ...
+
+        def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
+
+        def _park_for(self, candidate: Candidate) -> Candidate | None: ...
+
+        def _back_to_parked(self, candidate: Candidate) -> bool: ...
+
+        def _control(self, request: reload_requests.ControlRequest) -> int | None: ...
+
+        lent_to: int | None
 
     def _reload(self) -> int | None:
-        """Re-plan the profile and serve it; each request's verdict goes to its requester."""
+        """Re-plan the profile and serve it; each request's verdict goes to its requester. Control
+        requests (park, wake: `launch probe`) are answered first; a SIGHUP that brought only those
+        re-plans nothing."""
         seq = self.board.current.reload_seq + 1
         reloads = self.store.reloads_dir(self.profile)
+        controls = reload_requests.take_control(reloads)
+        for control in controls:
+            code = self._control(control)
+            if code is not None:
+                return code
         ids = reload_requests.take(reloads)  # before rendering: each request's edit is in the plan
+        if controls and not ids:
+            return None
+        if self.lent_to is not None:  # the probe's arms run on these GPUs: a reload must wait for it
+            detail = f"reload refused: the engine is parked for launch probe pid {self.lent_to}; still parked"
+            self.transitions.record(Event.RELOAD_REFUSED, reason=detail, tell=detail)
+            reload_requests.answer(
+                reloads, ids, Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
+            )
+            return None
         self.hooks.notifier.reloading()
+        self.progress.mirror = reload_requests.ProgressFiles(reloads, ids)  # their live progress
+        # why, in the journal: `systemctl reload`, `kill -HUP` and the leak monitor leave no request
+        self.progress.message("reload requested", event="launcher.reload", signal="SIGHUP",
+                              requests=",".join(ids) or "none")  # fmt: skip
         try:
             verdict, code = self._reload_once()
         except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
             reload_requests.answer(reloads, ids, Verdict(Outcome.FAILED, int(err.exit_code), err.message))
             raise
+        finally:
+            self.progress.mirror = None
         self.transitions.record(status={"reload_seq": seq})
         reload_requests.answer(reloads, ids, verdict)
         return code
@@ -74,17 +111,34 @@ class Reloading:
         if serving is not None and serving.same_launch(candidate):
             # A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200).
             detail = f"already serving {candidate.fingerprint}"
+            if self.serving_last_good:  # the file matches what serves again (`launch rollback`)
+                self.serving_last_good = False
+                self.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
             return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
+        if self.parked is not None and self.parked.candidate.same_launch(candidate):
+            self.transitions.record(Event.RELOAD, label=candidate.label)
+            stopping_at = time.monotonic()
+            with Watchdog(self.hooks.notifier).keepalive():
+                if self._back_to_parked(candidate):  # `keep_parked`: the launch asked for sleeps here
+                    return self._reload_verdict(stopping_at), None
+                code = self._bring_up(self._park_for(candidate) or candidate, reloading=True)
+            return self._reload_verdict(stopping_at), code
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:
             detail = f"reload refused: {refusal}; still serving"
             verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             return self._keep_serving(Event.RELOAD_REFUSED, verdict)
         self.transitions.record(Event.RELOAD, label=candidate.label)
-        self._stop_current("reload")
+        stopping_at = time.monotonic()
         with Watchdog(self.hooks.notifier).keepalive():
-            code = self._bring_up(candidate, reloading=True)
-        return self._reload_verdict(), code
+            moved = self._park_for(candidate)  # asleep beside it (park = "sleep"), else stopped
+            if moved is None:
+                self.progress.message(
+                    f"stopping what serves for {candidate.label}", event="launcher.reload_stop"
+                )
+                self._stop_current("reload")
+            code = self._bring_up(moved or candidate, reloading=True)
+        return self._reload_verdict(stopping_at), code
 
     def _refusal_before_stop(self, candidate: Candidate) -> str | None:
         """Why the candidate cannot start, judged while the serving engine still serves (whatever
@@ -95,6 +149,8 @@ class Reloading:
         if self.hooks.preflight is None:
             return None
         serving = frozenset(self.current.engine.group_members()) if self.current is not None else frozenset()
+        if self.parked is not None:  # a sleeper kept beside it is stopped (or the candidate moved) first
+            serving |= frozenset(self.parked.engine.group_members())
         try:
             self.hooks.preflight(candidate, serving=serving)
         except PreflightRefused as refused:
@@ -107,11 +163,15 @@ class Reloading:
         )
         return verdict, None
 
-    def _reload_verdict(self) -> Verdict:
+    def _reload_verdict(self, stopping_at: float) -> Verdict:
         status = self.board.current
         why = status.rollback_reason or status.detail or ""
+        if status.phase not in (Phase.SERVING, Phase.SERVING_LAST_GOOD):
+            return Verdict(Outcome.FAILED, int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
+        down_s = time.monotonic() - stopping_at
+        self.progress.message(f"engine down {down_s:.1f} s: from the stop for the reload to {status.phase}",
+                              event="launcher.downtime", down_s=round(down_s, 3))  # fmt: skip
         if status.phase == Phase.SERVING:
-            return Verdict(Outcome.PROMOTED, int(ExitCode.OK), f"serving {status.serving_fingerprint}")
-        if status.phase == Phase.SERVING_LAST_GOOD:
-            return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), why)
-        return Verdict(Outcome.FAILED, int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
+            detail = f"serving {status.serving_fingerprint}"
+            return Verdict(Outcome.PROMOTED, int(ExitCode.OK), detail, down_s)
+        return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), why, down_s)

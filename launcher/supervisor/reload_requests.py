@@ -9,15 +9,23 @@ SIGHUP without a request (`systemctl reload`) just reloads. Files are written at
 requester removes its verdict once read. A verdict file from a launcher older than the `verdict`
 field reads as the outcome its exit code implies. Each function takes the profile's reloads
 directory (`StateStore.reloads_dir`).
+
+While the reload runs, the launcher appends each progress line (what `launch try` shows: phases,
+vLLM's startup steps, each gate) to `reloads/<id>.progress.jsonl`, so the requester shows the same
+live progress; the verdict says how long the engine was down (`down_s`: from the stop of what
+served to serving again). The requester removes both files once read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -25,6 +33,7 @@ from typing import Any
 from launcher.atomicfile import write_atomic
 
 STALE_S = 86400.0  # verdicts nobody came for (a requester that was killed) are removed after a day
+PROGRESS_MAX_BYTES = 1 << 20  # a start writes a few dozen lines; a runaway one is cut here
 
 
 class Outcome(StrEnum):
@@ -36,6 +45,8 @@ class Outcome(StrEnum):
     INVALID = "invalid"  # the profile does not render; the engine kept serving (exit 2)
     ROLLED_BACK = "rolled_back"  # the gates rejected it; last-good serves (exit 3)
     FAILED = "failed"  # nothing serves, or the launcher is leaving on an error (its exit code)
+    PARKED = "parked"  # a control request: the engine sleeps, its GPUs are free for the requester (exit 0)
+    WOKEN = "woken"  # a control request: the engine serves again (exit 0)
 
 
 # What a verdict file without the `verdict` field meant, by its exit code.
@@ -47,6 +58,8 @@ class Verdict:
     outcome: Outcome
     exit_code: int
     detail: str
+    down_s: float | None = None  # the engine stopped for this reload and served again after this long
+    data: dict[str, Any] = field(default_factory=dict)  # what the requester needs beyond words (pids, port)
 
     @classmethod
     def implied(cls, exit_code: int, detail: str) -> Verdict:
@@ -55,9 +68,69 @@ class Verdict:
 
 
 def request(reloads: Path) -> str:
+    """Ask for a reload. The launcher removes `<id>.request` and writes the verdict beside it, so
+    the directory must be the launcher's to write: see `_hand_to_state_owner`."""
     rid = uuid.uuid4().hex
+    reloads.mkdir(parents=True, exist_ok=True)
+    _hand_to_state_owner(reloads)
     write_atomic(reloads / f"{rid}.request", "")
     return rid
+
+
+class Action(StrEnum):
+    """What another process of ours may ask of a running launcher besides a reload."""
+
+    PARK = "park"  # put the serving engine to sleep and lend its GPUs (`launch probe`'s arms)
+    WAKE = "wake"  # wake it and serve again
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRequest:
+    rid: str
+    action: Action
+    requester: int  # its pid: a parked engine wakes by itself once the requester is gone
+
+
+MAX_REQUEST_BYTES = 4096
+
+
+def ask(reloads: Path, action: Action, requester: int) -> str:
+    """A control request (`<id>.control`, answered like a reload's, by id); SIGHUP delivers it."""
+    rid = uuid.uuid4().hex
+    reloads.mkdir(parents=True, exist_ok=True)
+    _hand_to_state_owner(reloads)
+    write_atomic(reloads / f"{rid}.control", json.dumps({"action": str(action), "requester": requester}))
+    return rid
+
+
+def take_control(reloads: Path) -> list[ControlRequest]:
+    """Every pending control request, oldest name first; an unreadable one is dropped (and answered
+    as invalid), never acted on."""
+    taken: list[ControlRequest] = []
+    for path in sorted(reloads.glob("*.control")):
+        try:
+            raw = path.read_bytes()[: MAX_REQUEST_BYTES + 1]
+            path.unlink()
+        except OSError:
+            continue
+        try:
+            body: Any = json.loads(raw) if len(raw) <= MAX_REQUEST_BYTES else {}
+            taken.append(ControlRequest(path.stem, Action(body["action"]), int(body["requester"])))
+        except (ValueError, KeyError, TypeError):
+            answer(reloads, [path.stem], Verdict(Outcome.INVALID, 2, "not a control request"))
+    return taken
+
+
+def _hand_to_state_owner(reloads: Path) -> None:
+    """`sudo launch set --apply` beside a launcher that runs as its own user (the unit's
+    `User=vllm-gate`, which owns its state dir) would leave a root-owned directory in which that
+    launcher can neither remove the request nor answer it: give it to the state dir's owner."""
+    if os.geteuid() != 0:
+        return
+    with contextlib.suppress(OSError):
+        owner, here = os.stat(reloads.parent), os.lstat(reloads)
+        if stat.S_ISDIR(here.st_mode) and (here.st_uid, here.st_gid) != (owner.st_uid, owner.st_gid):
+            os.chown(reloads, owner.st_uid, owner.st_gid, follow_symlinks=False)
 
 
 def take(reloads: Path) -> list[str]:
@@ -77,13 +150,69 @@ def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
             "verdict": str(verdict.outcome),
             "exit_code": verdict.exit_code,
             "detail": verdict.detail,
+            **({"data": verdict.data} if verdict.data else {}),
+            **({"down_s": round(verdict.down_s, 3)} if verdict.down_s is not None else {}),
         }
         write_atomic(reloads / f"{rid}.verdict.json", json.dumps(body) + "\n")
     cutoff = time.time() - STALE_S
-    for old in reloads.glob("*.verdict.json"):
+    for old in [*reloads.glob("*.verdict.json"), *reloads.glob("*.progress.jsonl")]:
         with contextlib.suppress(OSError):
             if old.stat().st_mtime < cutoff:
                 old.unlink()
+
+
+class ProgressFiles:
+    """The launcher's side: each progress line of this reload, appended to each requester's file.
+    Best effort: a full disk costs the requester its live lines, never the reload."""
+
+    def __init__(self, reloads: Path, ids: list[str]) -> None:
+        self.paths = [reloads / f"{rid}.progress.jsonl" for rid in ids]
+        self.written = 0
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, default=str, ensure_ascii=False) + "\n"
+        if self.written + len(line) > PROGRESS_MAX_BYTES:
+            return
+        self.written += len(line)
+        for path in self.paths:
+            with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as out:
+                out.write(line)
+
+
+class ProgressTail:
+    """The requester's side: `with ProgressTail(reloads, rid, show) as tail`, `tail.read()` on
+    each poll passes the whole lines written since to `show`; leaving reads the last ones (written
+    just before the verdict) and removes the file."""
+
+    def __init__(self, reloads: Path, rid: str, show: Callable[[dict[str, Any]], None] | None) -> None:
+        self.path = reloads / f"{rid}.progress.jsonl"
+        self.show = show
+        self.offset = 0
+
+    def __enter__(self) -> ProgressTail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.read()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+    def read(self) -> None:
+        if self.show is None:
+            return
+        try:
+            with self.path.open("rb") as source:
+                source.seek(self.offset)
+                chunk = source.read(PROGRESS_MAX_BYTES)
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for raw in complete.splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(raw)
+                if isinstance(record, dict):
+                    self.show(record)
 
 
 def verdict(reloads: Path, rid: str) -> Verdict | None:
@@ -101,9 +230,14 @@ def verdict(reloads: Path, rid: str) -> Verdict | None:
 
 def _from_body(body: Any) -> Verdict:
     """The `verdict` field when it names an outcome; else (an older or newer launcher's file) the
-    outcome the exit code implies."""
+    outcome the exit code implies. `down_s` where it is a duration."""
     implied = Verdict.implied(int(body["exit_code"]), str(body.get("detail") or ""))
+    data = body.get("data") if isinstance(body.get("data"), dict) else {}
+    down = body.get("down_s")
+    down_s = (
+        float(down) if isinstance(down, int | float) and not isinstance(down, bool) and down >= 0 else None
+    )
     try:
-        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail)
+        return Verdict(Outcome(body.get("verdict")), implied.exit_code, implied.detail, down_s, data)
     except ValueError:
-        return implied
+        return Verdict(implied.outcome, implied.exit_code, implied.detail, down_s, data)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gates.chain import ChainReport
 from gates.outcome import Verdict
+from launcher.supervisor.early_exit import VERDICT, EarlyExit
 
 MARKS = {
     Verdict.PASS: "PASS",
@@ -14,7 +15,8 @@ MARKS = {
 }
 
 
-def render_report(report: ChainReport, title: str) -> str:
+def render_report(report: ChainReport, title: str, early: EarlyExit | None = None) -> str:
+    """`early`: the engine exited before any gate could judge it, which is the verdict then."""
     lines = [title]
     width = max((len(r.name) for r in report.results), default=4)
     for result in report.results:
@@ -27,6 +29,11 @@ def render_report(report: ChainReport, title: str) -> str:
             for name, case in (result.evidence.get("cases") or {}).items():
                 if isinstance(case, dict) and not case.get("ok", True) and case.get("body"):
                     lines.append(f"          {name}: {case['body'][:400]}")
-    verdict = "all required gates passed" if report.passed else f"rejected by {report.first_failure.name}"  # type: ignore[union-attr]
+    if report.passed:
+        verdict = "all required gates passed"
+    elif early is not None:
+        verdict = f"rejected at {VERDICT}: {early.describe()}"
+    else:
+        verdict = f"rejected by {report.first_failure.name}"  # type: ignore[union-attr]
     lines.append(f"  → {verdict}")
     return "\n".join(lines)

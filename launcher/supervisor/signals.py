@@ -20,6 +20,7 @@ class SignalInbox:
         self._pending: deque[signal.Signals] = deque()
         self._previous: dict[int, object] = {}
         self.stop_requested = threading.Event()
+        self.stop_signal = "a stop"  # the name of the signal that set `stop_requested`, for the log
 
     def install(self) -> None:
         for sig in HANDLED:
@@ -34,6 +35,7 @@ class SignalInbox:
         sig = signal.Signals(signum)
         self._pending.append(sig)
         if sig in (signal.SIGTERM, signal.SIGINT):
+            self.stop_signal = sig.name
             self.stop_requested.set()
         self._wake()
 

@@ -23,6 +23,7 @@ class Phase(StrEnum):
     SERVING_LAST_GOOD = "serving_last_good"
     FAILED = "failed"
     STOPPED = "stopped"
+    PARKED = "parked"  # asleep, its GPUs lent to `launch probe`'s arms (supervisor/park.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class Status:
     rollback_reason: str | None = None
     reload_seq: int = 0
     detail: str | None = None
+    watch: dict[str, Any] | None = None  # the serving watch's verdict while something serves
 
 
 class StatusBoard:

@@ -1,11 +1,13 @@
-"""systemd's watchdog: WATCHDOG=1 every WatchdogSec/2, and only while /health answers 200 — a
-hung server stops the pings, and systemd restarts the unit."""
+"""systemd's watchdog: WATCHDOG=1 every WatchdogSec/2, and only while the serving watch says the
+server serves (launcher/watch/; without a watch, while /health answers 200) — a wedged or failing
+server stops the pings, and systemd restarts the unit. `/health` alone was not enough: vLLM answers
+it 200 while its engine core is stopped and while every request fails."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from launcher.host.notify import watchdog_interval_s
@@ -24,18 +26,22 @@ class Watchdog:
         self.enabled = interval is not None
         self._next = time.monotonic()
 
-    def maybe_ping(self, candidate: Candidate) -> bool:
+    def maybe_ping(self, candidate: Candidate, serves: Callable[[], bool] | None = None) -> bool:
+        """`serves`: the watch's verdict; None where no watch runs (then /health decides)."""
         if not self.enabled or time.monotonic() < self._next:
             return False
         self._next = time.monotonic() + self.tick_s
-        http = RequestsHttp(candidate.base_url, candidate.api_key())
-        try:
-            healthy = http.get("/health", timeout_s=min(5.0, self.tick_s)).status == 200
-        finally:
-            http.close()
+        healthy = serves() if serves is not None else self._health(candidate)
         if healthy:
             self.notifier.watchdog()
         return healthy
+
+    def _health(self, candidate: Candidate) -> bool:
+        http = RequestsHttp(candidate.base_url, candidate.api_key())
+        try:
+            return http.get("/health", timeout_s=min(5.0, self.tick_s)).status == 200
+        finally:
+            http.close()
 
     @contextmanager
     def keepalive(self) -> Iterator[None]:

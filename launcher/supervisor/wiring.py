@@ -1,12 +1,14 @@
-"""Plugs the host-safety layer (preflight, GPU locks, restart guard, NVML, sd_notify) into the
-supervisor's seams. The supervisor itself knows none of these modules."""
+"""Plugs the host-safety layer (preflight, GPU locks, restart guard, NVML, sd_notify) and the
+serving watch into the supervisor's seams. The supervisor itself knows none of these modules."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import click
+import structlog
 
 from launcher.host.gpu import NvmlProbe
 from launcher.host.gpu_locks import GpuLocks
@@ -17,17 +19,30 @@ from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
 from launcher.settings import GlobalOptions
 from launcher.supervisor.candidate import Candidate
+from launcher.supervisor.engine_port import EngineHandle
 from launcher.supervisor.hooks import Hooks
+from launcher.watch.runner import ServingWatch, WatchPlan
+from launcher.watch.verdict import Judgement
 
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
-    def preflight(candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
-        report = run_preflight(host_request(candidate), options, serving=serving)
+    def preflight(
+        candidate: Candidate, *, serving: frozenset[int] = frozenset(), parked: frozenset[int] = frozenset()
+    ) -> None:
+        report = run_preflight(host_request(candidate), options, serving=serving, parked=parked)
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
-            click.echo(f"preflight warning: {warning}", err=True)
+            _warn(f"preflight warning: {warning}")
 
-    def gpu_locks(candidate: Candidate) -> AbstractContextManager[object]:
-        return GpuLocks.for_request(host_request(candidate), options.state_dir)
+    def gpu_locks(
+        candidate: Candidate, *, sharing: Candidate | None = None
+    ) -> AbstractContextManager[object]:
+        locks = GpuLocks.for_request(host_request(candidate), options.state_dir)
+        if (
+            sharing is not None
+            and locks.gpus == GpuLocks.for_request(host_request(sharing), options.state_dir).gpus
+        ):
+            return nullcontext()  # the parked engine of this launcher holds them, asleep
+        return locks
 
     def restart_guard(candidate: Candidate) -> RestartGuard:
         policy = HostPolicy.from_request(host_request(candidate))
@@ -39,7 +54,23 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         gpu_bytes=_nvml_bytes,
         gpu_locks=gpu_locks,
         restart_guard=restart_guard,
+        watch=serving_watch,
     )
+
+
+def serving_watch(
+    candidate: Candidate, engine: EngineHandle, on_change: Callable[[Judgement], None]
+) -> ServingWatch:
+    """The real serving watch: HTTP to the candidate, psutil on its engine, NVML where there is one."""
+    return ServingWatch(WatchPlan.of(candidate), engine.process_tree, on_change, gpu_bytes=_nvml_bytes)
+
+
+def _warn(text: str) -> None:
+    """A line on a terminal; an event elsewhere, so the journal files it as a warning (`<4>`)."""
+    if sys.stderr.isatty():
+        click.echo(text, err=True)
+    else:
+        structlog.get_logger("vllm-gate").warning("preflight.warning", msg=text)
 
 
 def host_request(candidate: Candidate) -> HostRequest:

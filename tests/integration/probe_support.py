@@ -47,9 +47,11 @@ class Box:
     def journal_path(self) -> Path:
         return self.state / "probe" / "journal.json"
 
-    def write_prod(self, **args: Any) -> Path:
+    def write_prod(self, supervisor: dict[str, Any] | None = None, **args: Any) -> Path:
         self.profiles.mkdir(parents=True, exist_ok=True)
-        return write_profile(self.profiles, PROFILE, free_port(), args={**SIM_ARGS, **args})
+        return write_profile(
+            self.profiles, PROFILE, free_port(), args={**SIM_ARGS, **args}, supervisor=supervisor
+        )
 
     def start_production(self) -> Launcher:
         launcher = Launcher(self.profiles, self.state, PROFILE)

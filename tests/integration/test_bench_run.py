@@ -119,6 +119,11 @@ def test_table_output_and_explanations(sim: SimHandle, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:4] == ["context", "c", "TTFT", "cold"]
+    # both tables in ms, every throughput with its unit
+    assert "TTFT cold (ms)  TTFT warm (ms)  TTFC (ms)" in lines[0]
+    first_row = lines[2].split()
+    assert all(not v.endswith("s") for v in first_row[2:5]) and float(first_row[3]) > 1  # ms, not seconds
+    assert any("request_throughput (req/s)" in line and "output_throughput (tok/s)" in line for line in lines)
     assert lines[2].split()[:2] == ["short", "2"]
     assert any(line.startswith("short: ") and "cold proven" in line for line in lines)
     assert any(line.startswith("chk: decode x c / output tok/s") for line in lines)  # the legend

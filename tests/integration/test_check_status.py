@@ -68,7 +68,7 @@ def test_serving_profile_passes_check_and_status_says_what_serves(launcher: Laun
     assert launch(launcher, "status").returncode == 0
 
 
-def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
+def test_serving_last_good_has_its_own_exit_code_and_the_drift_is_shown(launcher: Launcher) -> None:
     port = free_port()
     path = write_profile(launcher.profiles, "svc", port, args={"sim_model_max_len": 4096})
     append_table(path, "env", {"VLLM_PROCESS_NAME_PREFIX": "CheckLG"})  # foreign orphans: not ours
@@ -80,19 +80,50 @@ def test_serving_last_good_is_serving_for_status(launcher: Launcher) -> None:
     assert done.returncode == 3, done.stdout + done.stderr  # rejected by vLLM's own config check
     code, payload = status_json(launcher, "--profile", "svc")
     [entry] = payload["profiles"]
-    assert code == 0 and entry["phase"] == "serving_last_good"
+    assert code == 6 and entry["phase"] == "serving_last_good"  # serving, but not what the file says
     assert entry["fingerprint"] == good["serving_fingerprint"] and entry["url"] == f"http://127.0.0.1:{port}"
-    assert "rejected by graph_capture: startup failed" in entry["rollback_reason"]
+    human = launch(launcher, "status", "--profile", "svc")
+    assert human.returncode == 6
+    drift = (
+        f"file: the profile file renders {entry['profile_fingerprint']}, but {entry['fingerprint']} serves: "
+    )
+    assert drift in human.stdout and "`launch --profile svc --dry-run` shows the difference" in human.stdout
+    rolled_back_pid = entry["engine_pid"]
+    # an engine that exits before the gates is its own verdict, led by vLLM's sentence (issue 35, point 2)
+    reason = "rejected at engine_start: Value error, User-specified max_model_len (8192)"
+    assert reason in entry["rollback_reason"], entry["rollback_reason"]
     assert entry["profile_fingerprint"] not in (None, entry["fingerprint"])  # the change did not serve
     # The file keeps the rejected change, and set says so with the way back; going back restarts nothing.
     assert "the file keeps the change: svc.toml is what the next start of 'svc' serves" in done.stdout
     assert "launch rollback long --profile svc (it restarts nothing" in done.stdout
     back = launch(launcher, "rollback", "long", "--profile", "svc", "--timeout-s", "60")
-    assert back.returncode == 0 and f"already serving {good['serving_fingerprint']}" in back.stdout, back.stdout
+    assert back.returncode == 0 and f"already serving {good['serving_fingerprint']}" in back.stdout, (
+        back.stdout
+    )
     code, payload = status_json(launcher, "--profile", "svc")
     [entry] = payload["profiles"]
     assert entry["profile_fingerprint"] == entry["fingerprint"] == good["serving_fingerprint"]
-    assert entry["phase"] == "serving_last_good"  # the same engine: nothing was restarted
+    assert entry["phase"] == "serving" and code == 0  # the file is what serves again: the phase cleared
+    assert entry["engine_pid"] == rolled_back_pid  # the same engine: nothing was restarted
+    assert "file:" not in launch(launcher, "status", "--profile", "svc").stdout
+
+
+def test_status_wait_blocks_until_the_start_has_a_verdict(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_startup_speed": 20})  # ~3 s to load
+    launcher.start()
+    launcher.wait_for(lambda s: s.get("phase") in ("starting", "gating"))
+    waited = launch(launcher, "status", "--profile", "svc", "--wait", "--timeout-s", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert waited.stdout.startswith("svc: serving")
+
+
+def test_status_wait_gives_up_at_its_timeout_saying_what_it_still_does(launcher: Launcher) -> None:
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_hang_at": "loading"})
+    launcher.start()
+    launcher.wait_for(lambda s: s.get("phase") in ("starting", "gating"))
+    waited = launch(launcher, "status", "--profile", "svc", "--wait", "--timeout-s", "1")
+    assert waited.returncode == 3
+    assert "svc: still gating after 1 s" in waited.stderr or "svc: still starting after 1 s" in waited.stderr
 
 
 def test_stopped_profile_fails_check_and_status_exits_3(launcher: Launcher) -> None:
@@ -185,3 +216,29 @@ def test_status_of_a_state_dir_where_nothing_ran(launcher: Launcher) -> None:
     assert code == 3 and payload["profiles"] == []  # not serving; and no profile is "unknown"
     done = launch(launcher, "status")
     assert done.returncode == 3 and done.stdout.startswith("nothing has run yet")
+
+
+def test_the_prometheus_textfile_follows_a_promotion_and_a_rollback(launcher: Launcher) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    launcher.wait_phase("serving")
+    done = launch(
+        launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply", "--timeout-s", "60"
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    rejected = next(r for r in launcher.history() if r["event"] == "rejected")
+    text = (launcher.state / "metrics" / "vllm_gate_svc.prom").read_text()
+    found = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
+
+    def value(name: str, **labels: str) -> float:
+        return found[(name, tuple(sorted({"profile": "svc", **labels}.items())))]
+
+    assert value("vllm_gate_phase", phase="serving_last_good") == 1
+    assert value("vllm_gate_promotions_total") == 1 and value("vllm_gate_rollbacks_total") == 1
+    assert value("vllm_gate_engine_starts_total") == 3  # production, the candidate, last-good
+    assert value("vllm_gate_last_rejected_info", fingerprint=rejected["fingerprint"]) == 1
+    assert value("vllm_gate_gate_passed", gate="tool_call") == 1  # last-good's own chain passed
+    assert value("vllm_gate_serving") == 1

@@ -229,3 +229,30 @@ def test_an_error_under_systemd_still_restores_production_through_systemctl(
     assert result.restored.action == "systemctl start vllm-gate@prod.service"
     box.wait_serving(not_pid=first.proc.pid if first.proc else None)
     assert not box.journal_path.exists()
+
+
+def test_a_parked_production_is_woken_to_restore_never_restarted(box: Box, tmp_path: Path) -> None:
+    from tests.launcher_run import free_port
+
+    box.write_prod(supervisor={"park": "sleep", "park_port": free_port()})
+    first = box.start_production()
+    engine = box.status()["engine_pid"]
+    out = tmp_path / "out"
+    done = box.launch("probe", "--profile", PROFILE, "--arm", "slow:sim_slow_decode=2", *TINY_BENCH,
+                      "--out", str(out), "--no-plots")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    data = json.loads((out / "probe.json").read_text())
+    assert [a["outcome"] for a in data["arms"]] == ["measured", "measured"]
+    restore = data["restore"]
+    assert (
+        restore["ok"] and restore["phase"] == "serving" and restore["action"].startswith("woken: woken in ")
+    )
+    assert restore["seconds_to_serving"] >= 0 and data["downtime_s"] > 0
+    status = box.status()
+    assert status["launcher_pid"] == (first.proc.pid if first.proc else None)  # the same launcher …
+    assert status["engine_pid"] == engine  # … and the same engine, asleep while the arm ran
+    events = [r["event"] for r in box.history()]
+    assert "parked" in events and "woken" in events and "engine_died" not in events
+    assert not box.journal_path.exists()
+    assert data["stop"].startswith("parked asleep by launcher pid")
+    assert "woken: woken in " in done.stdout  # the report's "production after" line

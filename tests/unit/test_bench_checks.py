@@ -79,6 +79,14 @@ def test_fresh_server_from_uptime_or_no_requests_served() -> None:
         10000.0, {"process_start_time_seconds": 100.0, "vllm:request_success_total": 9.0}
     )
     assert checks.fresh_server(settled) is None
+    five_minutes_up = MetricsSnapshot(
+        1300.0, {"process_start_time_seconds": 1000.0, "vllm:request_success_total": 9.0}
+    )
+    assert checks.fresh_server(five_minutes_up) is None  # it served: warm, whatever the clock says
+    just_up = MetricsSnapshot(
+        1060.0, {"process_start_time_seconds": 1000.0, "vllm:request_success_total": 9.0}
+    )
+    assert checks.fresh_server(just_up) is not None  # a minute up: only the gates' requests went through
 
 
 def test_other_traffic_when_the_server_generated_more_than_we_received() -> None:

@@ -12,7 +12,7 @@ import pytest
 from launcher.check import CheckRequest, check_tables, parse_gate_names
 from launcher.errors import BadInput
 from launcher.profile.plan import build_plan
-from launcher.state.serving import exit_code, serving_entry
+from launcher.state.serving import drift, exit_code, serving_entry
 from launcher.supervisor.candidate import Candidate
 from tests.launcher_run import write_profile
 
@@ -75,7 +75,14 @@ def test_exit_codes() -> None:
     stopped = serving_entry("c", {**STATUS, "phase": "stopped"}, RECORD, profile_known=True)
     never = serving_entry("d", None, None, profile_known=True)
     unknown = serving_entry("e", None, None, profile_known=False)
-    assert exit_code([serving, last_good]) == 0
+    assert exit_code([serving]) == 0
+    assert exit_code([serving, last_good]) == 6  # serving, but not what the file says: a rejected change
+    assert exit_code([last_good, stopped]) == 3
+    assert drift({**last_good, "profile_fingerprint": "abc"}) is None
+    assert "`launch --profile svc --dry-run` shows the difference" in str(
+        drift({**last_good, "profile_fingerprint": "new"})
+    )
+    assert drift({**stopped, "profile_fingerprint": "new"}) is None  # nothing serves: no drift to speak of
     assert exit_code([serving, stopped]) == 3 and exit_code([never]) == 3 and exit_code([]) == 3
     assert exit_code([unknown]) == 4
     assert stopped["url"] is None and never["phase"] == "never_run" and unknown["phase"] == "unknown"

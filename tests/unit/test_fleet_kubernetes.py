@@ -96,7 +96,7 @@ def probe_commands() -> list[tuple[str, str, dict[str, Any]]]:
     found = []
     for workload in [*by_kind("Deployment"), *by_kind("Rollout")]:
         [container] = workload["spec"]["template"]["spec"]["containers"]
-        for probe in ("startupProbe", "readinessProbe"):
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             found.append((workload["kind"], probe, container[probe]))
     return found
 
@@ -109,10 +109,13 @@ def test_probes_are_launch_check_with_options_it_takes(kind: str, probe: str, sp
     assert command[:2] == ["launch", "check"]
     ctx = check_cmd.make_context("check", list(command[2:]))  # the real parser: a typo fails here
     timeout_s = float(ctx.params["timeout_s"])
-    requests = 2 if ctx.params["gate_list"] == "health" else 4  # /health + /v1/models, + tool_call's two
+    # /health + /v1/models, + tool_call's two; --live: /health + /v1/models + one generation
+    requests = 2 if ctx.params["gate_list"] == "health" else 3 if ctx.params["live"] else 4
     assert spec["timeoutSeconds"] >= requests * timeout_s, "the kubelet would kill a check still in time"
     if probe == "startupProbe":
         assert spec["periodSeconds"] * spec["failureThreshold"] >= STARTUP_BUDGET_S
+    if probe == "livenessProbe":
+        assert ctx.params["live"], "the liveness probe must generate: a hung engine answers /health 200"
 
 
 def test_analysis_job_runs_launch_check() -> None:

@@ -216,3 +216,18 @@ def test_a_gate_that_passes_or_fails_without_a_logged_exception_keeps_its_words(
     log = ScriptedLog(clock, current_lines=["(APIServer pid=1) ValueError: before the gate"])
     failed = ChainRunner([ScriptedGate("g", [Outcome.failed("no tool call")])]).run(make_context(log, clock))
     assert failed.results[0].summary == "no tool call" and "vllm_logged" not in failed.results[0].evidence
+
+
+def test_a_logged_cause_is_shortened_between_words_never_mid_word() -> None:
+    """0.33's parser registry made `… inkling,in)`: a cut inside a name reads as a broken name."""
+    from gates.chain import logged_failure, shortened
+
+    listed = (
+        "KeyError: 'invalid tool call parser: hermess (chose from { " + ", ".join(["inkling"] * 60) + " })'"
+    )
+    kind, cause = logged_failure({"failure_kind": "tool_parser", "failure_message": listed})
+    assert (
+        kind == "tool_parser" and cause.endswith("inkling…)") and len(cause) <= 300 + len(" (tool_parser: )")
+    )
+    assert shortened("short enough", 300) == "short enough"
+    assert shortened("x" * 400, 300) == "x" * 299 + "…"  # one word: nothing better than a cut

@@ -5,16 +5,17 @@ escapes, CRLF, an excerpt without the banner), and judged."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from launcher.logfacts import parse_text
+from launcher.logfacts import catalogue, parse_text, phrasings
 from tests.unit import catalogue_lines as cl
 
+VLLM_026 = Path(os.environ.get("VLLM_SRC_026", "/work/vllm-src-0.26/vllm"))  # vLLM 0.26.0, unpacked
 CATALOGUE = json.loads(
     (Path(__file__).resolve().parents[2] / "launcher" / "data" / "log_catalogue.json").read_text()
 )
@@ -69,7 +70,7 @@ def test_catalogue_covers_every_failure_kind_of_the_issue() -> None:
     kinds = {row["kind"] for row in ROWS if "kind" in row}
     assert kinds >= {"free_memory", "kv_cache_too_small", "oom", "tool_parser", "reasoning_parser",
                      "engine_init", "distributed", "model_not_found", "port_in_use", "gpu_capability",
-                     "config", "chat_template"}
+                     "config", "chat_template", "argument", "compile", "cuda_graph"}
     for row in ROWS:
         assert row["releases"], row["phrase"]
         if row["origin"] == "vllm":
@@ -132,12 +133,39 @@ def test_oom_reports_the_phase_and_the_rank() -> None:
 
 
 def test_docs_show_the_catalogue_as_built() -> None:
-    """docs/logs.md carries the table build_catalogue.py renders from the JSON (rebuild both together)."""
-    root = Path(__file__).resolve().parents[2]
-    builder = root / "scripts" / "logfacts" / "build_catalogue.py"
-    spec = importlib.util.spec_from_file_location("build_catalogue", builder)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    docs = (root / "docs" / "logs.md").read_text(encoding="utf-8")
-    assert f"{module.BEGIN}\n{module.render_table(CATALOGUE)}\n{module.END}" in docs
+    """docs/logs.md carries the table the catalogue module renders from the JSON (rebuild both together)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "logs.md").read_text(encoding="utf-8")
+    assert f"{catalogue.BEGIN}\n{catalogue.render_table(CATALOGUE)}\n{catalogue.END}" in docs
+    assert catalogue.load() == CATALOGUE
+
+
+def test_the_json_is_built_from_every_phrasing() -> None:
+    """A phrasing added to phrasings.py without a rebuild (or a row edited by hand) fails here."""
+    entries = phrasings.FAILURES + phrasings.FACTS
+    assert len(ROWS) == len(entries)
+    for row, entry in zip(ROWS, entries, strict=True):
+        assert {k: row[k] for k in entry} == entry
+
+
+def test_a_rebuild_from_the_source_at_hand_changes_nothing(tmp_path: Path) -> None:
+    """vLLM 0.26.0's source, where this machine has it: rebuilding from it alone gives the same JSON
+    (each row's 0.26.0 membership and file:line are what that source says)."""
+    if not VLLM_026.is_dir():
+        pytest.skip(f"no vLLM source at {VLLM_026}")
+    (tmp_path / "0.26.0").symlink_to(VLLM_026.parent)
+    assert catalogue.build(catalogue.scan(tmp_path), CATALOGUE) == CATALOGUE
+
+
+def test_ranges_and_expand_are_inverse() -> None:
+    releases = ["0.6.0", "0.6.2", "0.7.0", "0.8.0", "0.9.0"]
+    hits = {"0.6.0", "0.6.2", "0.8.0", "0.9.0"}
+    assert catalogue.ranges(hits, releases) == ["0.6.0-0.6.2", "0.8.0-0.9.0"]
+    assert catalogue.expand(catalogue.ranges(hits, releases), releases) == hits
+
+
+def test_a_release_not_scanned_keeps_what_the_previous_build_found() -> None:
+    previous = catalogue.build({"0.6.0": {"Using max model len %s": "vllm/config.py:1"}}, None)
+    both = catalogue.build({"0.7.0": {"Using max model len %s": "vllm/config.py:9"}}, previous)
+    row = next(r for r in both["rows"] if r["phrase"] == "Using max model len %s")
+    assert row["releases"] == ["0.6.0-0.7.0"] and row["site_first"] == "vllm/config.py:1"
+    assert row["site_last"] == "vllm/config.py:9" and both["releases_scanned"] == ["0.6.0", "0.7.0"]

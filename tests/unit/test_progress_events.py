@@ -67,7 +67,40 @@ def test_under_journald_each_line_starts_with_its_priority(
     lines = path.read_text().splitlines()
     priorities = [line[: line.index(">") + 1] for line in lines]
     assert priorities == ["<6>", "<6>", "<6>", "<6>", "<4>", "<4>", "<3>", "<3>"]
-    assert json.loads(lines[4][3:])["event"] == "gate.fail"
+    # plain `event key=value` text: journald stamps each line itself, so no second timestamp
+    assert lines[4].startswith('<4>gate.fail msg="gate 2/2 smoke: fail" phase=loading elapsed_s=')
+    assert 'summary="needle: expected ZX-0001-Q" gate=smoke index=2 total=2' in lines[4]
+    assert not any("timestamp" in line or "{" in line or "level=" in line for line in lines)
+
+
+def test_json_in_the_journal_on_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "journal-stream"
+    with path.open("w") as stream:
+        stat = os.fstat(stream.fileno())
+        monkeypatch.setenv("JOURNAL_STREAM", f"{stat.st_dev}:{stat.st_ino}")
+        monkeypatch.setenv("VLLM_GATE_LOG_FORMAT", "json")
+        configure_logging(stream)
+        run_a_rejected_start(Progress(stream))
+    lines = path.read_text().splitlines()
+    assert lines[4].startswith("<4>{") and json.loads(lines[4][3:])["event"] == "gate.fail"
+
+
+def test_text_is_one_line_whatever_the_values_hold() -> None:
+    from launcher.supervisor.logformat import render_text
+
+    event = {"event": "phase.stopped", "signal": "SIGTERM", "why": 'a "b"\nc=d', "ids": ["x", "y"],
+             "ok": True, "n": 3, "timestamp": "T", "level": "info"}  # fmt: skip
+    line = render_text(None, "", event)
+    assert line == 'phase.stopped signal=SIGTERM why="a \\"b\\"\\nc=d" ids="[\\"x\\", \\"y\\"]" ok=true n=3'
+    assert "\n" not in line
+
+
+def test_a_log_format_that_does_not_exist_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    from launcher.errors import BadInput
+
+    monkeypatch.setenv("VLLM_GATE_LOG_FORMAT", "xml")
+    with pytest.raises(BadInput, match="VLLM_GATE_LOG_FORMAT='xml' is not a log format"):
+        configure_logging(io.StringIO())
 
 
 def test_a_stream_that_is_not_the_journal_gets_plain_json(

@@ -34,3 +34,15 @@ def test_each_new_phase_and_gate_is_one_line_and_the_old_start_is_not_repeated(
         "gate smoke: fail — smoke said fail",
         "phase serving_last_good",
     ]
+
+
+def test_the_launchers_own_lines_replace_what_the_status_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """A launcher that writes this request's progress lines is shown as `launch try` shows it; the
+    status polling (for an older launcher) then stays quiet."""
+    progress = ReloadProgress({"phase": "serving", "gates": []})
+    record = {"event": "gate.pass", "msg": "gate 2/4 graph_capture: pass", "phase": "gating", "elapsed_s": 3,
+              "summary": "graphs 3/3", "gate": "graph_capture", "index": 2, "total": 4}  # fmt: skip
+    progress.line(record)
+    progress({"phase": "serving", "gates": [gate("health", "pass")]})
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert lines == ["gating: gate 2/4 graph_capture: pass summary=graphs 3/3"]

@@ -81,7 +81,7 @@ def test_set_keeps_a_byte_identical_bak_and_edits_the_profile(
     assert "no launcher is running" not in result.output  # that is --apply's message
     text = (shipped_profiles / "prod.toml").read_text()
     assert "# 8 → 32: c32 total 227 → 619 tok/s" in text  # the comments stay
-    assert not state_dir.exists()
+    assert [p.name for p in state_dir.rglob("*") if p.is_file()] == ["change.lock"]  # set holds it
 
 
 def test_a_parent_key_is_written_into_the_child_never_the_parent(
@@ -226,6 +226,69 @@ def test_rollback_refuses_a_snapshot_that_does_not_render(shipped_profiles: Path
         result, "prod.toml.bak_bad does not render", "prod.toml.bak_bad: args.max_num_sqs", "did you mean"
     )
     assert tree_snapshot(shipped_profiles) == before
+
+
+def test_rollback_list_says_when_what_changes_and_what_serves(
+    shipped_profiles: Path, state_dir: Path
+) -> None:
+    assert (
+        cli(shipped_profiles, state_dir, "set", "prod", "max_num_seqs=16", "--tag", "seqs16").exit_code == 0
+    )
+    served = build_plan(shipped_profiles, "prod").fingerprint()  # the file as `seqs8` will keep it
+    assert cli(shipped_profiles, state_dir, "set", "prod", "max_num_seqs=8", "--tag", "seqs8").exit_code == 0
+    os.utime(shipped_profiles / "prod.toml.bak_seqs16", (1_780_000_000, 1_780_000_000))  # the older one
+    (shipped_profiles / "prod.toml.bak_broken").write_text("[args\n")
+    (state_dir / "profiles" / "prod").mkdir(parents=True, exist_ok=True)
+    (state_dir / "profiles" / "prod" / "status.json").write_text(json.dumps(
+        {"phase": "serving", "profile": "prod", "launcher_pid": 0, "serving_fingerprint": served}
+    ))  # fmt: skip
+    before = tree_snapshot(shipped_profiles)
+    result = cli(shipped_profiles, state_dir, "rollback", "--list", "--profile", "prod")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    tags = [line.split()[0] for line in lines if line.startswith("  ") and not line.startswith("      ")]
+    assert tags == ["broken", "seqs8", "seqs16"]  # newest first
+    seqs8 = next(i for i, line in enumerate(lines) if line.startswith("  seqs8 "))
+    assert f"prod@{served}  ← serves now" in lines[seqs8] and "saved 20" in lines[seqs8]
+    assert lines[seqs8 + 1].strip() == "--max-num-seqs: 8 → 16"  # what rolling back to it changes
+    seqs16 = next(line for line in lines if line.startswith("  seqs16 "))
+    assert "saved 2026-05-28" in seqs16 and "serves now" not in seqs16
+    assert "does not render" in next(line for line in lines if line.startswith("  broken "))
+    assert lines[-1].startswith(f"serving: prod@{served} (serving); the file now (prod.toml) renders prod@")
+    assert tree_snapshot(shipped_profiles) == before  # a list writes nothing
+    assert_refused(cli(shipped_profiles, state_dir, "rollback", "seqs8", "--list", "--profile", "prod"),
+                   "a TAG to restore, or --list")  # fmt: skip
+    assert_refused(cli(shipped_profiles, state_dir, "rollback", "--profile", "prod"), "a TAG to restore")
+
+
+def test_rollback_keeps_only_the_newest_replaced_copies(shipped_profiles: Path, state_dir: Path) -> None:
+    """One `.replaced-<UTC>` per rollback piled up; the newest REPLACED_KEPT stay, by the time in
+    their names, and nothing that is not such a copy is touched (`.bak_` tags are never removed)."""
+    from launcher.profile.snapshots import REPLACED_KEPT
+
+    old = [f"prod.toml.replaced-202601{day:02d}T000000Z" for day in range(1, 13)] + [
+        "prod.toml.replaced-20260112T000000Z-2"
+    ]
+    for name in old:
+        (shipped_profiles / name).write_text(name)
+    (shipped_profiles / "prod.toml.replaced-notes").write_text("an operator's own file")
+    (shipped_profiles / "prod.toml.replaced-20250101T000000Z.link").symlink_to(shipped_profiles / "prod.toml")
+    (shipped_profiles / "prod.toml.bak_keep").write_bytes((shipped_profiles / "prod.toml").read_bytes())
+    assert cli(shipped_profiles, state_dir, "set", "prod", "max_num_seqs=8", "--tag", "t").exit_code == 0
+    result = cli(shipped_profiles, state_dir, "rollback", "t", "--profile", "prod")
+    assert result.exit_code == 0, result.output
+    copies = sorted(p.name for p in shipped_profiles.glob("prod.toml.replaced-2*") if not p.is_symlink())
+    assert len(copies) == REPLACED_KEPT and f"removed  {len(old) + 1 - REPLACED_KEPT} older" in result.output
+    assert (
+        "prod.toml.replaced-20260101T000000Z" not in copies
+        and "prod.toml.replaced-20260112T000000Z-2" in copies
+    )
+    assert any(name.startswith("prod.toml.replaced-2026") and name not in old for name in copies)  # this one
+    assert (shipped_profiles / "prod.toml.replaced-notes").exists()
+    assert (shipped_profiles / "prod.toml.replaced-20250101T000000Z.link").is_symlink()
+    assert (shipped_profiles / "prod.toml.bak_keep").exists() and (
+        shipped_profiles / "prod.toml.bak_t"
+    ).exists()
 
 
 def test_rollback_without_a_profile_needs_exactly_one_running_launcher(

@@ -69,8 +69,11 @@ def test_a_value_not_set_is_the_declared_default_and_an_undeclared_name_is_a_key
         values.value("grace")
 
 
-def test_the_supervisor_table_reads_its_declared_stop_grace() -> None:
-    declared = next(s.default for s in SUPERVISOR if s.name == "stop_grace_s")
-    assert SupervisorSettings.read({}) == SupervisorSettings(stop_grace_s=declared, leak_monitor=None)
-    configured = SupervisorSettings.read({"stop_grace_s": 5, "leak_monitor": "log"})
-    assert configured == SupervisorSettings(stop_grace_s=5.0, leak_monitor="log")
+def test_the_supervisor_table_reads_every_declared_default() -> None:
+    defaults = SupervisorSettings.read({})
+    for setting in SUPERVISOR:
+        assert getattr(defaults, setting.name) == setting.default, setting.name
+    configured = SupervisorSettings.read({"stop_grace_s": 5, "leak_monitor": "log", "on_wedge": "log"})
+    assert (configured.stop_grace_s, configured.leak_monitor, configured.on_wedge) == (5.0, "log", "log")
+    assert configured.leak_action == "log"
+    assert SupervisorSettings.read({"on_wedge": "rollback"}).leak_action == "rollback"  # follows on_wedge

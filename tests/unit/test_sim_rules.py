@@ -343,10 +343,11 @@ def test_step_time_follows_the_documented_formula() -> None:
     def cfg(*extra: str) -> object:
         return from_namespace(parse(["serve", "m", *extra], SCHEMA, environ={}), SCHEMA, environ={})
 
-    base = Scheduler(cfg("--sim-speed", "2"), SimMetrics(), 1000, lambda job, reason: None)  # type: ignore[arg-type]
+    gate = None  # step_seconds never steps: no engine core is needed
+    base = Scheduler(cfg("--sim-speed", "2"), SimMetrics(), 1000, lambda job, reason: None, gate)  # type: ignore[arg-type]
     # (12 + 0.08 x 4) ms decode + 40 us x 1000 prefill tokens = 52.32 ms, at speed 2
     assert base.step_seconds(1000, 4, 4) == pytest.approx(0.05232 / 2)
-    eager = Scheduler(cfg("--sim-capture-fallback"), SimMetrics(), 1000, lambda job, reason: None)  # type: ignore[arg-type]
+    eager = Scheduler(cfg("--sim-capture-fallback"), SimMetrics(), 1000, lambda job, reason: None, gate)  # type: ignore[arg-type]
     assert eager.step_seconds(0, 2, 2) == pytest.approx(0.01216)
     assert eager.step_seconds(0, 4, 4) == pytest.approx((12 + 0.32) * 3 / 1000)  # past the [1, 2] graphs
     # --sim-slow-decode 4: the decode part of a step 4x as long, the prefill part as it was

@@ -13,7 +13,7 @@ LAUNCHER = Path(__file__).resolve().parents[2] / "launcher"
 FILE_NAMES = frozenset({
     "history.jsonl", "status.json", "last_good.json", "last_facts.json", "launcher.lock", "launcher.json",
     "restart_guard.json", "journal.json", "probe.lock", "restored-launcher.log", "engine.log", "try.log",
-    "bug-reports",
+    "bug-reports", "change.lock",
 })  # fmt: skip
 # Directory names are common words: only a path join (`x / "profiles"`) counts.
 DIR_NAMES = frozenset({"profiles", "locks", "reloads", "logs", "probe"})
@@ -63,6 +63,7 @@ def test_the_store_lays_out_the_documented_paths(tmp_path: Path) -> None:
     assert store.launcher_info_path("prod") == profile / "launcher.json"
     assert store.restart_guard_path("prod") == profile / "restart_guard.json"
     assert store.reloads_dir("prod") == profile / "reloads"
+    assert store.change_lock_path("prod") == profile / "change.lock"
     assert store.engine_log("prod") == profile / "logs" / "engine.log"
     assert store.engine_log("prod", try_run=True) == profile / "logs" / "try.log"
     assert store.gpu_lock_path("GPU-1a/2") == tmp_path / "locks" / "gpu-GPU-1a_2.lock"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.atomicfile import append_line, remove_stray_temps, write_atomic
+from launcher.atomicfile import append_line, read_bytes_nofollow, remove_stray_temps, write_atomic
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.history import History
 
@@ -66,13 +66,51 @@ def test_a_failed_atomic_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["status.json"]
 
 
-def test_a_symlink_is_written_through(tmp_path: Path) -> None:
+def test_a_symlinked_profile_is_written_through_when_asked(tmp_path: Path) -> None:
     real = tmp_path / "real.toml"
     real.write_text("a")
     link = tmp_path / "link.toml"
     link.symlink_to(real)
-    write_atomic(link, "b")
+    write_atomic(link, "b", follow_links=True)
     assert link.is_symlink() and real.read_text() == "b"
+
+
+def test_a_state_file_that_is_a_link_is_never_followed(tmp_path: Path) -> None:
+    """Was: a planted `STATE/history.jsonl -> /elsewhere` was appended to outside the state dir."""
+    outside = tmp_path / "outside"
+    outside.write_text("keep\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "history.jsonl").symlink_to(outside)
+    (state / "status.json").symlink_to(outside)
+    with pytest.raises(OSError) as err:
+        append_line(state / "history.jsonl", '{"a": 1}')
+    assert err.value.errno == errno.ELOOP
+    for attempt in (
+        lambda: write_atomic(state / "status.json", "x"),
+        lambda: read_bytes_nofollow(state / "status.json"),
+    ):
+        with pytest.raises(OSError) as err:
+            attempt()
+        assert err.value.errno == errno.ELOOP
+    (state / "profiles").symlink_to(tmp_path, target_is_directory=True)  # a directory on the way
+    with pytest.raises(OSError) as err:
+        write_atomic(state / "profiles" / "p" / "status.json", "x")
+    assert err.value.errno == errno.ELOOP
+    assert outside.read_text() == "keep\n" and not (tmp_path / "p").exists()
+
+
+def test_a_state_read_refuses_a_fifo_and_a_huge_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "status.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as err:
+        read_bytes_nofollow(fifo)  # opened without blocking, refused as not a regular file
+    assert err.value.errno == errno.EINVAL
+    big = tmp_path / "last_good.json"
+    big.write_bytes(b"x" * 2048)
+    with pytest.raises(OSError) as err:
+        read_bytes_nofollow(big, limit=1024)
+    assert err.value.errno == errno.EFBIG
 
 
 def test_a_sigkilled_writers_temp_file_is_removed_and_a_live_ones_kept(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ the wiring with `vllm-sim`; these prove each decision and what it writes.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import signal
 import threading
@@ -33,7 +34,7 @@ from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.service import Supervisor
 from launcher.supervisor.status import read_status
-from tests.engine_double import ScriptedEngines, fails_to_start, passes, rejected_by
+from tests.engine_double import ScriptedEngines, ScriptedSleeps, fails_to_start, passes, rejected_by
 from tests.launcher_run import write_profile
 
 DEADLINE_S = 20.0  # a decision that never comes ends the run with a SIGTERM, and the test fails
@@ -48,6 +49,7 @@ class Notices:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
         self.at_ready: list[Callable[[], None]] = []
+        self.at_status: list[tuple[str, Callable[[], None]]] = []  # (STATUS= prefix, step), in order
 
     def ready(self, status: str) -> None:
         self.calls.append(("ready", status))
@@ -56,6 +58,8 @@ class Notices:
 
     def status(self, text: str) -> None:
         self.calls.append(("status", text))
+        if self.at_status and text.startswith(self.at_status[0][0]):
+            self.at_status.pop(0)[1]()
 
     def reloading(self) -> None:
         self.calls.append(("reloading", ""))
@@ -77,9 +81,13 @@ class Preflight:
         self.refuse: dict[str, str] = {}  # fingerprint -> why
         self.refuse_once_stopped: dict[str, str] = {}  # only when no serving engine is counted as free
         self.calls: list[tuple[str, frozenset[int]]] = []
+        self.parked_calls: list[frozenset[int]] = []
 
-    def __call__(self, candidate: Candidate, *, serving: frozenset[int] = frozenset()) -> None:
+    def __call__(
+        self, candidate: Candidate, *, serving: frozenset[int] = frozenset(), parked: frozenset[int] = frozenset()
+    ) -> None:
         self.calls.append((candidate.fingerprint, serving))
+        self.parked_calls.append(parked)
         why = self.refuse.get(candidate.fingerprint)
         if why is None and not serving:
             why = self.refuse_once_stopped.get(candidate.fingerprint)
@@ -94,7 +102,11 @@ class GpuLocks:
         self.log: list[str] = []
 
     @contextmanager
-    def __call__(self, candidate: Candidate) -> Iterator[None]:
+    def __call__(self, candidate: Candidate, *, sharing: Candidate | None = None) -> Iterator[None]:
+        if sharing is not None:
+            self.log.append(f"share {sharing.label} with {candidate.label}")
+            yield
+            return
         self.log.append(f"take {candidate.label}")
         try:
             yield
@@ -121,15 +133,18 @@ class Box:
         self.guard = RestartGuard(StateStore(self.state), "svc", max_failures=2, window_s=600.0)
         self.progress = Terminal()
         self.requests: list[str] = []
+        self.watches: Any = None  # a serving-watch factory (tests/engine_double.py ScriptedWatches)
+        self.sleeps = ScriptedSleeps()  # the sleep seam (park = "sleep")
+        self.retry_rejected = False
         self.write()
 
     @property
     def profile_dir(self) -> Path:
         return self.state / "profiles" / "svc"
 
-    def write(self, **args: Any) -> str:
+    def write(self, supervisor: dict[str, Any] | None = None, **args: Any) -> str:
         """Write the profile; returns its fingerprint."""
-        write_profile(self.profiles, "svc", PORT, args=args)
+        write_profile(self.profiles, "svc", PORT, args=args, supervisor=supervisor)
         return build_plan(self.profiles, "svc").fingerprint()
 
     def run(self) -> int:
@@ -138,13 +153,15 @@ class Box:
             notifier=self.notices,
             restart_guard=lambda _: self.guard,
             gpu_locks=self.gpu_locks,
+            watch=self.watches,
         )
         supervisor = Supervisor(
             GlobalOptions(self.profiles, self.state),
             "svc",
             hooks=hooks,
             progress=Progress(self.progress, notifier=self.notices),
-            execute=Execute(engine=self.engines, gates=self.engines.report),
+            execute=Execute(engine=self.engines, gates=self.engines.report, sleep=self.sleeps),
+            retry_rejected=self.retry_rejected,
         )
         overdue = threading.Event()
 
@@ -160,6 +177,7 @@ class Box:
             timer.cancel()
         assert not overdue.is_set(), f"no decision within {DEADLINE_S:g} s"
         assert not self.notices.at_ready, "a scripted step was never reached"
+        assert not self.notices.at_status, "a scripted step was never reached"
         return code
 
     # what a test does at a READY=1
@@ -186,6 +204,9 @@ class Box:
     # what it left
     def events(self) -> list[str]:
         return [str(r["event"]) for r in History(self.state / "history.jsonl").read()]
+
+    def history(self) -> list[dict[str, Any]]:
+        return list(History(self.state / "history.jsonl").read())
 
     def record(self, event: Event) -> dict[str, Any]:
         return next(r for r in History(self.state / "history.jsonl").read() if r["event"] == event)
@@ -411,7 +432,9 @@ def test_a_reload_whose_candidate_passes_promotes_it(tmp_path: Path) -> None:
     box.then(box.reload(max_num_seqs=8), box.stop)
     assert box.run() == 0
     new = build_plan(box.profiles, "svc").fingerprint()
-    assert box.verdict() == Verdict(Outcome.PROMOTED, 0, f"serving {new}")
+    verdict = box.verdict()
+    assert verdict is not None and verdict.down_s is not None and verdict.down_s >= 0  # stopped, then served
+    assert dataclasses.replace(verdict, down_s=None) == Verdict(Outcome.PROMOTED, 0, f"serving {new}")
     assert without_stops(box.events()) == [
         "start",
         "gates",

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import configparser
+import os
+import pwd
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from launcher.cli import launch
+from launcher.host.service_user import Needed, launch_needs, service_user_notes
 from launcher.host.unit import SHIPPED_LAUNCH, UNIT_NAME, launch_executable, render_unit
+from launcher.host.unit_network import LOOPBACK_ENV, ip_filter_lines
 from tests.conftest import REPO, SHIPPED_PROFILES, tree_snapshot
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -119,15 +125,83 @@ HARDENING = {
     "ProtectControlGroups": "yes",
     "RestrictSUIDSGID": "yes",
     "LockPersonality": "yes",
+    "User": "vllm-gate",
+    "CapabilityBoundingSet": "",
+    "SystemCallErrorNumber": "EPERM",
+    "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+    "PrivateMounts": "yes",
 }
+
+
+def all_values(text: str, key: str) -> list[str]:
+    """Every `key=` line of the unit (configparser keeps only the last of a repeated key)."""
+    return [line.split("=", 1)[1] for line in text.splitlines() if line.startswith(f"{key}=")]
+
+
+def test_the_syscall_filter_keeps_what_cuda_needs_and_drops_the_privileged_calls() -> None:
+    filters = all_values(render_unit(SHIPPED_LAUNCH), "SystemCallFilter")
+    assert filters == ["@system-service pidfd_getfd", "~@privileged"]
+
+
+def expand_syscalls(names: list[str]) -> set[str]:
+    """systemd's own reading of `@group` names (nested groups expanded), from `systemd-analyze`."""
+    assert SYSTEMD_ANALYZE is not None
+    calls: set[str] = set()
+    for name in names:
+        if not name.startswith("@"):
+            calls.add(name)
+            continue
+        run = subprocess.run(
+            [SYSTEMD_ANALYZE, "syscall-filter", "--no-pager", name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = run.stdout.splitlines()[1:]  # the first line names the group itself
+        calls |= expand_syscalls(
+            [w for line in lines if not line.lstrip().startswith("#") for w in line.split()]
+        )
+    return calls
+
+
+# What the stack under the unit calls, each for a reason the filter must not break.
+NEEDED_CALLS = {
+    "ioctl": "the CUDA driver and NVML talk to /dev/nvidia* with ioctl",
+    "mremap": "the CUDA driver's mappings",
+    "mbind": "NUMA placement: vLLM's NUMA binding (numactl) and NCCL",
+    "set_mempolicy": "NUMA placement",
+    "sched_setaffinity": "vLLM's and NCCL's CPU binding",
+    "pidfd_open": "the launcher's reaper waits on pidfds",
+    "pidfd_getfd": "CUDA memory shared as a file descriptor (PyTorch's symmetric memory)",
+    "prctl": "the launcher's exec shim (PR_SET_PDEATHSIG), vLLM's process titles",
+    "setsid": "vLLM runs in a session of its own",
+    "flock": "GPU and profile locks",
+    "fallocate": "shared-memory segments",
+    "prlimit64": "vLLM raises its open-file limit",
+    "clone3": "threads and processes (glibc)",
+    "io_uring_setup": "io_uring-based weight loaders",
+    "memfd_create": "anonymous shared memory",
+}
+PRIVILEGED_CALLS = ("mount", "chown", "setuid", "setgroups", "capset", "settimeofday", "init_module",
+                    "reboot", "swapon", "iopl", "bpf", "chroot")  # fmt: skip
+
+
+@needs_systemd
+def test_the_syscall_filter_lets_through_what_the_stack_calls_and_nothing_privileged() -> None:
+    allow, *deny = all_values(render_unit(SHIPPED_LAUNCH), "SystemCallFilter")
+    allowed = expand_syscalls(allow.split()) - expand_syscalls([word.lstrip("~") for word in deny])
+    assert len(allowed) > 300  # the groups were expanded, not taken as names
+    assert {call: why for call, why in NEEDED_CALLS.items() if call not in allowed} == {}
+    assert [call for call in PRIVILEGED_CALLS if call in allowed] == []
 
 
 def test_the_unit_is_sandboxed_but_keeps_the_gpus_reachable() -> None:
     service = directives(render_unit(SHIPPED_LAUNCH))["Service"]
     assert {k: service.get(k) for k in HARDENING} == HARDENING
-    # each of these would close the device list (and /dev/nvidia*) or break CUDA/Triton JIT
+    # each of these would close the device list (and /dev/nvidia*), break CUDA/Triton JIT, or hide
+    # what preflight must see
     for key in ("PrivateDevices", "DevicePolicy", "DeviceAllow", "ProtectClock", "ProtectKernelLogs",
-                "MemoryDenyWriteExecute", "ProtectHome", "ProtectProc"):  # fmt: skip
+                "MemoryDenyWriteExecute", "ProtectHome", "ProtectProc", "PrivateUsers"):  # fmt: skip
         assert key not in service, key
     assert service["StateDirectory"] == "vllm-gate"  # writable under ProtectSystem=full
 
@@ -139,7 +213,58 @@ def test_install_unit_user_sets_user_in_the_drop_in(tmp_path: Path) -> None:
     assert directives(dropin)["Service"]["User"] == "vllm"
     code, output = install(tmp_path / "plain", "--profile", "prod")
     dropin = (tmp_path / "plain" / "units" / "vllm-gate@prod.service.d" / "10-host.conf").read_text()
-    assert "User" not in directives(dropin)["Service"] and "#User=vllm" in dropin
+    assert "User" not in directives(dropin)["Service"] and "#User=vllm-gate" in dropin  # the unit's default
+    if not _user_exists("vllm-gate"):
+        assert "note: user 'vllm-gate' does not exist on this host; create it first:" in output
+        assert "useradd --system --user-group --home-dir /var/lib/vllm-gate" in output
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+needs_nobody = pytest.mark.skipif(not _user_exists("nobody"), reason="no user 'nobody' on this host")
+
+
+@needs_nobody
+def test_install_unit_names_what_the_service_user_cannot_reach(tmp_path: Path) -> None:
+    """pytest's tmp dirs are 0700: a profiles dir there is out of `nobody`'s reach."""
+    profiles = tmp_path / "profiles"
+    shutil.copytree(SHIPPED_PROFILES, profiles)
+    result = CliRunner().invoke(launch, [
+        "--profiles-dir", str(profiles), "--state-dir", str(tmp_path / "state"),
+        "install-unit", "--unit-dir", str(tmp_path / "units"), "--profile", "prod", "--user", "nobody",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "note: user 'nobody' cannot reach what the unit needs" in result.output
+    assert f"  the profiles dir {profiles}: cannot enter " in result.output
+
+
+@needs_nobody
+def test_the_service_user_check_follows_the_launch_scripts_interpreter(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    script = bin_dir / "launch"
+    script.write_text(f"#!{bin_dir / 'python3'}\nimport launcher\n")
+    assert launch_needs(script) == [
+        Needed("the launch executable", script, "rx"), Needed("its interpreter", bin_dir / "python3", "rx")
+    ]  # fmt: skip
+    reachable = Needed("env", Path("/usr/bin/env"), "rx")
+    assert service_user_notes("nobody", [reachable]) == []
+    notes = service_user_notes("nobody", [reachable, *launch_needs(script)])
+    assert notes[0] == "note: user 'nobody' cannot reach what the unit needs (judged from mode bits):"
+    assert notes[1].startswith(f"  the launch executable {script}: cannot enter "), notes
+    real = Path(os.path.realpath(sys.executable))
+    assert notes[2].startswith(f"  its interpreter {bin_dir / 'python3'}: (it is {real}) "), notes
+    assert service_user_notes("root", launch_needs(script)) == []
+    assert service_user_notes("no-such-user-x", [])[0].startswith(
+        "note: user 'no-such-user-x' does not exist"
+    )
 
 
 @pytest.mark.parametrize("user", ["vllm gate", "root\nExecStartPre=/bin/sh", "", "-x", "a" * 40])
@@ -162,18 +287,119 @@ def test_the_repository_unit_passes_verify_as_shipped(tmp_path: Path) -> None:
     assert (rc, complaints) == (0, [])
 
 
-@needs_systemd
-def test_systemd_analyze_security_rates_the_unit_medium_not_unsafe(tmp_path: Path) -> None:
+def security_score(unit_dir: Path, name: str) -> float:
     assert SYSTEMD_ANALYZE is not None
-    code, output = install(tmp_path, "--profile", "prod", "--user", "vllm")
+    run = subprocess.run(
+        [SYSTEMD_ANALYZE, "security", "--offline=yes", "--no-pager", name],
+        cwd=unit_dir, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    line = next(x for x in run.stdout.splitlines() if "Overall exposure level" in x)
+    return float(line.split(":")[1].split()[0])
+
+
+@needs_systemd
+def test_systemd_analyze_security_rates_the_unit_at_most_5(tmp_path: Path) -> None:
+    """9.6 UNSAFE before the sandbox, 7.2 MEDIUM with the first one; docs/host-safety.md records
+    today's figures: the template, a loopback profile with its IP allow list, and root by choice."""
+    assert install(tmp_path / "a", "--profile", "prod")[0] == 0
+    assert install(tmp_path / "b", "--profile", "demo", "--user", "root")[0] == 0
+    scores = {
+        "template": security_score(tmp_path / "a" / "units", "vllm-gate@.service"),
+        "prod": security_score(tmp_path / "a" / "units", "vllm-gate@prod.service"),
+        "root, no IP list": security_score(tmp_path / "b" / "units", "vllm-gate@demo.service"),
+    }
+    assert all(score <= 5.0 for score in scores.values()), scores
+    assert scores["prod"] < scores["template"] < scores["root, no IP list"], scores
+
+
+LOCAL = {"model": "/models/m"}
+DENY = "IPAddressDeny=any\nIPAddressAllow="
+
+
+@pytest.mark.parametrize(
+    ("host", "clients", "expected"),
+    [
+        ("127.0.0.1", [], DENY + "localhost\n"),
+        ("localhost", [], DENY + "localhost\n"),
+        ("::1", ["10.0.0.0/8"], DENY + "localhost 10.0.0.0/8\n"),
+        ("10.1.2.3", ["10.0.0.0/8"], DENY + "localhost 10.1.2.3 10.0.0.0/8\n"),
+        ("0.0.0.0", ["192.168.1.0/24"], DENY + "localhost 192.168.1.0/24\n"),
+        ("0.0.0.0", [], "# IPAddressDeny= not set: the server binds 0.0.0.0: its clients' networks"),
+        ("10.1.2.3", [], "# IPAddressDeny= not set: the server binds 10.1.2.3: its clients' networks"),
+        ("gpu-01.lan", ["10.0.0.0/8"], "# IPAddressDeny= not set: the server binds the host name 'gpu-01"),
+    ],
+)
+def test_the_ip_allow_list_lets_in_the_servers_clients_only(
+    host: str, clients: list[str], expected: str
+) -> None:
+    lines = ip_filter_lines(host, LOCAL, {}, {}, clients)
+    assert lines.startswith(expected), lines
+    if lines.startswith("#"):
+        assert all(line.startswith("#") for line in lines.splitlines())  # for the operator to finish
+
+
+def test_with_the_list_vllm_nccl_and_gloo_talk_on_loopback_and_the_hub_is_off() -> None:
+    """vLLM's single-GPU executor rendezvous at get_ip() (the host's address): with the list and
+    without VLLM_HOST_IP it would be dropped (0.26 uniproc_executor.py, network_utils.py)."""
+    lines = ip_filter_lines("127.0.0.1", LOCAL, {"tensor_parallel_size": 4}, {"OTHER": "1"}, [])
+    env_lines = [line for line in lines.splitlines() if line.startswith("Environment=")]
+    assert env_lines == [
+        "Environment=VLLM_HOST_IP=127.0.0.1 NCCL_SOCKET_IFNAME=lo GLOO_SOCKET_IFNAME=lo HF_HUB_OFFLINE=1"
+    ]
+    assert LOOPBACK_ENV["VLLM_HOST_IP"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "env", "reason"),
+    [
+        ({"model": "Qwen/Qwen3-8B"}, {}, {}, "engine.model 'Qwen/Qwen3-8B' is not an absolute path"),
+        ({"model": "./models/m"}, {}, {}, "engine.model './models/m' is not an absolute path"),
+        (LOCAL, {"tokenizer": "Qwen/Qwen3-8B"}, {}, "args.tokenizer 'Qwen/Qwen3-8B' is not an absolute path"),
+        (LOCAL, {"speculative_config": {"model": "org/d"}}, {}, "args.speculative_config.model 'org/d'"),
+        (LOCAL, {"nnodes": 2}, {}, "args.nnodes = 2: the server talks to other hosts"),
+        (LOCAL, {"headless": True}, {}, "args.headless = True: the server talks to other hosts"),
+        (LOCAL, {"data_parallel_address": "10.0.0.1"}, {}, "args.data_parallel_address = '10.0.0.1'"),
+        (LOCAL, {"distributed_executor_backend": "ray"}, {}, "Ray's cluster runs over the host's network"),
+        (LOCAL, {"kv_transfer_config": {"kv_connector": "x"}}, {}, "KV transfer may reach other hosts"),
+        (LOCAL, {}, {"NCCL_SOCKET_IFNAME": "eth0"}, "the profile's [env] sets NCCL_SOCKET_IFNAME='eth0'"),
+        (LOCAL, {}, {"HF_HUB_OFFLINE": "0"}, "the profile's [env] sets HF_HUB_OFFLINE='0'"),
+    ],
+)  # fmt: skip
+def test_a_server_that_needs_more_than_loopback_gets_the_lines_commented_with_why(
+    engine: dict[str, Any], args: dict[str, Any], env: dict[str, str], reason: str
+) -> None:
+    lines = ip_filter_lines("127.0.0.1", engine, args, env, [])
+    first = lines.splitlines()[0]
+    assert first.startswith("# IPAddressDeny= not set: ") and reason in first, lines
+    assert all(line.startswith("#") for line in lines.splitlines())
+    # what does not leave the host stays filtered
+    for same_host in ({"nnodes": 1}, {"headless": False}, {"data_parallel_address": "127.0.0.1"},
+                      {"distributed_executor_backend": "mp"}, {"tokenizer": "/models/tok"}):  # fmt: skip
+        assert ip_filter_lines("127.0.0.1", LOCAL, same_host, {}, []).startswith(DENY), same_host
+
+
+def test_the_installed_drop_in_carries_the_allow_list_and_refuses_a_bad_network(tmp_path: Path) -> None:
+    code, output = install(tmp_path, "--profile", "prod", "--ip-allow", "10.0.0.0/8")
     assert code == 0, output
-    scores = {}
-    for name in ("vllm-gate@.service", "vllm-gate@prod.service"):
-        run = subprocess.run(
-            [SYSTEMD_ANALYZE, "security", "--offline=yes", "--no-pager", name],
-            cwd=tmp_path / "units", capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        line = next(x for x in run.stdout.splitlines() if "Overall exposure level" in x)
-        scores[name] = float(line.split(":")[1].split()[0])
-    # 9.6 UNSAFE before the sandbox; docs/host-safety.md records the figures
-    assert scores["vllm-gate@.service"] <= 7.2 and scores["vllm-gate@prod.service"] <= 6.8, scores
+    dropin = (tmp_path / "units" / "vllm-gate@prod.service.d" / "10-host.conf").read_text()
+    assert "IPAddressDeny=any\nIPAddressAllow=localhost 10.0.0.0/8\n" in dropin
+    service = directives(dropin)["Service"]
+    assert "VLLM_HOST_IP=127.0.0.1" in service["Environment"]
+    for bad in ("10.0.0.0/33", "localhost\nExecStartPre=/bin/sh", "any"):
+        code, output = install(tmp_path / "bad", "--profile", "prod", "--ip-allow", bad)
+        assert code == 2 and "is not an IP address or network" in output, output
+        assert not (tmp_path / "bad").exists()
+    code, output = install(tmp_path / "demo", "--profile", "demo")  # a Hub name: commented, with why
+    dropin = (tmp_path / "demo" / "units" / "vllm-gate@demo.service.d" / "10-host.conf").read_text()
+    assert "# IPAddressDeny= not set: engine.model 'demo/fable-sim' is not an absolute path" in dropin
+    assert "IPAddress" not in "".join(directives(dropin)["Service"])
+
+
+@needs_systemd
+def test_systemd_analyze_accepts_the_drop_in_with_its_allow_list(tmp_path: Path) -> None:
+    code, output = install(
+        tmp_path, "--profile", "prod", "--ip-allow", "10.0.0.0/8", "--ip-allow", "fd00::/8"
+    )
+    assert code == 0, output
+    rc, complaints = verify(tmp_path / "units", "vllm-gate@prod.service")
+    assert (rc, complaints) == (0, [])

@@ -52,3 +52,58 @@ def test_a_plugin_or_no_auto_tool_choice_makes_it_a_warning_or_nothing(tmp_path:
     path.write_text(PROFILE.replace("true", "false").replace('"hermes"', '"hermez"'))
     shown = _launch(tmp_path, "--profile", "prod", "--dry-run")
     assert shown.returncode == 0 and "registers no such tool parser" in shown.stdout + shown.stderr
+
+
+SIM_PROFILE = """[engine]
+command = ["vllm-sim", "serve"]
+model = "test/sim-1b"
+
+[args]
+enable_auto_tool_choice = true
+"""
+
+
+def _dry_run(tmp_path: Path, profile_text: str) -> subprocess.CompletedProcess[str]:
+    """A dry run on a host without vLLM: what the simulator's profiles meet."""
+    (tmp_path / "profiles").mkdir(exist_ok=True)
+    (tmp_path / "profiles" / "p.toml").write_text(profile_text)
+    argv = [sys.executable, "-m", "launcher.cli", "--profiles-dir", str(tmp_path / "profiles"),
+            "--state-dir", str(tmp_path / "state"), "--profile", "p", "--dry-run"]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_the_simulators_names_refuse_a_typo_with_a_did_you_mean(tmp_path: Path) -> None:
+    tool = _dry_run(tmp_path, SIM_PROFILE + 'tool_call_parser = "hermess"\n')
+    assert tool.returncode == 2, tool.stdout + tool.stderr
+    assert (
+        "args.tool_call_parser = 'hermess': vllm-sim (vLLM 0.33) registers no such tool parser; did you mean "
+        "hermes? (vLLM refuses to start: invalid tool call parser)" in tool.stdout + tool.stderr
+    )
+    reasoning = _dry_run(tmp_path, SIM_PROFILE + 'tool_call_parser = "hermes"\nreasoning_parser = "qwen4"\n')
+    assert reasoning.returncode == 2
+    assert "registers no such reasoning parser; did you mean qwen3?" in reasoning.stdout + reasoning.stderr
+    fine = _dry_run(tmp_path, SIM_PROFILE + 'tool_call_parser = "hermes"\nreasoning_parser = "qwen3"\n')
+    assert fine.returncode == 0 and "registers no such" not in fine.stdout + fine.stderr
+
+
+def test_names_not_known_here_are_not_checked_or_only_warned(tmp_path: Path) -> None:
+    """The simulator speaking 0.26 registers 0.26's names (not listed here): nothing is checked. A
+    real vLLM not importable here may be newer than the snapshot: its typo is a warning."""
+    old_sim = _dry_run(tmp_path, SIM_PROFILE + 'tool_call_parser = "hermes"\nreasoning_parser = "qwen4"\n'
+                       'sim_vllm_version = "0.26"\n')  # fmt: skip
+    assert old_sim.returncode == 0 and "registers no such" not in old_sim.stdout + old_sim.stderr
+    real = _dry_run(tmp_path, PROFILE.replace('"hermes"', '"hermess"'))
+    assert real.returncode == 0, real.stdout + real.stderr
+    assert "vLLM 0.33.0 (the snapshot; none here) registers no such tool parser; did you mean hermes?" in (
+        real.stdout + real.stderr
+    )
+
+
+def test_the_snapshot_release_names_are_the_simulators() -> None:
+    """Both lists claim vLLM 0.33's registries (vllm-facts.md §7): kept equal until the simulator
+    reads them from vllm_flags."""
+    from vllm_flags import registered_parsers
+    from vllm_sim import parsers
+
+    assert frozenset(parsers.TOOL_PARSERS) == registered_parsers.TOOL_PARSERS
+    assert frozenset(parsers.REASONING_PARSERS) == registered_parsers.REASONING_PARSERS

@@ -1,15 +1,20 @@
-"""The phrasings the log parser knows, as vLLM's own source writes them (input of build_catalogue.py).
+"""The phrasings the log parser knows, as vLLM's own source writes them (input of `catalogue.build`).
 
 Each entry: the kind of failure (or the fact) it proves, a `phrase` that sits on one source line of
 vLLM (or of the library that raises it: `origin`), the exception class when it is raised rather than
 logged, and an `example` message written from the format string with illustrative values. The
 catalogue builder finds, per release, where the phrase is printed; the tests turn each example into
-lines in each release's log format and check the parser reads them.
+lines in each release's log format and check the parser reads them. Add a phrasing here, then rebuild
+the catalogue (`python -m launcher.logfacts.catalogue SRC_DIR`): a test fails until the JSON has it.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# Data, not code: one entry a line would be unreadable, so this module keeps its own layout.
+# ruff: noqa: E501
+# fmt: off
 
 V, TORCH, HF, ARGPARSE, PY, CUDA = "vllm", "torch", "huggingface_hub", "argparse", "python", "cuda"
 
@@ -193,6 +198,30 @@ FAILURES: list[dict[str, Any]] = [
      "example": "Failed to load the tokenizer. If the tokenizer is a custom tokenizer not yet available in "
                 "the HuggingFace transformers library, consider setting `trust_remote_code=True` in LLM or "
                 "using the `--trust-remote-code` flag in the CLI."},
+    # ---- argument: the command line refused -----------------------------------------------------------
+    {"kind": "argument", "origin": ARGPARSE, "exception": None, "argparse": True,
+     "site_phrase": "vllm serve [model_tag] [options]", "phrase": "usage: vllm serve [model_tag] [options]",
+     "example": "argument --dtype: invalid choice: 'torch.bfloat16' (choose from 'auto', 'bfloat16', 'float16')"},
+    {"kind": "argument", "origin": ARGPARSE, "exception": None, "argparse": True,
+     "site_phrase": "vllm serve [model_tag] [options]", "phrase": "unrecognized arguments: ",
+     "example": "unrecognized arguments: --omni"},
+    {"kind": "argument", "origin": V, "exception": "ValueError",
+     "phrase": "positional argument or in a config file instead of via ",
+     "example": "With `vllm serve`, you should provide the model as a positional argument or in a config file "
+                "instead of via the `--model` option."},
+    {"kind": "argument", "origin": V, "exception": "ValueError",
+     "phrase": "No model specified! Please specify model either ",
+     "example": "No model specified! Please specify model either as a positional argument or in a config file."},
+    # ---- compile / cuda_graph: torch.compile or the capture itself failed -------------------------------
+    {"kind": "compile", "origin": TORCH, "exception": "torch._dynamo.exc.BackendCompilerFailed",
+     "phrase": "BackendCompilerFailed",
+     "example": "backend='inductor' raised:\nTypeError: 'int' object is not iterable"},
+    {"kind": "compile", "origin": TORCH, "exception": "torch._inductor.exc.InductorError",
+     "phrase": "InductorError",
+     "example": "RuntimeError: Triton Error [CUDA]: device kernel image is invalid"},
+    {"kind": "cuda_graph", "origin": CUDA, "exception": "RuntimeError",
+     "phrase": "operation not permitted when stream is capturing",
+     "example": "CUDA error: operation not permitted when stream is capturing"},
     # ---- engine_init (the generic line; the cause is the first exception before it) --------------------
     {"kind": "engine_init", "origin": V, "exception": "RuntimeError",
      "phrase": "Engine core initialization failed. ",
@@ -273,7 +302,10 @@ FACTS: list[dict[str, Any]] = [
      "example": "Starting vLLM API server 0 on http://0.0.0.0:8000"},
     {"fact": {"max_model_len": 40960}, "origin": V, "phrase": "Using max model len %s",
      "example": "Using max model len 40960"},
+    {"fact": {"model": "Qwen/Qwen3-8B"}, "origin": V, "phrase": "Starting to load model %s...",
+     "example": "Starting to load model Qwen/Qwen3-8B..."},
     {"fact": {"max_num_batched_tokens": 8192}, "origin": V,
      "phrase": "Chunked prefill is enabled with max_num_batched_tokens=%d",
      "example": "Chunked prefill is enabled with max_num_batched_tokens=8192."},
 ]
+# fmt: on

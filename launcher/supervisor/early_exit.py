@@ -1,0 +1,77 @@
+"""`engine_start`: the verdict of an engine that exited before it was ready, so before any gate
+could judge it.
+
+The chain charges such a start to whichever gate was waiting (`rejected by kernel_marker: engine
+exited with code 1 (tool_parser: KeyError: 'invalid tool call parser: hermess (chose from { …`),
+which reads as "the patched kernel is broken". The start has its own verdict instead, led by
+vLLM's cause sentence as the log facts read it (`logfacts/failure.py` ranks the lines,
+`logfacts/cause.py` takes the sentence out whole), with a did-you-mean where vLLM listed the names
+it accepts, and the engine log that holds the whole text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.logfacts.cause import CauseText, cause_text
+from launcher.supervisor.attempt import Attempt
+
+VERDICT = "engine_start"
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyExit:
+    exit: str | None  # the engine handle's words, `exited with code 1`; None: not seen to exit yet
+    kind: str | None  # the failure kind of the log facts: `tool_parser`, `free_memory`, …
+    cause: CauseText | None  # None: vLLM logged no cause the parser knows
+    log: Path | None
+
+    def describe(self) -> str:
+        """One paragraph, vLLM's sentence first: `invalid tool call parser: hermess — did you mean
+        hermes? (tool_parser; vLLM exited with code 1 before it was ready; …)`."""
+        lead = self.cause.sentence if self.cause is not None else "vLLM logged no cause the launcher knows"
+        if self.cause is not None and self.cause.did_you_mean:
+            lead += f" — did you mean {self.cause.did_you_mean}?"
+        how = f"vLLM {self.exit} before it was ready" if self.exit else "vLLM's log shows its startup failed"
+        where = f"; the whole message is in {self.log}" if self.log is not None else ""
+        kind = f"{self.kind}; " if self.kind else ""
+        return f"{lead} ({kind}{how}, so no gate could judge it{where})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": VERDICT,
+            "exit": self.exit,
+            "failure_kind": self.kind,
+            "cause": self.cause.sentence if self.cause is not None else None,
+            "did_you_mean": self.cause.did_you_mean if self.cause is not None else None,
+            "engine_log": str(self.log) if self.log is not None else None,
+        }
+
+
+def early_exit(attempt: Attempt, log: Path | None) -> EarlyExit | None:
+    """The start's own verdict, or None where a gate's verdict stands."""
+    return early_exit_of(attempt.engine.exit_description(), attempt.facts(), log)
+
+
+def early_exit_of(exited: str | None, facts: Mapping[str, Any], log: Path | None) -> EarlyExit | None:
+    """An engine that exited before its log showed it ready, or whose log shows its startup failed
+    (vLLM exits right after; a gate may have seen the line first)."""
+    outcome = facts.get("outcome")
+    if outcome == "ready" or (exited is None and outcome != "failed"):
+        return None  # it served, or it is still starting: a gate judged it
+    kind = facts.get("failure_kind")
+    message = facts.get("failure_message") or facts.get("failure_line")
+    cause = cause_text(str(message)) if message else None
+    return EarlyExit(exit=exited, kind=str(kind) if kind else None, cause=cause, log=log)
+
+
+def rejection_reason(label: str, failure_gate: str | None, summary: str, early: EarlyExit | None) -> str:
+    """What `launch status`, the history and the restart guard say about a rejected candidate."""
+    if early is not None:
+        return f"{label} rejected at {VERDICT}: {early.describe()}"
+    if failure_gate is None:
+        return "rejected"
+    return f"{label} rejected by {failure_gate}: {summary}"
