@@ -351,6 +351,6 @@ def test_step_time_follows_the_documented_formula() -> None:
     assert eager.step_seconds(0, 2, 2) == pytest.approx(0.01216)
     assert eager.step_seconds(0, 4, 4) == pytest.approx((12 + 0.32) * 3 / 1000)  # past the [1, 2] graphs
     # --sim-slow-decode 4: the decode part of a step 4x as long, the prefill part as it was
-    slow = Scheduler(cfg("--sim-slow-decode", "4"), SimMetrics(), 1000, lambda job, reason: None)  # type: ignore[arg-type]
+    slow = Scheduler(cfg("--sim-slow-decode", "4"), SimMetrics(), 1000, lambda job, reason: None, gate)  # type: ignore[arg-type]
     assert slow.step_seconds(0, 1, 1) == pytest.approx((12 + 0.08) * 4 / 1000)
     assert slow.step_seconds(1000, 1, 1) - slow.step_seconds(0, 1, 1) == pytest.approx(0.04)
