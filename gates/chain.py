@@ -85,7 +85,7 @@ class ChainRunner:
                 break
             died = ctx.server.exit_description()
             if died is not None:
-                kind, cause = logged_failure(ctx.log.facts())
+                kind, cause = logged_failure(_settled_facts(ctx))
                 outcome = Outcome.failed(
                     f"engine {died}{cause} while waiting: {outcome.summary}",
                     **outcome.evidence,
@@ -131,6 +131,27 @@ class ChainRunner:
     @staticmethod
     def _skipped(gate: Gate, why: str) -> GateResult:
         return GateResult(gate.name, Verdict.SKIP, why, {}, 0.0, required=gate.required)
+
+
+# A death is seen by its process (a pidfd, the process connector) before the lines the process
+# wrote last have crossed the pipe and the log keeper: wait for them until vLLM's cause is read, or
+# the log stays quiet this long, or the bound passes (a SIGKILL logs nothing).
+SETTLE_QUIET_S, SETTLE_MAX_S = 1.0, 5.0
+
+
+def _settled_facts(ctx: GateContext) -> Mapping[str, Any]:
+    """The log's facts once the dead engine's last lines are in (see SETTLE_QUIET_S)."""
+    _, position = ctx.log.lines_since(0)
+    started = quiet_since = ctx.clock.monotonic()
+    while not ctx.log.facts().get("failure_kind"):
+        now = ctx.clock.monotonic()
+        if now - quiet_since >= SETTLE_QUIET_S or now - started >= SETTLE_MAX_S:
+            break
+        ctx.log.wait_for_change(SETTLE_QUIET_S - (now - quiet_since))
+        lines, position = ctx.log.lines_since(position)
+        if lines:
+            quiet_since = ctx.clock.monotonic()
+    return ctx.log.facts()
 
 
 def logged_failure(facts: Mapping[str, Any]) -> tuple[str | None, str]:
