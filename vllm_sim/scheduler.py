@@ -80,6 +80,9 @@ class Scheduler:
 
     # --- what the handlers and the sleep routes ask of the engine ---
     def submit(self, job: Job) -> None:
+        if self.stopped:  # it passed the handler's check for a dead engine just before the death
+            job.out.put_nowait(None)  # was: waited for ever on a scheduler that no longer runs
+            return
         self.waiting.append(job)
         self._wake.set()
 

@@ -103,6 +103,23 @@ def test_no_token_and_no_published_figure_before_the_engine_core_runs_the_step()
     asyncio.run(scenario())
 
 
+def test_a_request_submitted_after_the_engine_died_gets_its_error_not_a_hang() -> None:
+    """Was (a loaded host): a request that passed the handler's dead-engine check an instant before
+    the death was queued on a stopped scheduler, and its client waited for ever."""
+
+    async def scenario() -> None:
+        scheduler = Scheduler(config(), SimMetrics(), 1000, lambda j, r: None, HeldGate())
+        in_flight = job()
+        scheduler.submit(in_flight)
+        scheduler.stop()
+        late = job()
+        scheduler.submit(late)
+        assert in_flight.out.get_nowait() is None and late.out.get_nowait() is None
+        assert not scheduler.waiting and not scheduler.running
+
+    asyncio.run(scenario())
+
+
 def test_an_abort_while_paused_is_published_by_one_more_engine_step() -> None:
     """A frozen batch (sleep with mode=keep) steps no more; a client leaving it still changes the
     published figures, through one empty step of the engine core (vLLM steps once more to remove a
