@@ -165,7 +165,8 @@ def test_rollout_stops_at_the_failing_host_and_rollback_brings_the_fleet_back(
     # the failing host: rejected by vLLM's own check, back on its last-good by itself
     assert after["gpu-b"]["phase"] == "serving_last_good"
     assert after["gpu-b"]["fingerprint"] == before["gpu-b"]["fingerprint"]
-    assert "startup failed" in after["gpu-b"]["rollback_reason"]
+    reason = after["gpu-b"]["rollback_reason"]
+    assert "rejected at engine_start" in reason and "max_model_len (8192) is greater" in reason, reason
     assert after["gpu-b"]["profile_fingerprint"] not in (None, after["gpu-b"]["fingerprint"])  # not served
     # after it: untouched — same launch, same file, no snapshot, never reached by the play
     assert (
