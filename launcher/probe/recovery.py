@@ -14,9 +14,8 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gates.context import Clock
+from basis.clock import Clock, SystemClock
 from launcher.errors import AlreadyRunning
-from launcher.host.clock import SystemClock
 from launcher.probe.handover import Handover, Serving
 from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step
 from launcher.probe.leftovers import end_processes, marked

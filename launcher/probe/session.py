@@ -18,9 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gates.context import Clock
+from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput, GateError, GateFailed
-from launcher.host.clock import SystemClock
 from launcher.host.gpu import GpuProbe, NvmlProbe
 from launcher.probe.arms import Arm
 from launcher.probe.handover import Handover, Serving

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.bench.target import Endpoint
 from launcher.errors import GateError, PreflightRefused
 from launcher.host.gpu import GpuProbe

@@ -7,12 +7,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from basis.clock import SystemClock
+from basis.setting import SettingValues
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import GATE_SETTINGS, build_chain
-from gates.setting import SettingValues
 from launcher.host.orphans import mark_env
-from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp, SystemClock
+from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess, StopReport
 from launcher.supervisor.engine_port import EngineFactory, EngineHandle

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import psutil
 
-from gates.setting import SettingValues
+from basis.setting import SettingValues
 from launcher.errors import ExitCode, PreflightRefused
 from launcher.profile.keys import PREFLIGHT
 from launcher.supervisor import reload_requests
