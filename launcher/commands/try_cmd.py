@@ -14,7 +14,7 @@ from launcher.host.orphans import deployment_id
 from launcher.settings import GlobalOptions
 
 if TYPE_CHECKING:
-    from launcher.supervisor.attempt import Attempt
+    from launcher.supervisor.seams import Attempt
 
 
 @click.command("try")

@@ -36,10 +36,10 @@ from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.control import control_and_wait, running_launcher_pid
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History, utc_now
-from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Action, Outcome
+from launcher.supervisor.seams import Hooks
 from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.status import Phase, StatusBoard, read_status
 

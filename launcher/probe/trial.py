@@ -23,13 +23,13 @@ from launcher.probe.journal import MARKER_ENV, Step
 from launcher.probe.measure import Interrupted, Measure
 from launcher.probe.release import NotReleased, wait_released
 from launcher.probe.results import ArmOutcome, ArmRun, Settings
-from launcher.supervisor.attempt import Attempt, gate_attempt
+from launcher.supervisor.attempt import gate_attempt
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
-from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import Attempt, Hooks
 
 Gates = tuple[dict[str, Any], ...]
 

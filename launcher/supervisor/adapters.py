@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from gates.context import HttpReply
+from launcher.supervisor.seams import GpuBytesFn
 
 if TYPE_CHECKING:
     import requests
@@ -87,9 +88,6 @@ class RequestsHttp:
             sessions, self._sessions = self._sessions, []
         for session in sessions:
             session.close()
-
-
-GpuBytesFn = Callable[[Sequence[int]], "int | None"]
 
 
 class ProcessMemory:

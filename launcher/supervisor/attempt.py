@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from basis.clock import SystemClock
@@ -13,13 +11,12 @@ from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import GATE_SETTINGS, build_chain
 from launcher.host.orphans import mark_env
-from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp
+from launcher.supervisor.adapters import ProcessMemory, RequestsHttp
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.engine import EngineProcess, StopReport
-from launcher.supervisor.engine_port import EngineFactory, EngineHandle
-from launcher.supervisor.history import utc_now
+from launcher.supervisor.engine import EngineProcess
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import Attempt, EngineFactory, EngineHandle, GateProgress, GpuBytesFn
 
 
 class EngineView:
@@ -38,32 +35,6 @@ class EngineView:
         return self.engine.process_tree()
 
 
-@dataclass
-class Attempt:
-    candidate: Candidate
-    engine: EngineHandle
-    log: LiveLog
-    started_at: str = field(default_factory=utc_now)
-    report: ChainReport | None = None
-    held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
-
-    @property
-    def passed(self) -> bool:
-        return self.report is not None and self.report.passed
-
-    def stop(self, grace_s: float) -> StopReport:
-        try:
-            report = self.engine.stop(grace_s=grace_s)
-        finally:
-            self.log.flush()
-            self.log.close()
-            self.held.close()
-        return report
-
-    def facts(self) -> dict[str, object]:
-        return dict(self.log.facts())
-
-
 def start_attempt(
     candidate: Candidate,
     log_path: Path,
@@ -73,7 +44,7 @@ def start_attempt(
     engine_factory: EngineFactory = EngineProcess,
 ) -> Attempt:
     """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py);
-    `engine_factory` is the engine seam (engine_port.py): the real process group unless a test
+    `engine_factory` is the engine seam (seams.py): the real process group unless a test
     passes a scripted engine."""
     marker_gate = SettingValues.of(GATE_SETTINGS["kernel_marker"], candidate.gate_tables.get("kernel_marker"))
     markers = marker_gate.value("patterns")
@@ -95,7 +66,7 @@ def start_attempt(
 
 def gate_attempt(
     attempt: Attempt,
-    progress: Progress,
+    progress: GateProgress,
     should_stop: Callable[[], bool],
     gpu_bytes: GpuBytesFn | None = None,
     only: frozenset[str] | None = None,
@@ -113,8 +84,9 @@ def gate_attempt(
     order = [name for name in candidate.gate_order if only is None or name in only]
     gates = build_chain(order or ["health"], candidate.gate_tables)
     try:
-        attempt.report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
+        report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
     finally:
         http.close()
         attempt.log.keep_tail()  # no gate reads lines any more: memory stays flat while serving
-    return attempt.report
+    attempt.report = report
+    return report

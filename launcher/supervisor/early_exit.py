@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.logfacts.cause import CauseText, cause_text
-from launcher.supervisor.attempt import Attempt
+from launcher.supervisor.seams import Attempt
 
 VERDICT = "engine_start"
 

@@ -20,26 +20,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members, process_tree
 from launcher.redact import LineRedactor, secret_values
-from launcher.supervisor.group_watch import Death, GroupWatch
+from launcher.supervisor.group_watch import GroupWatch
 from launcher.supervisor.linecut import whole_line_chunks
 from launcher.supervisor.logkeeper import start_keeper
-
-LineSink = Callable[[str, str], None]  # (stream name, text chunk)
-
-
-@dataclass(frozen=True, slots=True)
-class StopReport:
-    graceful: bool  # the group ended on SIGTERM within the grace period
-    killed: bool  # SIGKILL was needed
-    leftovers: tuple[int, ...]  # pids of the group still there after everything (should be empty)
-    seconds: float
+from launcher.supervisor.seams import Death, LineSink, StopReport
 
 
 def resolve_program(program: str, env: Mapping[str, str]) -> str:

@@ -9,12 +9,11 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from launcher.supervisor.attempt import Attempt, start_attempt
+from launcher.supervisor.attempt import start_attempt
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess
-from launcher.supervisor.engine_port import EngineFactory
-from launcher.supervisor.hooks import GpuLocksFn
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import Attempt, EngineFactory, GpuLocksFn
 
 
 def launch_attempt(
@@ -31,7 +30,7 @@ def launch_attempt(
 
     `gpu_locks` is `Hooks.gpu_locks` (None where the host layer is not wired: no locks to take);
     `deployment` marks the engine's processes as this deployment's (launcher/host/orphans.py);
-    `engine_factory` is the engine seam (engine_port.py), the real process group by default;
+    `engine_factory` is the engine seam (seams.py), the real process group by default;
     `sharing`: a parked engine whose locks cover these GPUs (supervisor/park.py)."""
     with ExitStack() as locks:
         if gpu_locks is not None:

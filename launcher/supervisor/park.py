@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -41,10 +41,8 @@ from launcher.supervisor.status import Phase
 if TYPE_CHECKING:
     from gates.chain import ChainReport
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.execute import Execute
-    from launcher.supervisor.hooks import Hooks
     from launcher.supervisor.progress import Progress
+    from launcher.supervisor.seams import Attempt, Execute, Hooks
     from launcher.supervisor.transitions import Transitions
 
 GIB = 1 << 30
@@ -61,18 +59,6 @@ def asleep_enough(awake_bytes: int, asleep_bytes: int) -> bool:
     """Level 1 keeps only the CUDA context and graph pool (0.9 GiB for the tiny model, 1.6 GiB for
     2.84 B parameters on the H200): under half of what it held awake, or under 4 GiB."""
     return asleep_bytes <= max(awake_bytes * RESIDUE_SHARE, RESIDUE_FLOOR)
-
-
-class SleepControl(Protocol):
-    """vLLM's sleep routes of one engine; each returns None on success, else why it failed."""
-
-    def sleep(self, timeout_s: float) -> str | None: ...
-
-    def is_sleeping(self, timeout_s: float) -> bool | None: ...
-
-    def wake(self, timeout_s: float) -> str | None: ...
-
-    def reset_prefix_cache(self, timeout_s: float) -> str | None: ...
 
 
 class VllmSleep:
@@ -117,9 +103,6 @@ class VllmSleep:
         if reply.timed_out:
             return f"POST {path}: no answer within {timeout_s:g} s"
         return f"POST {path} answered {reply.status or reply.error}: {reply.body[:300]}".rstrip(": ")
-
-
-SleepFactory = Callable[[Candidate], SleepControl]
 
 
 def can_sleep(candidate: Candidate) -> bool:

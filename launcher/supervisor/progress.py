@@ -16,7 +16,7 @@ import structlog
 from gates.outcome import Outcome
 from launcher.logfacts.events import EventKind, LogEvent
 from launcher.supervisor.logformat import LogFormat, chosen_format, live_line_wanted, render_text
-from launcher.supervisor.notify_port import Notifier
+from launcher.supervisor.seams import Notifier
 from launcher.supervisor.status import Phase
 from launcher.terminal import colour_allowed, is_journal
 

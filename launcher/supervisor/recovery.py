@@ -29,9 +29,8 @@ from launcher.watch.verdict import Judgement, Verdict
 if TYPE_CHECKING:
     from gates.chain import ChainReport
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.hooks import Hooks, WatchHandle
     from launcher.supervisor.progress import Progress
+    from launcher.supervisor.seams import Attempt, Hooks, WatchHandle
     from launcher.supervisor.transitions import Transitions
 
 FINAL_EVENTS = {

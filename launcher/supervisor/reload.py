@@ -24,9 +24,8 @@ from launcher.supervisor.watchdog import Watchdog
 if TYPE_CHECKING:
     from launcher.settings import GlobalOptions
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.hooks import Hooks
     from launcher.supervisor.progress import Progress
+    from launcher.supervisor.seams import Attempt, Hooks
     from launcher.supervisor.status import StatusBoard
     from launcher.supervisor.transitions import Transitions
 

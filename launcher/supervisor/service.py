@@ -24,25 +24,24 @@ from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
-from launcher.supervisor.attempt import Attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.early_exit import early_exit, rejection_reason
 from launcher.supervisor.events import Event
-from launcher.supervisor.execute import Execute
 from launcher.supervisor.history import History, utc_now
-from launcher.supervisor.hooks import Hooks
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.park import Parking
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.recovery import Watching
 from launcher.supervisor.reload import Reloading
+from launcher.supervisor.seams import Attempt, Execute, Hooks
 from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.status import Phase, StatusBoard
 from launcher.supervisor.transitions import Transitions
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wayout import finalise, tidy_profile_dir
+from launcher.supervisor.wiring import real_execute
 
 
 def _epoch_of(monotonic_s: float) -> float:
@@ -61,7 +60,7 @@ class Supervisor(Reloading, Watching, Parking):
         self.allow_unknown = allow_unknown
         self.retry_rejected = retry_rejected
         self.hooks = hooks or Hooks()
-        self.execute = execute or Execute()
+        self.execute = execute or real_execute()
         self.progress = progress or Progress(notifier=self.hooks.notifier)  # STATUS= while starting
         # Every state write goes through the bookkeeping: a full disk never stops a healthy engine.
         self.books = Bookkeeping(self.hooks.notifier.status)

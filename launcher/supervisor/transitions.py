@@ -17,8 +17,8 @@ from typing import Any
 from launcher.state.metrics import LauncherMetrics
 from launcher.supervisor.events import Event
 from launcher.supervisor.history import History
-from launcher.supervisor.notify_port import Notifier
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import Notifier
 from launcher.supervisor.status import Phase, StatusBoard
 
 
