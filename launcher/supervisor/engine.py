@@ -27,8 +27,7 @@ from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members, process_tree
 from launcher.redact import LineRedactor, secret_values
 from launcher.supervisor.group_watch import GroupWatch
-from launcher.supervisor.linecut import whole_line_chunks
-from launcher.supervisor.logkeeper import start_keeper
+from launcher.supervisor.logkeeper import start_keeper, whole_line_chunks
 from launcher.supervisor.seams import Death, LineSink, StopReport
 
 
