@@ -41,14 +41,12 @@ def try_cmd(
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import gate_attempt
     from launcher.supervisor.candidate import Candidate
-    from launcher.supervisor.early_exit import early_exit
-    from launcher.supervisor.events import Event
-    from launcher.supervisor.history import History
+    from launcher.supervisor.history import Event, History
     from launcher.supervisor.lifecycle import launch_attempt
     from launcher.supervisor.lock import ProfileLock
     from launcher.supervisor.progress import Progress, configure_logging
-    from launcher.supervisor.report import render_report
     from launcher.supervisor.signals import SignalInbox, StopOnSignal
+    from launcher.supervisor.start_verdict import early_exit, render_report
     from launcher.supervisor.wiring import host_hooks
 
     configure_logging()

@@ -34,8 +34,7 @@ from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.control import control_and_wait, running_launcher_pid
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History, utc_now
+from launcher.supervisor.history import Event, History, utc_now
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Action, Outcome

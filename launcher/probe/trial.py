@@ -25,8 +25,7 @@ from launcher.probe.release import NotReleased, wait_released
 from launcher.probe.results import ArmOutcome, ArmRun, Settings
 from launcher.supervisor.attempt import gate_attempt
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History
+from launcher.supervisor.history import Event, History
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.seams import Attempt, Hooks

@@ -33,8 +33,7 @@ from launcher.profile.keys import PREFLIGHT
 from launcher.supervisor import reload_requests
 from launcher.supervisor.adapters import RequestsHttp
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import utc_now
+from launcher.supervisor.history import Event, utc_now
 from launcher.supervisor.reload_requests import Action, ControlRequest, Outcome, Verdict
 from launcher.supervisor.status import Phase
 
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from launcher.state.store import StateStore
     from launcher.supervisor.progress import Progress
     from launcher.supervisor.seams import Attempt, Execute, Hooks
-    from launcher.supervisor.transitions import Transitions
+    from launcher.supervisor.status import Transitions
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -16,7 +16,7 @@ from launcher.errors import ExitCode, GateError, PreflightRefused
 from launcher.profile.plan import build_plan
 from launcher.supervisor import reload_requests
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
+from launcher.supervisor.history import Event
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog
@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from launcher.state.store import StateStore
     from launcher.supervisor.progress import Progress
     from launcher.supervisor.seams import Attempt, Hooks
-    from launcher.supervisor.status import StatusBoard
-    from launcher.supervisor.transitions import Transitions
+    from launcher.supervisor.status import StatusBoard, Transitions
 
 
 class Reloading:

@@ -26,9 +26,7 @@ from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.early_exit import early_exit, rejection_reason
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History, utc_now
+from launcher.supervisor.history import Event, History, utc_now
 from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.park import Parking
@@ -37,10 +35,9 @@ from launcher.supervisor.recovery import Watching
 from launcher.supervisor.reload import Reloading
 from launcher.supervisor.seams import Attempt, Execute, Hooks
 from launcher.supervisor.signals import SignalInbox, StopOnSignal
-from launcher.supervisor.status import Phase, StatusBoard
-from launcher.supervisor.transitions import Transitions
+from launcher.supervisor.start_verdict import early_exit, rejection_reason
+from launcher.supervisor.status import Phase, StatusBoard, Transitions, finalise, tidy_profile_dir
 from launcher.supervisor.watchdog import Watchdog
-from launcher.supervisor.wayout import finalise, tidy_profile_dir
 from launcher.supervisor.wiring import real_execute
 
 

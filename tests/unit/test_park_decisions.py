@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import PreflightRefused
-from launcher.supervisor.events import Event
+from launcher.supervisor.history import Event
 from tests.engine_double import Script, ScriptedSleeps, passes, rejected_by
 from tests.unit.test_supervisor_decisions import PORT, Box, box_with, without_stops
 

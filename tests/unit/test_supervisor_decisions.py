@@ -26,8 +26,7 @@ from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History
+from launcher.supervisor.history import Event, History
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.seams import Execute, Hooks
