@@ -24,17 +24,16 @@ from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
+from launcher.supervisor.attempt import SignalInbox, StopOnSignal, launch_attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import Event, History, utc_now
-from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.park import Parking
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.recovery import Watching
 from launcher.supervisor.reload import Reloading
 from launcher.supervisor.seams import Attempt, Execute, Hooks
-from launcher.supervisor.signals import SignalInbox, StopOnSignal
 from launcher.supervisor.start_verdict import early_exit, rejection_reason
 from launcher.supervisor.status import Phase, StatusBoard, Transitions, finalise, tidy_profile_dir
 from launcher.supervisor.watchdog import Watchdog
