@@ -23,8 +23,8 @@ from launcher.settings import GlobalOptions
 from launcher.supervisor.attempt import gate_attempt
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess
-from launcher.supervisor.park import VllmSleep
 from launcher.supervisor.seams import EngineHandle, Execute, Hooks
+from launcher.supervisor.sleep import VllmSleep
 from launcher.watch.runner import ServingWatch, WatchPlan
 from launcher.watch.verdict import Judgement
 
