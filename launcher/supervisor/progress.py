@@ -234,15 +234,8 @@ class Progress:
         fields = {k: v for k, v in fields.items() if v is not None}
         if self.engine_log is not None and level_of(event) in ("warning", "error"):
             fields.setdefault("vllm_log", str(self.engine_log))
-        # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
-        step = not event.startswith("phase.")
-        if self.notifier is not None and step and self.phase in STARTING_PHASES and not transient:
-            self.notifier.status(f"{self.phase}: {text}")
-            self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
-        if self.mirror is not None and not transient:
-            self.mirror(
-                {"event": event, "msg": text, "phase": self.phase, "elapsed_s": round(elapsed, 2), **fields}
-            )
+        if not transient:
+            self._pass_on(text, event, elapsed, fields)
         with self._lock:
             if self.tty:
                 extra = "".join(f" {k}={v}" for k, v in fields.items() if k not in ("gate", "index", "total"))
@@ -258,3 +251,15 @@ class Progress:
                     elapsed_s=round(elapsed, 2),
                     **fields,
                 )
+
+    def _pass_on(self, text: str, event: str, elapsed: float, fields: dict[str, Any]) -> None:
+        """A line that stays goes to systemd while a start is under way, and to a reload's requesters."""
+        # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
+        step = not event.startswith("phase.")
+        if self.notifier is not None and step and self.phase in STARTING_PHASES:
+            self.notifier.status(f"{self.phase}: {text}")
+            self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
+        if self.mirror is not None:
+            self.mirror(
+                {"event": event, "msg": text, "phase": self.phase, "elapsed_s": round(elapsed, 2), **fields}
+            )

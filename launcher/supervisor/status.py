@@ -116,6 +116,22 @@ class Transitions:
         """`event` with `fields` goes to the history (the profile added); `phase` and `status` to
         the board; `show` (fields of the progress line) announces `phase` to the operator; `tell`
         is systemd's STATUS=, `ready` its READY=1 with that status."""
+        self._write(event, phase, status, fields)
+        if show is not None:
+            self.progress.set_phase(str(phase or self.board.current.phase), **show)
+        if tell is not None:
+            self.notifier.status(tell)
+        if ready is not None:
+            self.notifier.ready(ready)
+
+    def _write(
+        self,
+        event: Event | None,
+        phase: Phase | None,
+        status: Mapping[str, Any] | None,
+        fields: dict[str, Any],
+    ) -> None:
+        """The record first (history, then its metric), then the board and the textfile's gauges."""
         if event is not None:
             self.history.append(event, profile=self.profile, **fields)
             if self.metrics is not None:
@@ -127,12 +143,6 @@ class Transitions:
             self.board.update(**changes)
         if self.metrics is not None and (event is not None or changes):
             self.metrics.update(asdict(self.board.current))
-        if show is not None:
-            self.progress.set_phase(str(phase or self.board.current.phase), **show)
-        if tell is not None:
-            self.notifier.status(tell)
-        if ready is not None:
-            self.notifier.ready(ready)
 
 
 FINAL = (Phase.STOPPED, Phase.FAILED)
