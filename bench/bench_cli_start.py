@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_supervisor import ts  # noqa: E402
 from bench.shared_host import PREFLIGHT_REFUSED  # noqa: E402
-from launcher.supervisor.events import Event  # noqa: E402
+from launcher.supervisor.history import Event  # noqa: E402
 from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile  # noqa: E402
 
 PYCACHE = ""

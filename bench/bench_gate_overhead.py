@@ -26,7 +26,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_supervisor import TOOL_CALL, ts  # noqa: E402
 from bench.shared_host import PREFLIGHT_REFUSED  # noqa: E402
-from launcher.supervisor.events import Event  # noqa: E402
+from launcher.supervisor.history import Event  # noqa: E402
 from tests.launcher_run import Launcher, free_port, write_profile  # noqa: E402
 
 ALL_CASES = ["auto", "required", "named", "no_tool", "auto_stream"]

@@ -26,7 +26,7 @@ import psutil
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from launcher.supervisor.events import Event  # noqa: E402
+from launcher.supervisor.history import Event  # noqa: E402
 from tests.launcher_run import Launcher, free_port, write_profile  # noqa: E402
 
 TOOL_CALL = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from basis.setting import Setting, SettingValues
 from gates.context import GateContext
 from gates.outcome import Outcome
-from gates.setting import Setting, SettingValues
 
 COMMON: tuple[Setting, ...] = (
     Setting("required", bool, True, "A failure of this gate rejects the candidate (false: report only)."),

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext, HttpClient
 from gates.outcome import Outcome
-from gates.setting import Setting
 
 PROMPT = "The capital of France is"
 MAX_TOKENS = 4

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import Expectations, GateContext
 from gates.outcome import Outcome
-from gates.setting import Setting
 from vllm_flags.cudagraph_sizes import (
     DEFAULT_MAX_NUM_SEQS_FLOOR,
     DEFAULT_MODE,

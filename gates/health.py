@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext
 from gates.outcome import Outcome
-from gates.setting import Setting
 
 
 class HealthGate(GateBase):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext
 from gates.outcome import Outcome
-from gates.setting import Setting
 
 
 class KernelMarkerGate(GateBase):

@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext, interruption
 from gates.leak_rule import LeakJudgement, LeakRule, judge
 from gates.outcome import Outcome
-from gates.setting import Setting
 from gates.traffic import chat_request
 
 MIB = 1024 * 1024

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.canary import CanaryGate
 from gates.graph_capture import GraphCaptureGate
 from gates.health import HealthGate
 from gates.kernel_marker import KernelMarkerGate
 from gates.memory_leak import MemoryLeakGate
-from gates.setting import Setting
 from gates.smoke import SmokeGate
 from gates.tool_call import ToolCallGate
 

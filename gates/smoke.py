@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext
 from gates.needle import ESTIMATED, TokenizeFailed, fit
 from gates.outcome import Outcome
-from gates.setting import Setting
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 CHECKS = ("arithmetic", "chinese", "code", "needle", "consistency", "concurrency")

@@ -14,10 +14,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
+from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext
 from gates.outcome import Outcome
-from gates.setting import Setting
 from gates.tool_cases import CASES, CaseResult, ToolCase, judge_reply, judge_stream
 
 MIN_REASONING_BUDGET = 1024

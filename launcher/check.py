@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Any
 
+from basis.clock import SystemClock
+from basis.setting import SettingValues
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import GATES, build_chain
-from gates.setting import SettingValues
 from launcher.errors import BadInput
-from launcher.supervisor.adapters import ProcessMemory, RequestsHttp, SystemClock
+from launcher.supervisor.adapters import ProcessMemory, RequestsHttp
 from launcher.supervisor.candidate import Candidate
 
 CHECKABLE: tuple[str, ...] = ("health", "tool_call", "smoke", "canary")

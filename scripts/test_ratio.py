@@ -1,5 +1,5 @@
 """Tests ÷ code, counted as issue 34 counts it: every line of the Python files under tests/ over every
-line of the product packages (launcher, gates, vllm_flags, vllm_sim), blank lines and comments
+line of the product packages (launcher, gates, vllm_flags, vllm_sim, basis), blank lines and comments
 included, caches and data files not.
 
     python3 scripts/test_ratio.py [ROOT] [--json]
@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-PRODUCT = ("launcher", "gates", "vllm_flags", "vllm_sim")
+PRODUCT = ("launcher", "gates", "vllm_flags", "vllm_sim", "basis")
 TESTS = "tests"
 TEST_PARTS = ("unit", "integration")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PRODUCT = ("launcher", "gates", "vllm_flags", "vllm_sim", "bench", "fleet")
+PRODUCT = ("basis", "launcher", "gates", "vllm_flags", "vllm_sim", "bench", "fleet")
 
 sys.dont_write_bytecode = False  # before pytest imports (and rewrites) the first test module
 

@@ -1,10 +1,10 @@
 """A scripted engine and scripted gate reports for the supervisor's seam (launcher/supervisor/
-engine_port.py): no process, no thread, no sleep. They record what happened; they mock nothing.
+seams.py): no process, no thread, no sleep. They record what happened; they mock nothing.
 
 Each start takes the next `Script` — how that engine behaves and what its gates report:
 
     engines = ScriptedEngines(passes(), rejected_by("health", "503"), passes())
-    Supervisor(..., execute=Execute(engine=engines, gates=engines.report))
+    Supervisor(..., execute=Execute(engine=engines, gates=engines.report, sleep=ScriptedSleeps()))
 
 A test makes a promoted engine die with `engines.latest.die(signal.SIGKILL)` (from a notifier
 callback, say), which is what `group_watch` reports of a real one.
@@ -22,11 +22,8 @@ from pathlib import Path
 from gates.chain import ChainReport
 from gates.outcome import GateResult, Verdict
 from launcher.errors import GateError
-from launcher.supervisor.adapters import GpuBytesFn
-from launcher.supervisor.attempt import Attempt
-from launcher.supervisor.engine import LineSink, StopReport
-from launcher.supervisor.group_watch import Death
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import Attempt, Death, GpuBytesFn, LineSink, StopReport
 from launcher.watch.verdict import Judgement
 from launcher.watch.verdict import Verdict as JudgedVerdict
 
@@ -57,7 +54,7 @@ def fails_to_start(error: GateError) -> Script:
 
 
 class ScriptedEngine:
-    """engine_port.EngineHandle, played from a script."""
+    """seams.EngineHandle, played from a script."""
 
     def __init__(self, script: Script, pid: int, argv: Sequence[str], env: Mapping[str, str], sink: LineSink):
         self.script = script
@@ -184,7 +181,7 @@ class ScriptedEngines:
 
 
 class ScriptedWatch:
-    """supervisor.hooks.WatchHandle, played from a script: at `start()` it reports its judgement."""
+    """seams.WatchHandle, played from a script: at `start()` it reports its judgement."""
 
     def __init__(
         self, judgement: Judgement | None, on_change: Callable[[Judgement], None], label: str
@@ -244,7 +241,7 @@ class ScriptedWatches:
 
 
 class ScriptedSleeps:
-    """The sleep seam (supervisor/park.py `SleepControl`), played from a script: each call is
+    """The sleep seam (supervisor/seams.py `SleepControl`), played from a script: each call is
     recorded with the port of the engine it went to; a value set in `fail` makes that call fail."""
 
     def __init__(self, **fail: str) -> None:

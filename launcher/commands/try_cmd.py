@@ -14,7 +14,7 @@ from launcher.host.orphans import deployment_id
 from launcher.settings import GlobalOptions
 
 if TYPE_CHECKING:
-    from launcher.supervisor.attempt import Attempt
+    from launcher.supervisor.seams import Attempt
 
 
 @click.command("try")
@@ -39,16 +39,12 @@ def try_cmd(
     from launcher.errors import ExitCode
     from launcher.profile.plan import build_plan
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import gate_attempt
+    from launcher.supervisor.attempt import SignalInbox, StopOnSignal, gate_attempt, launch_attempt
     from launcher.supervisor.candidate import Candidate
-    from launcher.supervisor.early_exit import early_exit
-    from launcher.supervisor.events import Event
-    from launcher.supervisor.history import History
-    from launcher.supervisor.lifecycle import launch_attempt
+    from launcher.supervisor.history import Event, History
     from launcher.supervisor.lock import ProfileLock
     from launcher.supervisor.progress import Progress, configure_logging
-    from launcher.supervisor.report import render_report
-    from launcher.supervisor.signals import SignalInbox, StopOnSignal
+    from launcher.supervisor.start_verdict import early_exit, render_report
     from launcher.supervisor.wiring import host_hooks
 
     configure_logging()

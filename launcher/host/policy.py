@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from gates.setting import SettingValues
+from basis.setting import SettingValues
 from launcher.errors import BadInput
 from launcher.host.request import HostRequest
 from launcher.profile.keys import PREFLIGHT

@@ -17,9 +17,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from gates.context import Clock
+from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput
-from launcher.host.clock import SystemClock
 from launcher.host.compile_cache import check_compile_cache
 from launcher.host.gpu import MIB, GpuProbe, NvmlProbe
 from launcher.host.gpu_checks import (

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 import psutil
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.host.gpu import GpuProbe
 from launcher.host.process_view import ProcessView, my_lineage
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.errors import GateFailed
 from launcher.probe.leftovers import end_processes
 from launcher.probe.production import Mode, Production

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import psutil
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.host.gpu import NvmlProbe
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap

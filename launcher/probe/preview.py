@@ -15,8 +15,7 @@ from launcher.bench.stats import median
 from launcher.probe.arms import Arm
 from launcher.probe.production import Production
 from launcher.probe.results import Settings
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History
+from launcher.supervisor.history import Event, History
 
 RECENT_STARTS = 5
 

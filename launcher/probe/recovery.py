@@ -14,17 +14,15 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gates.context import Clock
+from basis.clock import Clock, SystemClock
 from launcher.errors import AlreadyRunning
-from launcher.host.clock import SystemClock
 from launcher.probe.handover import Handover, Serving
 from launcher.probe.journal import MARKER_ENV, Entry, Journal, Step
 from launcher.probe.leftovers import end_processes, marked
 from launcher.procgroup import group_members
 from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History
+from launcher.supervisor.history import Event, History
 
 ARM_GRACE_S = 10.0
 DEFAULT_RESTORE_TIMEOUT_S = 1800.0  # a large model loads and captures graphs for minutes

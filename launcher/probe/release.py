@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tenacity import RetryCallState, Retrying, retry_if_result, wait_fixed
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.errors import GateFailed
 from launcher.host.gpu import GIB, GpuDevice, GpuProbe, NvmlProbe, resolve_device
 from launcher.host.host_checks import check_port

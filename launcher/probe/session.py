@@ -1,7 +1,7 @@
 """One probe, start to end: arm 0 measured as it serves, production stopped once, each arm tried
 (trial.py), then production restored — in `finally`, whatever happened before.
 
-Signals only record (supervisor/signals.py); the supervisor's `StopOnSignal` helper ends the running
+Signals only record (supervisor/attempt.py); the supervisor's `StopOnSignal` helper ends the running
 arm's engine so a gate blocked in HTTP returns at once, and the bench notices the same event within
 0.1 s. A second signal does not interrupt the restore: only SIGKILL does, and then the journal
 finishes it.
@@ -18,9 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gates.context import Clock
+from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput, GateError, GateFailed
-from launcher.host.clock import SystemClock
 from launcher.host.gpu import GpuProbe, NvmlProbe
 from launcher.probe.arms import Arm
 from launcher.probe.handover import Handover, Serving
@@ -33,15 +32,14 @@ from launcher.probe.trial import Trial
 from launcher.procgroup import process_tree
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
+from launcher.supervisor.attempt import SignalInbox, StopOnSignal
 from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.control import control_and_wait, running_launcher_pid
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History, utc_now
-from launcher.supervisor.hooks import Hooks
+from launcher.supervisor.history import Event, History, utc_now
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Action, Outcome
-from launcher.supervisor.signals import SignalInbox, StopOnSignal
+from launcher.supervisor.seams import Hooks
 from launcher.supervisor.status import Phase, StatusBoard, read_status
 
 LOCK_WAIT_S = 10.0

@@ -1,6 +1,6 @@
 """One arm on the box: wait until the box is free, preflight, start, gate, measure, stop.
 
-The arm runs like `launch try` runs a profile (supervisor/lifecycle.py: its own process group, the
+The arm runs like `launch try` runs a profile (supervisor/attempt.py: its own process group, the
 gate chain, the GPU locks for its whole life), with the probe's id in its environment so that a
 dead probe's arm can be found by that id alone. The journal gets the arm's process group as soon as
 it exists.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.bench.target import Endpoint
 from launcher.errors import GateError, PreflightRefused
 from launcher.host.gpu import GpuProbe
@@ -23,13 +23,11 @@ from launcher.probe.journal import MARKER_ENV, Step
 from launcher.probe.measure import Interrupted, Measure
 from launcher.probe.release import NotReleased, wait_released
 from launcher.probe.results import ArmOutcome, ArmRun, Settings
-from launcher.supervisor.attempt import Attempt, gate_attempt
+from launcher.supervisor.attempt import gate_attempt, launch_attempt
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History
-from launcher.supervisor.hooks import Hooks
-from launcher.supervisor.lifecycle import launch_attempt
+from launcher.supervisor.history import Event, History
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import Attempt, Hooks
 
 Gates = tuple[dict[str, Any], ...]
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gates.setting import Setting, SettingValues
+from basis.setting import Setting, SettingValues
 
 TOP_LEVEL: tuple[Setting, ...] = (
     Setting("extends", str, None, "Name of the profile this one builds on (a chain; cycles are an error)."),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gates.setting import SettingValues
+from basis.setting import SettingValues
 from launcher.profile import bounds
 from launcher.profile.findings import Findings, where
 from launcher.profile.keys import SUPERVISOR, engine_settings

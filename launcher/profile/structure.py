@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from basis.setting import Setting, SettingValues
 from gates.base import COMMON
 from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, GATES, gate_settings
-from gates.setting import Setting, SettingValues
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL
 from launcher.profile.loader import ResolvedProfile

@@ -1,7 +1,8 @@
 """The state dir: last-good records, last log facts, history and locks, the one place for their paths.
 
 Every state file's name is spelled here and nowhere else in `launcher/` (a unit test keeps it so);
-the modules that own a file ask the store for its path. Layout (docs/architecture.md "State dir"):
+the modules that own a file ask the store for its path. The layout (docs/architecture.md "State dir"
+points here):
     STATE/history.jsonl                           starts, gate results, promotions, rollbacks
     STATE/profiles/NAME/last_good.json            the promoted plan: argv, env, fingerprint, resolved profile
     STATE/profiles/NAME/previous_good.json        promoted before last-good; a wedge rolls back to it

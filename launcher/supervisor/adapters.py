@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from gates.context import HttpReply
+from launcher.supervisor.seams import GpuBytesFn
 
 if TYPE_CHECKING:
     import requests
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(0.0, seconds))
 
 
 class RequestsHttp:
@@ -96,9 +88,6 @@ class RequestsHttp:
             sessions, self._sessions = self._sessions, []
         for session in sessions:
             session.close()
-
-
-GpuBytesFn = Callable[[Sequence[int]], "int | None"]
 
 
 class ProcessMemory:

@@ -1,24 +1,49 @@
-"""One start of one candidate: spawn the engine, feed its log, run the gate chain on it."""
+"""One attempt's life on the box, the same for `launch` (serve), `launch try` and `launch probe`'s
+arms: take the candidate's GPU locks, spawn the engine, feed its log, run the gate chain on it,
+and end it on a stop signal.
+
+`launch_attempt` takes the locks and starts the candidate (`start_attempt`), and either releases
+the locks at once (the start failed) or hands them to the attempt, which lets go of them only once
+its whole process group is gone (`Attempt.stop`): one model per GPU set holds for every engine any
+of the three starts. `gate_attempt` is the real judge (the chain over HTTP and the live log).
+
+Signals: the handlers only record the signal and wake the main loop (`SignalInbox`, as gunicorn's
+arbiter does); what a stop needs done at once — ending the engine, so that a gate blocked in HTTP
+returns — runs on one helper thread (`StopOnSignal`), never in the handler.
+"""
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType, TracebackType
 
+from basis.clock import SystemClock
+from basis.setting import SettingValues
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import GATE_SETTINGS, build_chain
-from gates.setting import SettingValues
 from launcher.host.orphans import mark_env
-from launcher.supervisor.adapters import GpuBytesFn, ProcessMemory, RequestsHttp, SystemClock
+from launcher.supervisor.adapters import ProcessMemory, RequestsHttp
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.engine import EngineProcess, StopReport
-from launcher.supervisor.engine_port import EngineFactory, EngineHandle
-from launcher.supervisor.history import utc_now
+from launcher.supervisor.engine import EngineProcess
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
+from launcher.supervisor.seams import (
+    Attempt,
+    EngineFactory,
+    EngineHandle,
+    GateProgress,
+    GpuBytesFn,
+    GpuLocksFn,
+)
+
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what SignalInbox records
+CLOSE_CHECK_S = 0.2  # how long a closed StopOnSignal helper may linger; a stop request is seen at once
 
 
 class EngineView:
@@ -37,32 +62,6 @@ class EngineView:
         return self.engine.process_tree()
 
 
-@dataclass
-class Attempt:
-    candidate: Candidate
-    engine: EngineHandle
-    log: LiveLog
-    started_at: str = field(default_factory=utc_now)
-    report: ChainReport | None = None
-    held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
-
-    @property
-    def passed(self) -> bool:
-        return self.report is not None and self.report.passed
-
-    def stop(self, grace_s: float) -> StopReport:
-        try:
-            report = self.engine.stop(grace_s=grace_s)
-        finally:
-            self.log.flush()
-            self.log.close()
-            self.held.close()
-        return report
-
-    def facts(self) -> dict[str, object]:
-        return dict(self.log.facts())
-
-
 def start_attempt(
     candidate: Candidate,
     log_path: Path,
@@ -72,7 +71,7 @@ def start_attempt(
     engine_factory: EngineFactory = EngineProcess,
 ) -> Attempt:
     """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py);
-    `engine_factory` is the engine seam (engine_port.py): the real process group unless a test
+    `engine_factory` is the engine seam (seams.py): the real process group unless a test
     passes a scripted engine."""
     marker_gate = SettingValues.of(GATE_SETTINGS["kernel_marker"], candidate.gate_tables.get("kernel_marker"))
     markers = marker_gate.value("patterns")
@@ -94,7 +93,7 @@ def start_attempt(
 
 def gate_attempt(
     attempt: Attempt,
-    progress: Progress,
+    progress: GateProgress,
     should_stop: Callable[[], bool],
     gpu_bytes: GpuBytesFn | None = None,
     only: frozenset[str] | None = None,
@@ -112,8 +111,99 @@ def gate_attempt(
     order = [name for name in candidate.gate_order if only is None or name in only]
     gates = build_chain(order or ["health"], candidate.gate_tables)
     try:
-        attempt.report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
+        report = ChainRunner(gates, on_progress=progress.on_gate, should_stop=should_stop).run(ctx)
     finally:
         http.close()
         attempt.log.keep_tail()  # no gate reads lines any more: memory stays flat while serving
-    return attempt.report
+    attempt.report = report
+    return report
+
+
+def launch_attempt(
+    candidate: Candidate,
+    log_path: Path,
+    progress: Progress,
+    *,
+    gpu_locks: GpuLocksFn | None,
+    deployment: str | None = None,
+    engine_factory: EngineFactory = EngineProcess,
+    sharing: Candidate | None = None,
+) -> Attempt:
+    """Start `candidate` holding its GPU locks; a start that raises releases them before it returns.
+
+    `gpu_locks` is `Hooks.gpu_locks` (None where the host layer is not wired: no locks to take);
+    `deployment` marks the engine's processes as this deployment's (launcher/host/orphans.py);
+    `engine_factory` is the engine seam (seams.py), the real process group by default;
+    `sharing`: a parked engine whose locks cover these GPUs (supervisor/park.py)."""
+    with ExitStack() as locks:
+        if gpu_locks is not None:
+            held = gpu_locks(candidate, sharing=sharing) if sharing is not None else gpu_locks(candidate)
+            locks.enter_context(held)  # before the start: two models never share a GPU
+        attempt = start_attempt(
+            candidate, log_path, progress, deployment=deployment, engine_factory=engine_factory
+        )
+        attempt.held.enter_context(locks.pop_all())  # the engine's now: released after its group is gone
+    return attempt
+
+
+class SignalInbox:
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._pending: deque[signal.Signals] = deque()
+        self._previous: dict[int, object] = {}
+        self.stop_requested = threading.Event()
+        self.stop_signal = "a stop"  # the name of the signal that set `stop_requested`, for the log
+
+    def install(self) -> None:
+        for sig in HANDLED:
+            self._previous[sig] = signal.signal(sig, self._record)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        sig = signal.Signals(signum)
+        self._pending.append(sig)
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            self.stop_signal = sig.name
+            self.stop_requested.set()
+        self._wake()
+
+    def take(self) -> list[signal.Signals]:
+        taken = []
+        while self._pending:
+            taken.append(self._pending.popleft())
+        return taken
+
+
+class StopOnSignal:
+    """`with StopOnSignal(requested, action):` — while open, `action` runs once on a helper thread
+    as soon as `requested` is set (serve, try and probe: end the engine, so that a gate blocked in
+    HTTP returns at once). After the block, `action` never starts; leaving waits for a running one."""
+
+    def __init__(self, requested: threading.Event, action: Callable[[], object], *, name: str) -> None:
+        self._requested = requested
+        self._action = action
+        self._name = name
+        self._closed = False
+        self._lock = threading.Lock()  # `action` runs under it: closing waits for it to end
+
+    def __enter__(self) -> StopOnSignal:
+        threading.Thread(target=self._wait, name=self._name, daemon=True).start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with self._lock:
+            self._closed = True  # the thread sees it within CLOSE_CHECK_S and ends; no need to wait
+
+    def _wait(self) -> None:
+        while not self._requested.wait(timeout=CLOSE_CHECK_S):
+            if self._closed:
+                return
+        with self._lock:
+            if not self._closed:
+                self._action()

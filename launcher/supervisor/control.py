@@ -93,6 +93,7 @@ def _ask_and_wait(
     on_status: Callable[[dict[str, Any]], None] | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> Verdict:
+    """Make the request, SIGHUP the profile's launcher, and poll until that request's verdict."""
     pid = running_launcher_pid(state_dir, profile)
     if pid is None:
         raise GateFailed(
@@ -103,32 +104,45 @@ def _ask_and_wait(
     rid = make_request(reloads)
     os.kill(pid, signal.SIGHUP)
     deadline = clock() + timeout_s
-    who = f"launcher pid {pid} of {profile!r}"
     with reload_requests.ProgressTail(reloads, rid, on_progress) as tail:
         while True:
-            if on_status is not None:
-                status = read_status(store.status_path(profile))
-                if status is not None:
-                    on_status(status)
+            _show_status(store, profile, on_status)
             tail.read()
-            found = reload_requests.verdict(reloads, rid)
+            found = _verdict_unless_gone(state_dir, profile, pid, rid, what)
             if found is not None:
                 return found
-            if running_launcher_pid(state_dir, profile) != pid:
-                found = reload_requests.verdict(reloads, rid)  # written just before it exited
-                if found is not None:
-                    return found
-                raise GateFailed(
-                    f"{who} exited during the {what} ({last_words(state_dir, profile)})",
-                    hint="`launch history --profile NAME` has the full record",
-                )
             if clock() >= deadline:
                 phase = (read_status(store.status_path(profile)) or {}).get("phase")
+                who = f"launcher pid {pid} of {profile!r}"
                 raise GateFailed(
                     f"{who} gave no verdict within {timeout_s:g} s (phase: {phase})",
                     hint="the launcher carries on; follow it with `launch status`",
                 )
             sleep(POLL_S)
+
+
+def _show_status(store: StateStore, profile: str, on_status: Callable[[dict[str, Any]], None] | None) -> None:
+    if on_status is None:
+        return
+    status = read_status(store.status_path(profile))
+    if status is not None:
+        on_status(status)
+
+
+def _verdict_unless_gone(state_dir: Path, profile: str, pid: int, rid: str, what: str) -> Verdict | None:
+    """The request's verdict once written, else None while launcher `pid` runs; GateFailed once it
+    exited without one."""
+    reloads = StateStore(state_dir).reloads_dir(profile)
+    found = reload_requests.verdict(reloads, rid)
+    if found is not None or running_launcher_pid(state_dir, profile) == pid:
+        return found
+    found = reload_requests.verdict(reloads, rid)  # written just before it exited
+    if found is not None:
+        return found
+    raise GateFailed(
+        f"launcher pid {pid} of {profile!r} exited during the {what} ({last_words(state_dir, profile)})",
+        hint="`launch history --profile NAME` has the full record",
+    )
 
 
 def last_words(state_dir: Path, profile: str) -> str:

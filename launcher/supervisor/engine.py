@@ -20,26 +20,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members, process_tree
 from launcher.redact import LineRedactor, secret_values
-from launcher.supervisor.group_watch import Death, GroupWatch
-from launcher.supervisor.linecut import whole_line_chunks
-from launcher.supervisor.logkeeper import start_keeper
-
-LineSink = Callable[[str, str], None]  # (stream name, text chunk)
-
-
-@dataclass(frozen=True, slots=True)
-class StopReport:
-    graceful: bool  # the group ended on SIGTERM within the grace period
-    killed: bool  # SIGKILL was needed
-    leftovers: tuple[int, ...]  # pids of the group still there after everything (should be empty)
-    seconds: float
+from launcher.supervisor.group_watch import GroupWatch
+from launcher.supervisor.logkeeper import start_keeper, whole_line_chunks
+from launcher.supervisor.seams import Death, LineSink, StopReport
 
 
 def resolve_program(program: str, env: Mapping[str, str]) -> str:
@@ -137,8 +126,24 @@ class EngineProcess:
         keeper_pipe = None
         if self.log_path is not None:
             self._keeper, keeper_pipe = start_keeper(self.log_path, self.env)
+        self._proc = self._spawn(program, keeper_pipe)
+        stream = self._keeper.stdout if self._keeper is not None else self._proc.stdout
+        assert stream is not None
+        reader = threading.Thread(
+            target=self._pump, args=("output", stream), name="engine-output", daemon=True
+        )
+        reader.start()
+        self._readers.append(reader)
+        threading.Thread(target=self._watch, name="engine-waiter", daemon=True).start()
+        self._group_watch = GroupWatch(self._proc.pid, prefixes_for(self.env), self._member_died)
+        self._group_watch.start()
+
+    def _spawn(self, program: str, keeper_pipe: int | None) -> subprocess.Popen[bytes]:
+        """vLLM in a new session, its output into the keeper's pipe (else a pipe of ours); a keeper
+        left without its writer is reaped."""
+        proc: subprocess.Popen[bytes] | None = None
         try:
-            self._proc = subprocess.Popen(
+            proc = subprocess.Popen(
                 die_with_this_process([program, *self.argv[1:]]),
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -157,19 +162,10 @@ class EngineProcess:
         finally:
             if keeper_pipe is not None:
                 os.close(keeper_pipe)  # vLLM holds the only write end: the keeper's EOF is vLLM's end
-            if self._proc is None and self._keeper is not None:
+            if proc is None and self._keeper is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._keeper.wait(timeout=5.0)  # no writer: it ends at once
-        stream = self._keeper.stdout if self._keeper is not None else self._proc.stdout
-        assert stream is not None
-        reader = threading.Thread(
-            target=self._pump, args=("output", stream), name="engine-output", daemon=True
-        )
-        reader.start()
-        self._readers.append(reader)
-        threading.Thread(target=self._watch, name="engine-waiter", daemon=True).start()
-        self._group_watch = GroupWatch(self._proc.pid, prefixes_for(self.env), self._member_died)
-        self._group_watch.start()
+        return proc
 
     def _pump(self, name: str, stream: IO[bytes]) -> None:
         """Whole lines go on, with secrets masked (vLLM logs `'api_key': [...]` in its non-default

@@ -24,53 +24,20 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import psutil
 
 from launcher.host.exit_events import ExitEvents
 from launcher.host.process_view import vllm_title
+from launcher.supervisor.seams import SOURCE_CONNECTOR, SOURCE_ZOMBIE, Death
 
 REFRESH_S = 0.5
 SETTLED_REFRESH_S = 5.0  # once no new process has appeared for SETTLE_ROUNDS re-reads (serving)
 SETTLE_ROUNDS = 20
 _EXIT_CODE_FIELD = 49  # field 52 of /proc/PID/stat, counted from field 3 (after the command name)
-SOURCE_WAIT = "waitpid"  # the launcher's own child
-SOURCE_ZOMBIE = "/proc/PID/stat"  # read while it was a zombie
-SOURCE_CONNECTOR = "process connector"  # the kernel's exit event
-
-
-@dataclass(frozen=True, slots=True)
-class Death:
-    """The first process of the engine that ended: `VLLM::EngineCore pid 4360 killed by SIGKILL`."""
-
-    pid: int
-    name: str
-    wait_status: int | None  # as waitpid(2) reports it; None when it could not be read
-    noticed_at: float  # time.monotonic() when the launcher saw it
-    source: str | None = None  # what told the status: SOURCE_* below
-
-    @classmethod
-    def from_returncode(cls, pid: int, name: str, returncode: int) -> Death:
-        status = (-returncode) & 0x7F if returncode < 0 else (returncode & 0xFF) << 8
-        return cls(pid, name, status, time.monotonic(), SOURCE_WAIT)
-
-    def how(self) -> str:
-        if self.wait_status is None:
-            return "exited (status not readable: its parent collected it first)"
-        if os.WIFSIGNALED(self.wait_status):
-            sig = os.WTERMSIG(self.wait_status)
-            with contextlib.suppress(ValueError):
-                return f"killed by {signal.Signals(sig).name}"
-            return f"killed by signal {sig}"
-        return f"exited with code {os.WEXITSTATUS(self.wait_status)}"
-
-    def describe(self) -> str:
-        return f"{self.name} pid {self.pid} {self.how()}"
 
 
 def zombie_wait_status(pid: int) -> int | None:

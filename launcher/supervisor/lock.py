@@ -8,7 +8,7 @@ import json
 import os
 from types import TracebackType
 
-from gates.context import Clock
+from basis.clock import Clock
 from launcher.atomicfile import write_atomic
 from launcher.errors import AlreadyRunning, BadInput
 from launcher.state.store import StateStore

@@ -1,4 +1,5 @@
-"""A change tried beside a sleeping last-good (`[supervisor] park = "sleep"`, docs/park.md).
+"""The park half of the supervisor: a change tried beside a sleeping last-good (`[supervisor] park =
+"sleep"`, docs/park.md), and the serving engine lent, asleep, to `launch probe`'s arms.
 
 Without it every rejected change costs two cold starts: production stops, the candidate loads and
 is rejected, and last-good loads again from nothing (minutes for a real model). vLLM's sleep mode
@@ -14,125 +15,45 @@ waking takes seconds. So a reload with `park = "sleep"`:
    prefix cache reset, the gates that speak HTTP run again, and it serves — or, when any of that
    fails, it is stopped and last-good starts cold as before, the cause named.
 When the host's RAM cannot hold the parked weights, or the serving engine was not started with
-sleep mode, the reload stops it as before and says why.
+sleep mode, the reload stops it as before and says why. Lent to a probe (`_lend`), the sleeper's GPU
+locks go to the arms; it wakes when the probe asks (`_take_back`) or is gone (`_lender_gone`). The
+routes and the rules (when to park, where the candidate starts) are sleep.py.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from gates.setting import SettingValues
 from launcher.errors import ExitCode, PreflightRefused
-from launcher.profile.keys import PREFLIGHT
 from launcher.supervisor import reload_requests
-from launcher.supervisor.adapters import RequestsHttp
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import utc_now
+from launcher.supervisor.history import Event, utc_now
 from launcher.supervisor.reload_requests import Action, ControlRequest, Outcome, Verdict
+from launcher.supervisor.sleep import (
+    GIB,
+    HTTP_GATES,
+    MIB,
+    can_sleep,
+    other_port,
+    residue_problem,
+    run_switch,
+    switch_argv,
+    why_not_lend,
+    why_not_park,
+)
 from launcher.supervisor.status import Phase
 
 if TYPE_CHECKING:
     from gates.chain import ChainReport
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.execute import Execute
-    from launcher.supervisor.hooks import Hooks
     from launcher.supervisor.progress import Progress
-    from launcher.supervisor.transitions import Transitions
-
-GIB = 1 << 30
-MIB = 1 << 20
-HTTP_GATES = frozenset({"health", "tool_call", "smoke", "canary"})  # what a woken engine is judged by
-SLEEP_FLAG = "--enable-sleep-mode"
-DEV_MODE = "VLLM_SERVER_DEV_MODE"
-RESIDUE_SHARE = 0.5  # asleep = its GPU memory fell below half of what it held awake …
-RESIDUE_FLOOR = 4 * GIB  # … or under 4 GiB (measured: 0.9 GiB tiny, 1.6 GiB for 2.84 B params)
-RESET_TRIES = 5
-
-
-def asleep_enough(awake_bytes: int, asleep_bytes: int) -> bool:
-    """Level 1 keeps only the CUDA context and graph pool (0.9 GiB for the tiny model, 1.6 GiB for
-    2.84 B parameters on the H200): under half of what it held awake, or under 4 GiB."""
-    return asleep_bytes <= max(awake_bytes * RESIDUE_SHARE, RESIDUE_FLOOR)
-
-
-class SleepControl(Protocol):
-    """vLLM's sleep routes of one engine; each returns None on success, else why it failed."""
-
-    def sleep(self, timeout_s: float) -> str | None: ...
-
-    def is_sleeping(self, timeout_s: float) -> bool | None: ...
-
-    def wake(self, timeout_s: float) -> str | None: ...
-
-    def reset_prefix_cache(self, timeout_s: float) -> str | None: ...
-
-
-class VllmSleep:
-    """The real routes (vLLM 0.26.0 `entrypoints/serve/dev/sleep/api_router.py`, `dev/cache`):
-    `/sleep` and `/wake_up` answer 200 with an empty body, `/is_sleeping` `{"is_sleeping": bool}`,
-    `/reset_prefix_cache` `{"success": bool}` (false while blocks are still held: retried)."""
-
-    def __init__(self, candidate: Candidate) -> None:
-        self.http = RequestsHttp(candidate.base_url, candidate.api_key())
-
-    def sleep(self, timeout_s: float) -> str | None:
-        return self._post("/sleep?level=1", timeout_s)
-
-    def wake(self, timeout_s: float) -> str | None:
-        return self._post("/wake_up", timeout_s)
-
-    def is_sleeping(self, timeout_s: float) -> bool | None:
-        reply = self.http.get("/is_sleeping", timeout_s)
-        try:
-            value = reply.json().get("is_sleeping") if reply.status == 200 else None
-        except (ValueError, AttributeError):
-            return None
-        return value if isinstance(value, bool) else None
-
-    def reset_prefix_cache(self, timeout_s: float) -> str | None:
-        why = "no answer"
-        for _ in range(RESET_TRIES):
-            reply = self.http.post_json("/reset_prefix_cache", {}, timeout_s)
-            try:
-                if reply.status == 200 and json.loads(reply.body).get("success") is True:
-                    return None
-            except (ValueError, AttributeError):
-                pass
-            why = f"/reset_prefix_cache answered {reply.status or reply.error}: {reply.body[:200]}"
-            time.sleep(0.2)
-        return why
-
-    def _post(self, path: str, timeout_s: float) -> str | None:
-        reply = self.http.post_json(path, {}, timeout_s)
-        if reply.status == 200:
-            return None
-        if reply.timed_out:
-            return f"POST {path}: no answer within {timeout_s:g} s"
-        return f"POST {path} answered {reply.status or reply.error}: {reply.body[:300]}".rstrip(": ")
-
-
-SleepFactory = Callable[[Candidate], SleepControl]
-
-
-def can_sleep(candidate: Candidate) -> bool:
-    """Started with sleep mode and its routes (what `park = "sleep"` renders)."""
-    return SLEEP_FLAG in candidate.argv and candidate.env.get(DEV_MODE) == "1"
-
-
-def other_port(serving: Candidate) -> int | None:
-    """The port a candidate starts on while `serving` sleeps on its own."""
-    park_port = serving.settings.park_port
-    if park_port is None:
-        return None
-    return park_port if serving.port == serving.home_port else serving.home_port
+    from launcher.supervisor.seams import Attempt, Execute, Hooks
+    from launcher.supervisor.status import Transitions
 
 
 class Parking:
@@ -178,7 +99,9 @@ class Parking:
             return candidate.at_port(port) if port is not None else None
         if serving is None or serving.candidate.settings.park != "sleep":
             return None
-        why = self._why_not_park(serving, candidate)
+        why = why_not_park(
+            serving.candidate, serving.facts().get("weights_gib"), candidate, _host_available_gib
+        )
         if why is not None:
             self.transitions.record(Event.PARK_SKIPPED, reason=why, label=serving.candidate.label)
             self.progress.message(f"not parked: {why}; stopping it instead", event="park.skipped")
@@ -193,24 +116,9 @@ class Parking:
             self.parked, self.current = serving, None
         return candidate.at_port(port)
 
-    def _why_not_park(self, serving: Attempt, candidate: Candidate) -> str | None:
-        settings = serving.candidate.settings
-        if not can_sleep(serving.candidate):
-            return "the serving engine was started without sleep mode (park was off then)"
-        if settings.park_port is None or candidate.home_port != serving.candidate.home_port:
-            return "the change moves engine.port: nothing to alternate with"
-        weights = serving.facts().get("weights_gib")
-        if isinstance(weights, int | float):
-            floor = SettingValues.of(PREFLIGHT, candidate.profile_data.get("preflight")).number(
-                "min_host_available_gib"
-            )
-            available = psutil.virtual_memory().available / GIB
-            if available - float(weights) < floor:
-                return (f"host RAM: {available:.1f} GiB available cannot hold the {weights:.1f} GiB of "
-                        f"weights a sleep moves there and keep {floor:g} GiB free")  # fmt: skip
-        return None
-
     def _sleep(self, serving: Attempt) -> bool:
+        """Put `serving` to sleep and confirm it (the route, then NVML where it tells); a failed sleep is
+        recorded and the engine woken, best effort: it is stopped next either way."""
         settings = serving.candidate.settings
         control = self.execute.sleep(serving.candidate)
         pids = serving.engine.process_tree()
@@ -220,27 +128,20 @@ class Parking:
         if why is None and control.is_sleeping(settings.wake_timeout_s) is not True:
             why = "/is_sleeping does not say it sleeps"
         asleep_bytes = self._gpu_bytes(pids)
-        if (
-            why is None
-            and awake_bytes
-            and asleep_bytes is not None
-            and not asleep_enough(awake_bytes, asleep_bytes)
-        ):
-            why = (
-                f"still holds {asleep_bytes / MIB:.0f} MiB of GPU memory ({awake_bytes / MIB:.0f} MiB awake)"
-            )
+        if why is None:
+            why = residue_problem(awake_bytes, asleep_bytes)
         seconds = round(time.monotonic() - started, 3)
         if why is not None:
             self.transitions.record(Event.PARK_SKIPPED, reason=f"sleep failed: {why}", seconds=seconds,
                                     label=serving.candidate.label)  # fmt: skip
-            control.wake(settings.wake_timeout_s)  # best effort: it is stopped next either way
+            control.wake(settings.wake_timeout_s)
             return False
         self.transitions.record(
             Event.PARKED, label=serving.candidate.label, fingerprint=serving.candidate.fingerprint,
             port=serving.candidate.port, seconds=seconds,
             gpu_mib_awake=None if awake_bytes is None else round(awake_bytes / MIB),
             gpu_mib_asleep=None if asleep_bytes is None else round(asleep_bytes / MIB),
-            host_available_gib=round(psutil.virtual_memory().available / GIB, 2),
+            host_available_gib=round(_host_available_gib(), 2),
         )  # fmt: skip
         self.progress.message(
             f"parked {serving.candidate.label} asleep in {seconds:.2f} s", event="park.parked"
@@ -282,20 +183,8 @@ class Parking:
             parked, self.parked = self.parked, None
         if parked is None:
             return False
-        started = time.monotonic()
-        why = self._wake(parked, rejected_pids)
-        report: ChainReport | None = None
-        if why is None:
-            report = self.execute.gates(
-                parked, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
-            )
-            failure = report.first_failure
-            why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
-        seconds = round(time.monotonic() - started, 3)
+        why, report, seconds = self._wake_and_regate(parked, rejected_pids)
         if why is not None:
-            self.transitions.record(
-                Event.WAKE_FAILED, label=parked.candidate.label, reason=why, seconds=seconds
-            )
             self.progress.message(f"wake failed: {why}; last-good starts cold", event="park.wake_failed")
             parked.stop(grace_s=parked.candidate.settings.stop_grace_s)
             return False
@@ -313,6 +202,27 @@ class Parking:
         self._switched(parked.candidate)
         self._start_watch()
         return True
+
+    def _wake_and_regate(
+        self, sleeper: Attempt, gone_pids: Sequence[int]
+    ) -> tuple[str | None, ChainReport | None, float]:
+        """Wake `sleeper` and run its gates that speak HTTP again: (why that failed, else None; the
+        gates' report; seconds). A failure is recorded (`wake_failed`); the caller decides what follows."""
+        started = time.monotonic()
+        why = self._wake(sleeper, gone_pids)
+        report: ChainReport | None = None
+        if why is None:
+            report = self.execute.gates(
+                sleeper, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
+            )
+            failure = report.first_failure
+            why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
+        seconds = round(time.monotonic() - started, 3)
+        if why is not None:
+            self.transitions.record(
+                Event.WAKE_FAILED, label=sleeper.candidate.label, reason=why, seconds=seconds
+            )
+        return why, report, seconds
 
     def _wake(self, parked: Attempt, rejected_pids: Sequence[int]) -> str | None:
         settings = parked.candidate.settings
@@ -354,19 +264,8 @@ class Parking:
         return self._serve_woken(parked, pids)
 
     def _serve_woken(self, woken: Attempt, gone_pids: Sequence[int]) -> bool:
-        started = time.monotonic()
-        why = self._wake(woken, gone_pids)
-        if why is None:
-            report = self.execute.gates(
-                woken, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
-            )
-            failure = report.first_failure
-            why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
-        seconds = round(time.monotonic() - started, 3)
+        why, _, seconds = self._wake_and_regate(woken, gone_pids)
         if why is not None:
-            self.transitions.record(
-                Event.WAKE_FAILED, label=woken.candidate.label, reason=why, seconds=seconds
-            )
             self._stop_current(f"its wake failed: {why}")
             return False
         record = {**woken.candidate.to_record(), "promoted_at": utc_now()}
@@ -401,7 +300,7 @@ class Parking:
         serving = self.current
         if self.lent_to is not None and serving is not None:
             return self._lent_verdict(serving)
-        why = self._why_not_lend(serving)
+        why = why_not_lend(serving.candidate if serving is not None else None)
         if why is not None:
             return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), f"not parked: {why}")
         assert serving is not None
@@ -418,15 +317,6 @@ class Parking:
         )
         return self._lent_verdict(serving)
 
-    def _why_not_lend(self, serving: Attempt | None) -> str | None:
-        if serving is None:
-            return "nothing serves"
-        if serving.candidate.settings.park != "sleep" or not can_sleep(serving.candidate):
-            return 'the profile does not park (park = "sleep" and a start with sleep mode)'
-        if other_port(serving.candidate) is None:
-            return "no park_port to run the arms on"
-        return None
-
     def _lent_verdict(self, serving: Attempt) -> Verdict:
         data = {"pids": sorted(serving.engine.process_tree()), "port": other_port(serving.candidate),
                 "serving_port": serving.candidate.port}  # fmt: skip
@@ -437,28 +327,12 @@ class Parking:
         attempt = self.current
         if self.lent_to is None or attempt is None:
             return Verdict(Outcome.WOKEN, int(ExitCode.OK), "not parked: nothing to wake"), None
-        try:
-            attempt.held.enter_context(
-                self.hooks.gpu_locks(attempt.candidate)
-            ) if self.hooks.gpu_locks else None
-        except PreflightRefused as refused:  # an arm still holds them: stay parked, ask again later
-            return Verdict(
-                Outcome.FAILED, int(ExitCode.PREFLIGHT_REFUSED), f"still parked: {refused.message}"
-            ), None
+        refused = self._retake_locks(attempt)
+        if refused is not None:  # an arm still holds them: stay parked, ask again later
+            return Verdict(Outcome.FAILED, int(ExitCode.PREFLIGHT_REFUSED), f"still parked: {refused}"), None
         self.lent_to = None
-        started = time.monotonic()
-        failed = self._wake(attempt, ())
-        if failed is None:
-            report = self.execute.gates(
-                attempt, self.progress, lambda: False, self.hooks.gpu_bytes, only=HTTP_GATES
-            )
-            failure = report.first_failure
-            failed = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
-        seconds = round(time.monotonic() - started, 3)
+        failed, _, seconds = self._wake_and_regate(attempt, ())
         if failed is not None:
-            self.transitions.record(
-                Event.WAKE_FAILED, label=attempt.candidate.label, reason=failed, seconds=seconds
-            )
             code = self._restart(attempt.candidate, f"the wake failed ({failed})")
             outcome = Outcome.WOKEN if code is None else Outcome.FAILED
             return Verdict(outcome, int(code or ExitCode.OK), f"wake failed: {failed}; restarted cold"), code
@@ -474,6 +348,16 @@ class Parking:
             Outcome.WOKEN, int(ExitCode.OK), f"woken in {seconds:.2f} s", data={"seconds": seconds}
         ), None
 
+    def _retake_locks(self, attempt: Attempt) -> str | None:
+        """The lent engine's GPU locks, taken back; why not (preflight's words), else None."""
+        if self.hooks.gpu_locks is None:
+            return None
+        try:
+            attempt.held.enter_context(self.hooks.gpu_locks(attempt.candidate))
+        except PreflightRefused as refused:
+            return refused.message
+        return None
+
     def _lender_gone(self) -> int | None:
         """A probe that parked this engine and died wakes it by its absence."""
         if self.lent_to is None or _alive(self.lent_to):
@@ -484,17 +368,9 @@ class Parking:
     # ---- what serves, told to the proxy ---------------------------------------------------------------
     def _switched(self, serving: Candidate) -> None:
         """What serves moved (or may have): run `on_switch` with its address (docs/park.md)."""
-        command = serving.settings.on_switch
-        if not command:
+        argv = switch_argv(serving)
+        if argv is None:
             return
-        host = "127.0.0.1" if serving.host in ("0.0.0.0", "", "::") else serving.host
-        fields = {
-            "profile": serving.profile,
-            "host": host,
-            "port": str(serving.port),
-            "url": serving.base_url,
-        }
-        argv = [part.format_map(fields) for part in command]
         code, output = run_switch(argv)
         self.transitions.record(Event.SWITCHED, port=serving.port, label=serving.label, argv=argv,
                                 exit_code=code, output=output)  # fmt: skip
@@ -502,21 +378,12 @@ class Parking:
             self.progress.message(f"on_switch exited {code}: {output}", event="park.switch_failed")
 
 
+def _host_available_gib() -> float:
+    return float(psutil.virtual_memory().available) / GIB
+
+
 def _alive(pid: int) -> bool:
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
-
-
-def run_switch(argv: list[str], timeout_s: float = 30.0) -> tuple[int | None, str]:
-    """Run the hook without a shell; (exit code or None when it could not run, its last output)."""
-    import subprocess
-
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return None, f"{type(err).__name__}: {err}"
-    return done.returncode, (done.stdout + done.stderr)[-500:]

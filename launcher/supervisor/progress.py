@@ -1,24 +1,94 @@
-"""Live progress for the operator: one updating line on a TTY (phase, graph capture i/N, gate k/N,
-elapsed); structured events (structlog) when not a TTY: `event key=value` text in systemd's
-journal, JSON lines elsewhere (`logformat.py`)."""
+"""What the operator sees while the launcher works: one updating progress line on a TTY (phase,
+graph capture i/N, gate k/N, elapsed), structured events (structlog) everywhere else.
+
+How the events look on stderr: a console line on a TTY; in systemd's journal, plain
+`event key=value` text (journald stamps and prioritises each line itself, so JSON with a second
+timestamp only made `journalctl -u` harder to read), each line prefixed with its `<N>` priority;
+JSON lines anywhere else, for collectors. `VLLM_GATE_LOG_FORMAT` (`text`, `json`, `console`) asks
+for one of them wherever stderr goes. Each event name has one level (`EVENT_LEVELS`), so
+`journalctl -p warning` shows exactly the gate failures, the rollbacks and everything worse.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 
 from gates.outcome import Outcome
+from launcher.errors import BadInput
 from launcher.logfacts.events import EventKind, LogEvent
-from launcher.supervisor.logformat import LogFormat, chosen_format, live_line_wanted, render_text
-from launcher.supervisor.notify_port import Notifier
+from launcher.supervisor.seams import Notifier
 from launcher.supervisor.status import Phase
 from launcher.terminal import colour_allowed, is_journal
+
+FORMAT_ENV = "VLLM_GATE_LOG_FORMAT"
+
+
+class LogFormat(StrEnum):
+    CONSOLE = "console"
+    TEXT = "text"
+    JSON = "json"
+
+
+def chosen_format(stream: TextIO) -> LogFormat:
+    """`$VLLM_GATE_LOG_FORMAT` when set; else console on a TTY, text in the journal, JSON elsewhere."""
+    asked = os.environ.get(FORMAT_ENV, "").strip()
+    if asked:
+        try:
+            return LogFormat(asked.lower())
+        except ValueError:
+            names = ", ".join(f.value for f in LogFormat)
+            raise BadInput(
+                f"{FORMAT_ENV}={asked!r} is not a log format",
+                hint=f"use one of {names}, or unset it to choose by where stderr goes",
+            ) from None
+    if stream.isatty():
+        return LogFormat.CONSOLE
+    return LogFormat.TEXT if is_journal(stream) else LogFormat.JSON
+
+
+def live_line_wanted(stream: TextIO) -> bool:
+    """The one updating progress line: on a TTY, unless events were asked for (`text`, `json`)."""
+    return stream.isatty() and os.environ.get(FORMAT_ENV, "").strip().lower() in ("", LogFormat.CONSOLE)
+
+
+# What the journal records of each line already: its time and its priority (the `<N>` prefix).
+_JOURNAL_KNOWS = ("timestamp", "level", "event")
+_BARE = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f]+")
+
+
+def render_text(logger: Any, name: str, event_dict: Mapping[str, Any]) -> str:
+    """`gate.fail msg="gate 2/4 graph_capture: fail" phase=gating gate=graph_capture …`: one line
+    whatever the values hold (control characters and quotes escaped as JSON escapes them)."""
+    fields = " ".join(
+        f"{key}={_value(value)}" for key, value in event_dict.items() if key not in _JOURNAL_KNOWS
+    )
+    event = _value(event_dict.get("event", "message"))
+    return f"{event} {fields}" if fields else event
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    )
+    return text if _BARE.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+
 
 log = structlog.get_logger("vllm-gate")
 
@@ -77,7 +147,7 @@ def journal_prefixed(renderer: Any, stream: TextIO) -> Any:
 
 def configure_logging(stream: TextIO = sys.stderr) -> None:
     """structlog: console renderer on a TTY, `event key=value` text in the journal (with its `<N>`
-    priority), JSON lines otherwise; or what `VLLM_GATE_LOG_FORMAT` asks for (`logformat.py`)."""
+    priority), JSON lines otherwise; or what `VLLM_GATE_LOG_FORMAT` asks for (`chosen_format`)."""
     chosen = chosen_format(stream)
     renderer: Any
     if chosen is LogFormat.CONSOLE:
@@ -164,15 +234,8 @@ class Progress:
         fields = {k: v for k, v in fields.items() if v is not None}
         if self.engine_log is not None and level_of(event) in ("warning", "error"):
             fields.setdefault("vllm_log", str(self.engine_log))
-        # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
-        step = not event.startswith("phase.")
-        if self.notifier is not None and step and self.phase in STARTING_PHASES and not transient:
-            self.notifier.status(f"{self.phase}: {text}")
-            self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
-        if self.mirror is not None and not transient:
-            self.mirror(
-                {"event": event, "msg": text, "phase": self.phase, "elapsed_s": round(elapsed, 2), **fields}
-            )
+        if not transient:
+            self._pass_on(text, event, elapsed, fields)
         with self._lock:
             if self.tty:
                 extra = "".join(f" {k}={v}" for k, v in fields.items() if k not in ("gate", "index", "total"))
@@ -188,3 +251,15 @@ class Progress:
                     elapsed_s=round(elapsed, 2),
                     **fields,
                 )
+
+    def _pass_on(self, text: str, event: str, elapsed: float, fields: dict[str, Any]) -> None:
+        """A line that stays goes to systemd while a start is under way, and to a reload's requesters."""
+        # phase changes reach systemd from the supervisor itself (STATUS="<phase>: <candidate>")
+        step = not event.startswith("phase.")
+        if self.notifier is not None and step and self.phase in STARTING_PHASES:
+            self.notifier.status(f"{self.phase}: {text}")
+            self.notifier.extend_timeout(EXTEND_WHILE_STARTING_S)
+        if self.mirror is not None:
+            self.mirror(
+                {"event": event, "msg": text, "phase": self.phase, "elapsed_s": round(elapsed, 2), **fields}
+            )

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.errors import BadInput, ExitCode, PreflightRefused
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import utc_now
+from launcher.supervisor.history import Event, utc_now
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog
 from launcher.watch.verdict import Judgement, Verdict
@@ -29,10 +28,9 @@ from launcher.watch.verdict import Judgement, Verdict
 if TYPE_CHECKING:
     from gates.chain import ChainReport
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.hooks import Hooks, WatchHandle
     from launcher.supervisor.progress import Progress
-    from launcher.supervisor.transitions import Transitions
+    from launcher.supervisor.seams import Attempt, Hooks, WatchHandle
+    from launcher.supervisor.status import Transitions
 
 FINAL_EVENTS = {
     Verdict.WEDGED: Event.WEDGED,

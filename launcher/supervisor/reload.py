@@ -16,7 +16,7 @@ from launcher.errors import ExitCode, GateError, PreflightRefused
 from launcher.profile.plan import build_plan
 from launcher.supervisor import reload_requests
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
+from launcher.supervisor.history import Event
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog
@@ -24,11 +24,9 @@ from launcher.supervisor.watchdog import Watchdog
 if TYPE_CHECKING:
     from launcher.settings import GlobalOptions
     from launcher.state.store import StateStore
-    from launcher.supervisor.attempt import Attempt
-    from launcher.supervisor.hooks import Hooks
     from launcher.supervisor.progress import Progress
-    from launcher.supervisor.status import StatusBoard
-    from launcher.supervisor.transitions import Transitions
+    from launcher.supervisor.seams import Attempt, Hooks
+    from launcher.supervisor.status import StatusBoard, Transitions
 
 
 class Reloading:
@@ -98,6 +96,7 @@ class Reloading:
         return code
 
     def _reload_once(self) -> tuple[Verdict, int | None]:
+        """The reload's verdict for its requesters, and an exit code when the launcher must leave."""
         try:
             plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
             plan.raise_for_errors()
@@ -109,29 +108,40 @@ class Reloading:
         candidate = Candidate.from_plan(plan)
         serving = self.current.candidate if self.current is not None else None
         if serving is not None and serving.same_launch(candidate):
-            # A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200).
-            detail = f"already serving {candidate.fingerprint}"
-            if self.serving_last_good:  # the file matches what serves again (`launch rollback`)
-                self.serving_last_good = False
-                self.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
-            return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
+            return self._unchanged(candidate)
         if self.parked is not None and self.parked.candidate.same_launch(candidate):
-            self.transitions.record(Event.RELOAD, label=candidate.label)
-            stopping_at = time.monotonic()
-            with Watchdog(self.hooks.notifier).keepalive():
-                if self._back_to_parked(candidate):  # `keep_parked`: the launch asked for sleeps here
-                    return self._reload_verdict(stopping_at), None
-                code = self._bring_up(self._park_for(candidate) or candidate, reloading=True)
-            return self._reload_verdict(stopping_at), code
+            return self._reload_to_parked(candidate)
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:
             detail = f"reload refused: {refusal}; still serving"
             verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             return self._keep_serving(Event.RELOAD_REFUSED, verdict)
+        return self._reload_to(candidate)
+
+    def _unchanged(self, candidate: Candidate) -> tuple[Verdict, int | None]:
+        """A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200)."""
+        detail = f"already serving {candidate.fingerprint}"
+        if self.serving_last_good:  # the file matches what serves again (`launch rollback`)
+            self.serving_last_good = False
+            self.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
+        return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
+
+    def _reload_to_parked(self, candidate: Candidate) -> tuple[Verdict, int | None]:
+        """`keep_parked`: the launch asked for sleeps beside what serves; woken, else started."""
         self.transitions.record(Event.RELOAD, label=candidate.label)
         stopping_at = time.monotonic()
         with Watchdog(self.hooks.notifier).keepalive():
-            moved = self._park_for(candidate)  # asleep beside it (park = "sleep"), else stopped
+            if self._back_to_parked(candidate):
+                return self._reload_verdict(stopping_at), None
+            code = self._bring_up(self._park_for(candidate) or candidate, reloading=True)
+        return self._reload_verdict(stopping_at), code
+
+    def _reload_to(self, candidate: Candidate) -> tuple[Verdict, int | None]:
+        """What serves sleeps beside the candidate (park = "sleep") or stops; the candidate is brought up."""
+        self.transitions.record(Event.RELOAD, label=candidate.label)
+        stopping_at = time.monotonic()
+        with Watchdog(self.hooks.notifier).keepalive():
+            moved = self._park_for(candidate)
             if moved is None:
                 self.progress.message(
                     f"stopping what serves for {candidate.label}", event="launcher.reload_stop"

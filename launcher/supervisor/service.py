@@ -24,25 +24,20 @@ from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
 from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
-from launcher.supervisor.attempt import Attempt
+from launcher.supervisor.attempt import SignalInbox, StopOnSignal, launch_attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.early_exit import early_exit, rejection_reason
-from launcher.supervisor.events import Event
-from launcher.supervisor.execute import Execute
-from launcher.supervisor.history import History, utc_now
-from launcher.supervisor.hooks import Hooks
-from launcher.supervisor.lifecycle import launch_attempt
+from launcher.supervisor.history import Event, History, utc_now
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.park import Parking
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.recovery import Watching
 from launcher.supervisor.reload import Reloading
-from launcher.supervisor.signals import SignalInbox, StopOnSignal
-from launcher.supervisor.status import Phase, StatusBoard
-from launcher.supervisor.transitions import Transitions
+from launcher.supervisor.seams import Attempt, Execute, Hooks
+from launcher.supervisor.start_verdict import early_exit, rejection_reason
+from launcher.supervisor.status import Phase, StatusBoard, Transitions, finalise, tidy_profile_dir
 from launcher.supervisor.watchdog import Watchdog
-from launcher.supervisor.wayout import finalise, tidy_profile_dir
+from launcher.supervisor.wiring import real_execute
 
 
 def _epoch_of(monotonic_s: float) -> float:
@@ -61,7 +56,7 @@ class Supervisor(Reloading, Watching, Parking):
         self.allow_unknown = allow_unknown
         self.retry_rejected = retry_rejected
         self.hooks = hooks or Hooks()
-        self.execute = execute or Execute()
+        self.execute = execute or real_execute()
         self.progress = progress or Progress(notifier=self.hooks.notifier)  # STATUS= while starting
         # Every state write goes through the bookkeeping: a full disk never stops a healthy engine.
         self.books = Bookkeeping(self.hooks.notifier.status)
@@ -218,6 +213,8 @@ class Supervisor(Reloading, Watching, Parking):
         )
 
     def _start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
+        """Preflight, start and gate `candidate` in `phase`: the chain's report, or None when a stop
+        signal came meanwhile. PreflightRefused before anything started."""
         if self.hooks.preflight is not None:
             if self.parked is not None:
                 self.hooks.preflight(candidate, parked=self._parked_pids())
@@ -229,10 +226,19 @@ class Supervisor(Reloading, Watching, Parking):
             show={"candidate": candidate.label},
             tell=f"{phase}: {candidate.label}",
         )
-        log_path = self.store.engine_log(self.profile)
+        attempt = self._spawn(candidate)
+        if phase is Phase.STARTING:
+            self.transitions.record(phase=Phase.GATING, show={})
+        report = self._judge(attempt)
+        if self.inbox.stop_requested.is_set():
+            return None
+        return report
+
+    def _spawn(self, candidate: Candidate) -> Attempt:
+        """The candidate's engine, started holding its GPU locks; it is what runs now (`current`)."""
         attempt = launch_attempt(
             candidate,
-            log_path,
+            self.store.engine_log(self.profile),
             self.progress,
             gpu_locks=self.hooks.gpu_locks,
             deployment=self.deployment,
@@ -250,10 +256,14 @@ class Supervisor(Reloading, Watching, Parking):
             engine_pid=attempt.engine.pid,
             argv=redact_argv(candidate.argv),
         )
-        if phase is Phase.STARTING:
-            self.transitions.record(phase=Phase.GATING, show={})
-        inbox_stop = self.inbox.stop_requested.is_set
-        report = self.execute.gates(attempt, self.progress, inbox_stop, self.hooks.gpu_bytes)
+        return attempt
+
+    def _judge(self, attempt: Attempt) -> ChainReport:
+        """The chain's report on `attempt`, with its log facts and the report kept on record."""
+        candidate = attempt.candidate
+        report = self.execute.gates(
+            attempt, self.progress, self.inbox.stop_requested.is_set, self.hooks.gpu_bytes
+        )
         if report.passed:
             attempt.engine.watch_every_process()  # what serves is watched, however fast it started
         facts = attempt.facts()
@@ -268,8 +278,6 @@ class Supervisor(Reloading, Watching, Parking):
             passed=report.passed,
             gates=report.to_json(),
         )
-        if self.inbox.stop_requested.is_set():
-            return None
         return report
 
     def _promote(self, candidate: Candidate, report: ChainReport) -> None:
@@ -307,6 +315,8 @@ class Supervisor(Reloading, Watching, Parking):
             self.store.write_previous_good(self.profile, old)
 
     def _roll_back(self, rejected: Candidate, report: ChainReport | None, reason: str) -> int | None:
+        """`rejected` is stopped and last-good serves instead: woken where it sleeps beside it, else
+        started as recorded and gated; an exit code when nothing can be served."""
         rejected_pids = self.current.engine.process_tree() if self.current is not None else []
         self._stop_current("candidate rejected")
         self.transitions.record(
@@ -322,7 +332,9 @@ class Supervisor(Reloading, Watching, Parking):
                 show={"reason": reason},
             )
             return int(ExitCode.GATE_FAILED)
-        last_good = Candidate.from_record(record)
+        return self._serve_last_good(Candidate.from_record(record), reason)
+
+    def _serve_last_good(self, last_good: Candidate, reason: str) -> int | None:
         self.transitions.record(
             Event.ROLLBACK,
             phase=Phase.ROLLING_BACK,

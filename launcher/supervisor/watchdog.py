@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from launcher.host.notify import watchdog_interval_s
 from launcher.supervisor.adapters import RequestsHttp
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.notify_port import Notifier
+from launcher.supervisor.seams import Notifier
 
 IDLE_TICK_S = 3600.0
 

@@ -1,5 +1,7 @@
-"""Plugs the host-safety layer (preflight, GPU locks, restart guard, NVML, sd_notify) and the
-serving watch into the supervisor's seams. The supervisor itself knows none of these modules."""
+"""The one place the real implementations are plugged into the supervisor's seams (seams.py): the
+engine, its judge and vLLM's sleep routes (`real_execute`), and the host-safety layer (preflight,
+GPU locks, restart guard, NVML, sd_notify) with the serving watch (`host_hooks`). The serve loop,
+the reload, park and watch halves and the lifecycle know only the seams."""
 
 from __future__ import annotations
 
@@ -18,11 +20,18 @@ from launcher.host.preflight import run_preflight
 from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
 from launcher.settings import GlobalOptions
+from launcher.supervisor.attempt import gate_attempt
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.engine_port import EngineHandle
-from launcher.supervisor.hooks import Hooks
+from launcher.supervisor.engine import EngineProcess
+from launcher.supervisor.seams import EngineHandle, Execute, Hooks
+from launcher.supervisor.sleep import VllmSleep
 from launcher.watch.runner import ServingWatch, WatchPlan
 from launcher.watch.verdict import Judgement
+
+
+def real_execute() -> Execute:
+    """The real engine (a process group with its log keeper), the gate chain, vLLM's sleep routes."""
+    return Execute(engine=EngineProcess, gates=gate_attempt, sleep=VllmSleep)
 
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:

@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from basis.setting import SettingValues
 from gates.canary import send_canary
 from gates.leak_rule import LeakRule
 from gates.memory_leak import MemoryLeakGate
 from gates.registry import GATE_SETTINGS
-from gates.setting import SettingValues
 from gates.tool_cases import CASES, ToolCase, judge_reply
 from launcher.host.host_checks import measure_host
 from launcher.host.orphans import prefixes_for

@@ -41,7 +41,7 @@ from score import markdown, score  # noqa: E402
 from tbdiff import traceback_rows  # noqa: E402
 
 from launcher.procgroup import group_members  # noqa: E402
-from launcher.supervisor.livelog import LINE_END  # noqa: E402  (how the launcher splits a log)
+from launcher.supervisor.logkeeper import LINE_END  # noqa: E402  (how the launcher splits a log)
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"

@@ -44,7 +44,7 @@ def test_the_copied_sources_build_the_package_offline(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     [wheel] = (tmp_path / "out").glob("vllm_gate-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"launcher/cli.py", "launcher/check.py", "gates/registry.py",
+    assert {"launcher/cli.py", "launcher/check.py", "gates/registry.py", "basis/clock.py",
             "vllm_flags/data/vllm-serve-schema-0.33.0.json", "vllm_sim/cli.py"} <= names  # fmt: skip
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"launch = launcher.cli:main" in entry_points

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from launcher.supervisor.group_watch import Death, GroupWatch
+from launcher.supervisor.group_watch import GroupWatch
+from launcher.supervisor.seams import Death
 
 pytestmark = pytest.mark.integration
 

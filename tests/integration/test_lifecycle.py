@@ -12,8 +12,8 @@ import pytest
 
 from launcher.procgroup import group_members
 from launcher.profile.plan import build_plan
+from launcher.supervisor.attempt import launch_attempt
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.lifecycle import launch_attempt
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
 from tests.launcher_run import write_profile

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from launcher.supervisor.engine import EngineProcess
-from launcher.supervisor.livelog import MAX_LINE_CHARS, LiveLog
+from launcher.supervisor.livelog import LiveLog
+from launcher.supervisor.logkeeper import MAX_LINE_CHARS
 
 pytestmark = pytest.mark.integration
 

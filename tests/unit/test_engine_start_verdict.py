@@ -9,7 +9,7 @@ import pytest
 
 from launcher.logfacts import parse_file
 from launcher.logfacts.cause import cause_text
-from launcher.supervisor.early_exit import early_exit_of, rejection_reason
+from launcher.supervisor.start_verdict import early_exit_of, rejection_reason
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOG = Path("/state/profiles/svc/logs/engine.log")

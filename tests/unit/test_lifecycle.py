@@ -17,12 +17,11 @@ import pytest
 from launcher.errors import AlreadyRunning, BadInput
 from launcher.procgroup import process_tree
 from launcher.profile.plan import build_plan
-from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.lifecycle import launch_attempt
 from launcher.state.store import StateStore
+from launcher.supervisor.attempt import StopOnSignal, launch_attempt
+from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
-from launcher.supervisor.signals import StopOnSignal
 from tests.doubles import FakeClock
 from tests.launcher_run import write_profile
 

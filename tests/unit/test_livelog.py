@@ -7,9 +7,8 @@ import threading
 import tracemalloc
 from pathlib import Path
 
-from launcher.supervisor.enginelog import EngineLogFile
-from launcher.supervisor.keptlines import KeptLines
-from launcher.supervisor.livelog import MAX_LINE_CHARS, TAIL_LINES, LiveLog, cut_marker
+from launcher.supervisor.livelog import TAIL_LINES, KeptLines, LiveLog
+from launcher.supervisor.logkeeper import MAX_LINE_CHARS, EngineLogFile, cut_marker
 
 
 def test_a_reader_resumes_from_its_position_and_skips_what_was_dropped() -> None:

@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 from launcher.redact import LineRedactor
-from launcher.supervisor.enginelog import EngineLogFile
-from launcher.supervisor.linecut import MAX_LINE_CHARS, cut_marker
-from launcher.supervisor.logkeeper import MODULE, keep, main
+from launcher.supervisor.logkeeper import MAX_LINE_CHARS, MODULE, EngineLogFile, cut_marker, keep, main
 
 KEY = "sk-live-4f9a8b7c6d5e"
 

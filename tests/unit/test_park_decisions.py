@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import PreflightRefused
-from launcher.supervisor.events import Event
+from launcher.supervisor.history import Event
 from tests.engine_double import Script, ScriptedSleeps, passes, rejected_by
 from tests.unit.test_supervisor_decisions import PORT, Box, box_with, without_stops
 
@@ -118,7 +118,7 @@ def test_the_change_that_turns_park_on_stops_the_engine_that_cannot_sleep(tmp_pa
 def test_sleep_mode_and_the_port_to_alternate_to_are_read_from_the_launch(tmp_path: Path) -> None:
     from launcher.profile.plan import build_plan
     from launcher.supervisor.candidate import Candidate
-    from launcher.supervisor.park import can_sleep, other_port
+    from launcher.supervisor.sleep import can_sleep, other_port
 
     box = parked_box(tmp_path)
     candidate = Candidate.from_plan(build_plan(box.profiles, "svc"))

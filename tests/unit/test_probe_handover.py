@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from basis.clock import SystemClock
 from launcher.errors import GateFailed
-from launcher.host.clock import SystemClock
 from launcher.probe.handover import Handover, Serving, Systemctl
 from launcher.probe.production import Mode, Production
 from tests.simserver import HANG_S

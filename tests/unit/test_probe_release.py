@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.host.clock import SystemClock
+from basis.clock import SystemClock
 from launcher.host.gpu import FakeGpuProbe
 from launcher.probe.release import NotReleased, wait_released
 from launcher.profile.plan import LaunchPlan, build_plan

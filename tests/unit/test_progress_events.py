@@ -86,7 +86,7 @@ def test_json_in_the_journal_on_request(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_text_is_one_line_whatever_the_values_hold() -> None:
-    from launcher.supervisor.logformat import render_text
+    from launcher.supervisor.progress import render_text
 
     event = {"event": "phase.stopped", "signal": "SIGTERM", "why": 'a "b"\nc=d', "ids": ["x", "y"],
              "ok": True, "n": 3, "timestamp": "T", "level": "info"}  # fmt: skip

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from launcher.host.clock import SystemClock
+from basis.clock import SystemClock
 from launcher.host.gpu import MIB, FakeGpuProbe
 from launcher.host.process_view import ProcessView, view_of
 from launcher.host.reaper import Reaped, ReapOutcome, reap

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.state.store import StateStore
-from launcher.supervisor.events import Event
+from launcher.supervisor.history import Event
 from tests.engine_double import ScriptedEngines, passes, rejected_by
 from tests.unit.test_supervisor_decisions import box_with, without_stops
 

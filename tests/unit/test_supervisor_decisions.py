@@ -26,12 +26,10 @@ from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
-from launcher.supervisor.execute import Execute
-from launcher.supervisor.history import History
-from launcher.supervisor.hooks import Hooks
+from launcher.supervisor.history import Event, History
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Outcome, Verdict
+from launcher.supervisor.seams import Execute, Hooks
 from launcher.supervisor.service import Supervisor
 from launcher.supervisor.status import read_status
 from tests.engine_double import ScriptedEngines, ScriptedSleeps, fails_to_start, passes, rejected_by

@@ -32,7 +32,8 @@ def write_lines(path: Path, lines: int) -> None:
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    for package, lines in (("launcher", 60), ("gates", 20), ("vllm_flags", 10), ("vllm_sim", 10)):
+    packages = (("launcher", 60), ("gates", 15), ("vllm_flags", 10), ("vllm_sim", 10), ("basis", 5))
+    for package, lines in packages:
         write_lines(tmp_path / package / "__init__.py", lines)
     write_lines(tmp_path / "tests" / "unit" / "test_a.py", 30)
     write_lines(tmp_path / "tests" / "integration" / "test_b.py", 15)
@@ -43,7 +44,7 @@ def checkout(tmp_path: Path) -> Path:
 def test_every_python_line_counts_blank_and_comment_lines_too(checkout: Path) -> None:
     (checkout / "gates" / "more.py").write_text("# a comment\n\n'''doc'''\n")
     figures = RATIO.count(checkout)
-    assert figures.product == {"launcher": 60, "gates": 23, "vllm_flags": 10, "vllm_sim": 10}
+    assert figures.product == {"launcher": 60, "gates": 18, "vllm_flags": 10, "vllm_sim": 10, "basis": 5}
     assert figures.tests == {"unit": 30, "integration": 15, "other": 5}
     assert (figures.product_lines, figures.test_lines, figures.ratio) == (103, 50, round(50 / 103, 3))
 
@@ -74,5 +75,5 @@ def test_the_command_prints_the_table_or_json_and_refuses_a_tree_that_is_not_a_c
 
 def test_this_repository_counts_the_packages_the_issue_names() -> None:
     figures = RATIO.count(REPO)
-    assert set(figures.product) == {"launcher", "gates", "vllm_flags", "vllm_sim"}
+    assert set(figures.product) == {"launcher", "gates", "vllm_flags", "vllm_sim", "basis"}
     assert figures.tests["unit"] > 0 and figures.tests["integration"] > 0 and figures.ratio is not None

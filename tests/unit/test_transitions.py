@@ -8,11 +8,9 @@ import io
 import json
 from pathlib import Path
 
-from launcher.supervisor.events import Event
-from launcher.supervisor.history import History
+from launcher.supervisor.history import Event, History
 from launcher.supervisor.progress import Progress
-from launcher.supervisor.status import Phase, StatusBoard
-from launcher.supervisor.transitions import Transitions
+from launcher.supervisor.status import Phase, StatusBoard, Transitions
 
 
 class Order(list[str]):

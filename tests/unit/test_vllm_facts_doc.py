@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 DOC = REPO / "docs" / "vllm-facts.md"
-CITING_DIRS = ("launcher", "gates", "vllm_flags", "vllm_sim", "scripts", "tests", "docs")
+CITING_DIRS = ("basis", "launcher", "gates", "vllm_flags", "vllm_sim", "scripts", "tests", "docs")
 SUFFIXES = {".py", ".sh", ".md", ".txt", ".toml"}
 CITATION = re.compile(r"vllm-facts(?:\.md)?`? ?(§[^)\n]*)")
 SECTION = re.compile(r"§(\d+(?:\.\d+)?)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from launcher.supervisor.candidate import Candidate
-from launcher.supervisor.events import Event
+from launcher.supervisor.history import Event
 from launcher.supervisor.watchdog import Watchdog
 from launcher.watch.verdict import Check, Judgement, Verdict
 from tests.engine_double import ScriptedWatches, passes, rejected_by

@@ -1,4 +1,6 @@
-"""`engine_start`: the verdict of an engine that exited before it was ready, so before any gate
+"""A start's verdict in words: the chain's report for a terminal (`render_report`), the reason a
+rejected candidate carries (`rejection_reason`: `launch status`, the history, the restart guard),
+and `engine_start`, the verdict of an engine that exited before it was ready, so before any gate
 could judge it.
 
 The chain charges such a start to whichever gate was waiting (`rejected by kernel_marker: engine
@@ -16,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gates.chain import ChainReport
+from gates.outcome import Verdict
 from launcher.logfacts.cause import CauseText, cause_text
-from launcher.supervisor.attempt import Attempt
+from launcher.supervisor.seams import Attempt
 
 VERDICT = "engine_start"
 
@@ -75,3 +79,36 @@ def rejection_reason(label: str, failure_gate: str | None, summary: str, early: 
     if failure_gate is None:
         return "rejected"
     return f"{label} rejected by {failure_gate}: {summary}"
+
+
+MARKS = {
+    Verdict.PASS: "PASS",
+    Verdict.FAIL: "FAIL",
+    Verdict.ERROR: "ERROR",
+    Verdict.SKIP: "skip",
+    Verdict.NOT_YET: "----",
+}
+
+
+def render_report(report: ChainReport, title: str, early: EarlyExit | None = None) -> str:
+    """`early`: the engine exited before any gate could judge it, which is the verdict then."""
+    lines = [title]
+    width = max((len(r.name) for r in report.results), default=4)
+    for result in report.results:
+        optional = "" if result.required else " (optional)"
+        lines.append(
+            f"  {MARKS[result.verdict]:<5} {result.name:<{width}} {result.duration_s:7.2f}s  "
+            f"{result.summary}{optional}"
+        )
+        if result.verdict in (Verdict.FAIL, Verdict.ERROR):
+            for name, case in (result.evidence.get("cases") or {}).items():
+                if isinstance(case, dict) and not case.get("ok", True) and case.get("body"):
+                    lines.append(f"          {name}: {case['body'][:400]}")
+    if report.passed:
+        verdict = "all required gates passed"
+    elif early is not None:
+        verdict = f"rejected at {VERDICT}: {early.describe()}"
+    else:
+        verdict = f"rejected by {report.first_failure.name}"  # type: ignore[union-attr]
+    lines.append(f"  → {verdict}")
+    return "\n".join(lines)

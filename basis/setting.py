@@ -46,17 +46,25 @@ class Setting:
         if isinstance(value, bool) or value is None:
             return None
         if isinstance(value, int | float):
-            if not math.isfinite(value):
-                return "must be a finite number"
-            if self.minimum is not None and value < self.minimum:
-                return f"must be ≥ {_num(self.minimum)}"
-            if self.maximum is not None and value > self.maximum:
-                return f"must be ≤ {_num(self.maximum)}"
+            return self._number_problem(value)
         if isinstance(value, str):
-            if any(ord(c) < 32 or ord(c) == 127 for c in value):
-                return "contains a control character"
-            if self.choices is not None and value not in self.choices:
-                return f"must be one of {', '.join(self.choices)}"
+            return self._text_problem(value)
+        return None
+
+    def _number_problem(self, value: float) -> str | None:
+        if not math.isfinite(value):
+            return "must be a finite number"
+        if self.minimum is not None and value < self.minimum:
+            return f"must be ≥ {_num(self.minimum)}"
+        if self.maximum is not None and value > self.maximum:
+            return f"must be ≤ {_num(self.maximum)}"
+        return None
+
+    def _text_problem(self, value: str) -> str | None:
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            return "contains a control character"
+        if self.choices is not None and value not in self.choices:
+            return f"must be one of {', '.join(self.choices)}"
         return None
 
     def _list_problem(self, value: list[Any]) -> str | None:

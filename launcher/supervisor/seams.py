@@ -1,0 +1,314 @@
+"""The supervisor's seams, in one place (as tox's `Execute`): what crosses between the serve loop
+and the lifecycle on one side and what they drive on the other — the engine, the judge, vLLM's
+sleep routes, the host-safety layer, systemd.
+
+What the serve loop is given (`Execute`: the engine, the gate runner, the sleep routes; `Hooks`:
+preflight, GPU locks, restart guard, NVML, sd_notify, the serving watch) and what it sees of an
+engine (`EngineHandle`, its `Death`, its `StopReport`) and of one start (`Attempt`) are declared here,
+as Protocols and plain values. This module imports none of the modules that implement them
+(tests/unit/test_supervisor_structure.py): `engine.EngineProcess` is the real engine,
+`attempt.gate_attempt` the real judge, `sleep.VllmSleep` the real routes, and `wiring.py` the one
+place that plugs those and the host layer in. A unit test passes a scripted engine, scripted chain
+reports and scripted sleeps instead (tests/engine_double.py), so the supervisor's decisions —
+promote, roll back, reload, refuse, notice a death, park — run in milliseconds, with no process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gates.context import LogView
+from launcher.supervisor.history import utc_now
+
+if TYPE_CHECKING:
+    from gates.chain import ChainReport
+    from gates.outcome import Outcome
+    from launcher.supervisor.candidate import Candidate
+    from launcher.watch.verdict import Judgement
+
+LineSink = Callable[[str, str], None]  # (stream name, text chunk)
+GpuBytesFn = Callable[[Sequence[int]], "int | None"]  # GPU memory held by these pids (None: no NVML)
+SOURCE_WAIT = "waitpid"  # the launcher's own child
+SOURCE_ZOMBIE = "/proc/PID/stat"  # read while it was a zombie
+SOURCE_CONNECTOR = "process connector"  # the kernel's exit event
+
+
+# ---- what the engine reports --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Death:
+    """The first process of the engine that ended: `VLLM::EngineCore pid 4360 killed by SIGKILL`."""
+
+    pid: int
+    name: str
+    wait_status: int | None  # as waitpid(2) reports it; None when it could not be read
+    noticed_at: float  # time.monotonic() when the launcher saw it
+    source: str | None = None  # what told the status: SOURCE_* above
+
+    @classmethod
+    def from_returncode(cls, pid: int, name: str, returncode: int) -> Death:
+        status = (-returncode) & 0x7F if returncode < 0 else (returncode & 0xFF) << 8
+        return cls(pid, name, status, time.monotonic(), SOURCE_WAIT)
+
+    def how(self) -> str:
+        if self.wait_status is None:
+            return "exited (status not readable: its parent collected it first)"
+        if os.WIFSIGNALED(self.wait_status):
+            sig = os.WTERMSIG(self.wait_status)
+            with contextlib.suppress(ValueError):
+                return f"killed by {signal.Signals(sig).name}"
+            return f"killed by signal {sig}"
+        return f"exited with code {os.WEXITSTATUS(self.wait_status)}"
+
+    def describe(self) -> str:
+        return f"{self.name} pid {self.pid} {self.how()}"
+
+
+@dataclass(frozen=True, slots=True)
+class StopReport:
+    graceful: bool  # the group ended on SIGTERM within the grace period
+    killed: bool  # SIGKILL was needed
+    leftovers: tuple[int, ...]  # pids of the group still there after everything (should be empty)
+    seconds: float
+
+
+# ---- the engine and one start of it ---------------------------------------------------------------
+class EngineHandle(Protocol):
+    """One engine: constructing it starts nothing; `start()` spawns it, `stop()` ends all of it."""
+
+    exited: threading.Event  # set once the engine is dead (any vital process of it)
+    death: Death | None  # the first of its processes that ended, and how
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def pgid(self) -> int | None: ...
+
+    def on_exit(self, callback: Callable[[], None]) -> None: ...
+
+    def on_death(self, callback: Callable[[], None]) -> None: ...
+
+    def start(self) -> None: ...
+
+    def exit_description(self) -> str | None: ...
+
+    def process_tree(self) -> list[int]: ...
+
+    def watch_every_process(self) -> None:
+        """From now on every vital process of the engine is watched (re-read at once, not at the next
+        periodic re-read): called before the engine serves."""
+
+    def group_members(self) -> list[int]: ...
+
+    def stop(self, grace_s: float) -> StopReport: ...
+
+
+class EngineFactory(Protocol):
+    """Makes an engine for `argv`/`env` whose output goes to `sink` (and, through the log keeper,
+    to `log_path`)."""
+
+    def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink, log_path: Path | None = None
+    ) -> EngineHandle: ...
+
+
+class AttemptLog(LogView, Protocol):
+    """The live log of one start as its attempt uses it (livelog.LiveLog): the gates' view, and its end."""
+
+    def flush(self) -> None: ...
+
+    def keep_tail(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Attempt:
+    """One start of one candidate: its engine, its live log, the chain's report once judged, and what
+    it holds (its GPU locks), let go of only once its whole process group is gone."""
+
+    candidate: Candidate
+    engine: EngineHandle
+    log: AttemptLog
+    started_at: str = field(default_factory=utc_now)
+    report: ChainReport | None = None
+    held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
+
+    @property
+    def passed(self) -> bool:
+        return self.report is not None and self.report.passed
+
+    def stop(self, grace_s: float) -> StopReport:
+        try:
+            report = self.engine.stop(grace_s=grace_s)
+        finally:
+            self.log.flush()
+            self.log.close()
+            self.held.close()
+        return report
+
+    def facts(self) -> dict[str, object]:
+        return dict(self.log.facts())
+
+
+class GateProgress(Protocol):
+    """Where the judge reports each gate (progress.Progress)."""
+
+    def on_gate(self, index: int, total: int, name: str, outcome: Outcome | None) -> None: ...
+
+
+class GateRunner(Protocol):
+    """Judges a started attempt: the chain's report (it stops early when `should_stop` says so).
+    `only`: run just these gates of the candidate's chain (a woken engine: the ones that speak HTTP)."""
+
+    def __call__(
+        self,
+        attempt: Attempt,
+        progress: GateProgress,
+        should_stop: Callable[[], bool],
+        gpu_bytes: GpuBytesFn | None = None,
+        only: frozenset[str] | None = None,
+    ) -> ChainReport: ...
+
+
+class SleepControl(Protocol):
+    """vLLM's sleep routes of one engine; each returns None on success, else why it failed."""
+
+    def sleep(self, timeout_s: float) -> str | None: ...
+
+    def is_sleeping(self, timeout_s: float) -> bool | None: ...
+
+    def wake(self, timeout_s: float) -> str | None: ...
+
+    def reset_prefix_cache(self, timeout_s: float) -> str | None: ...
+
+
+SleepFactory = Callable[["Candidate"], SleepControl]
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """How the supervisor executes a start: which engine it makes, what judges it, how it sleeps and
+    wakes (park = "sleep"). The real ones: `wiring.real_execute()`."""
+
+    engine: EngineFactory
+    gates: GateRunner
+    sleep: SleepFactory
+
+
+# ---- the host-safety layer and systemd --------------------------------------------------------------
+class Notifier(Protocol):
+    """What the supervisor tells the service manager (sd_notify: launcher/host/notify.py)."""
+
+    def ready(self, status: str) -> object: ...
+
+    def status(self, text: str) -> object: ...
+
+    def reloading(self) -> object: ...
+
+    def stopping(self) -> object: ...
+
+    def watchdog(self) -> object: ...
+
+    def extend_timeout(self, seconds: float) -> object: ...
+
+
+class NullNotifier:
+    """Not under systemd: nothing to tell."""
+
+    def ready(self, status: str) -> None:
+        pass
+
+    def status(self, text: str) -> None:
+        pass
+
+    def reloading(self) -> None:
+        pass
+
+    def stopping(self) -> None:
+        pass
+
+    def watchdog(self) -> None:
+        pass
+
+    def extend_timeout(self, seconds: float) -> None:
+        pass
+
+
+class GpuLocksFn(Protocol):
+    """The candidate's GPU locks, held for its engine's whole life. `sharing`: a parked engine of
+    this launcher whose locks cover the same GPUs; the candidate then takes none of its own."""
+
+    def __call__(
+        self, candidate: Candidate, *, sharing: Candidate | None = None
+    ) -> AbstractContextManager[object]: ...
+
+
+class WatchHandle(Protocol):
+    """The serving watch as the serve loop uses it (launcher/watch/runner.py `ServingWatch`)."""
+
+    @property
+    def judgement(self) -> Judgement: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def keep_evidence(
+        self,
+        directory: Path,
+        *,
+        profile: str,
+        label: str,
+        judgement: Judgement,
+        action: str,
+        engine_log: Path,
+    ) -> Path: ...
+
+
+# Makes the watch of what serves: the candidate, its engine, and where verdict changes go.
+WatchFactory = Callable[["Candidate", EngineHandle, Callable[["Judgement"], None]], WatchHandle]
+
+
+class PreflightFn(Protocol):
+    """Raises PreflightRefused (exit 4). `serving`: the engine a reload stops only once this passed
+    (what it holds counts as free); `parked`: an engine asleep on the same GPUs (its residue counts
+    as used, but it is not a second model: it serves nothing)."""
+
+    def __call__(
+        self, candidate: Candidate, *, serving: frozenset[int] = ..., parked: frozenset[int] = ...
+    ) -> None: ...
+
+
+class Guard(Protocol):
+    """The restart-loop guard (launcher/host/restart_guard.py) as the supervisor uses it."""
+
+    def should_retry(self, fingerprint: str) -> bool: ...
+
+    def record_failure(self, fingerprint: str, reason: str) -> Any: ...
+
+    def record_success(self, fingerprint: str) -> None: ...
+
+    def status(self, fingerprint: str) -> Any: ...
+
+
+@dataclass
+class Hooks:
+    """Seams the host layer plugs into (preflight, GPU locks, restart guard, NVML, sd_notify, the
+    watch); wired in `wiring.host_hooks`. None: that part is not wired (a test, `launch try`)."""
+
+    preflight: PreflightFn | None = None
+    notifier: Notifier = field(default_factory=NullNotifier)
+    gpu_bytes: GpuBytesFn | None = None
+    gpu_locks: GpuLocksFn | None = None
+    restart_guard: Callable[[Candidate], Guard] | None = None
+    watch: WatchFactory | None = None  # the serving watch of what serves (None: only deaths are seen)
