@@ -40,7 +40,8 @@ def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, 
     """Render argv/env; unknown flags are errors unless `lenient` (a fork: `engine.schema = "none"`)."""
     engine = profile.data.get("engine", {})
     declared = engine_settings(profile.data)
-    argv: list[str] = [*declared.value("command")]
+    command = declared.value("command")  # a command of the wrong type is an error of the structure check
+    argv = [str(part) for part in command] if isinstance(command, list) else [str(command)]
     if engine.get("model"):
         argv.append(str(engine["model"]))
     names = engine.get("served_model_name")
