@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 
 from gates.context import Clock
 from launcher.errors import BadInput
@@ -32,7 +33,7 @@ from launcher.host.gpu_checks import (
     without_holders,
     without_serving,
 )
-from launcher.host.gpu_locks import busy_holders
+from launcher.host.gpu_locks import LockHolder, busy_holders
 from launcher.host.host_checks import (
     check_host_memory,
     check_model_path,
@@ -95,28 +96,25 @@ def check_host(
     """All checks, reaping first when asked; never raises for a refusal."""
     policy = HostPolicy.from_request(request)
     reap = reap or policy.reap_orphans
-    if (force or named) and not reap:
-        raise BadInput("--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans")
+    _check_reap_flags(reap, force, named)
     demand = gpu_demand(request, environ)
     prefixes = prefixes_for(request.env)
     deployment = deployment_id(options.state_dir, request.profile)
     me = view_of(os.getpid())
     user = me.user if me is not None else str(os.geteuid())
     with probe if probe is not None else NvmlProbe() as gpu_probe:
-        gpus, scan = _observe(gpu_probe, demand, prefixes, serving, parked)
+        observe = partial(_observe, gpu_probe, demand, prefixes, serving, parked)
+        gpus, scan = observe()
+        targets = _chosen_targets(scan, gpus, prefixes[-1], deployment, force, named) if reap else []
         reaped = None
-        if reap:
-            targets = _reap_targets(scan, gpus, prefixes[-1], deployment, force)
-            targets += named_targets(scan, named, {t.pid for t in targets})
-            if targets:
-                reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
-                gpus, scan = _observe(gpu_probe, demand, prefixes, serving, parked)
+        if targets:
+            reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
+            gpus, scan = observe()
     available, swap_used = measure_host()
     guard = guard_for(
         options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
     )
-    locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
-    locks = [h for h in locks if not ((serving or parked) and h.pid == os.getpid())]  # ours: released or lent
+    locks = _others_locks(options, demand, lent=bool(serving or parked))
     checks = (
         check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
         check_orphans(scan, gpus, prefixes[-1], request.profile, user, deployment),
@@ -130,6 +128,19 @@ def check_host(
     )
     where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
     return PreflightReport(request.profile, checks, demand.ids, where, reaped)
+
+
+def _check_reap_flags(reap: bool, force: bool, named: tuple[str, ...]) -> None:
+    """`--force` and `--reap-foreign` only widen what reaping reaps: either without it is bad input."""
+    if (force or named) and not reap:
+        raise BadInput("--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans")
+
+
+def _others_locks(options: GlobalOptions, demand: GpuDemand, *, lent: bool) -> list[LockHolder]:
+    """Who else holds a lock on the GPUs asked for; ours is no one else's when the engine that
+    serves is being replaced or one is parked (its locks are released or lent to the candidate)."""
+    locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
+    return [h for h in locks if not (lent and h.pid == os.getpid())]
 
 
 def _observe(
@@ -165,6 +176,20 @@ def _matches(process: HostProcess, name: str) -> bool:
         return process.pid == int(name)
     mark = process.deployment or ""
     return name in (mark, mark.split("@", 1)[0]) and bool(mark)
+
+
+def _chosen_targets(
+    scan: list[HostProcess],
+    gpus: HostGpus,
+    own_prefix: str,
+    deployment: str,
+    force: bool,
+    named: tuple[str, ...],
+) -> list[ProcessView]:
+    """What is reaped: the orphans that block this start (with `force`, every holder of its GPUs),
+    then those the operator named."""
+    targets = _reap_targets(scan, gpus, own_prefix, deployment, force)
+    return targets + named_targets(scan, named, {t.pid for t in targets})
 
 
 def _reap_targets(
