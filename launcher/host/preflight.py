@@ -46,7 +46,7 @@ from launcher.host.orphans import HostProcess, Role, deployment_id, prefixes_for
 from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
-from launcher.host.report import PreflightReport
+from launcher.host.report import CheckResult, PreflightReport
 from launcher.host.request import HostRequest
 from launcher.host.restart_guard import guard_for
 from launcher.settings import GlobalOptions
@@ -110,15 +110,27 @@ def check_host(
         if targets:
             reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
             gpus, scan = observe()
-    available, swap_used = measure_host()
-    guard = guard_for(
-        options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
-    )
     locks = _others_locks(options, demand, lent=bool(serving or parked))
     checks = (
         check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
         check_orphans(scan, gpus, prefixes[-1], request.profile, user, deployment),
         check_one_model(gpus, demand, locks, user),
+        *_machine_checks(request, options, policy, serving),
+    )
+    where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
+    return PreflightReport(request.profile, checks, demand.ids, where, reaped)
+
+
+def _machine_checks(
+    request: HostRequest, options: GlobalOptions, policy: HostPolicy, serving: frozenset[int]
+) -> tuple[CheckResult, ...]:
+    """The checks no GPU takes part in: host memory, swap, the port, the model's path, the restart
+    guard, the compile cache."""
+    available, swap_used = measure_host()
+    guard = guard_for(
+        options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
+    )
+    return (
         check_host_memory(available, policy.min_host_available_gib),
         check_swap(swap_used, policy.max_swap_used_gib),
         check_port(request.host, request.port, serving),
@@ -126,8 +138,6 @@ def check_host(
         check_restart_guard(guard.status(request.fingerprint)),
         check_compile_cache({**os.environ, **request.env}, request.has_secret_env),
     )
-    where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
-    return PreflightReport(request.profile, checks, demand.ids, where, reaped)
 
 
 def _check_reap_flags(reap: bool, force: bool, named: tuple[str, ...]) -> None:
