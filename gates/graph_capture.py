@@ -106,39 +106,24 @@ class GraphCaptureGate(GateBase):
             k: facts.get(k) for k in ("capture_sizes", "cudagraph_mode", "graphs_captured", "capture_line")
         }
         mode = facts.get("cudagraph_mode")
-        if facts.get("enforce_eager") or str(mode).upper() == "NONE":
-            return Outcome.failed(
-                "served in eager mode though the profile did not ask for it (no CUDA graphs: decode was "
-                "10.3 vs 123.6 tok/s in the field)",
-                **evidence,
-            )
         asked = (expect.cudagraph_mode or DEFAULT_MODE).upper()
-        if mode is not None and str(mode).upper() != asked and not self.setting("allow_mode_downgrade"):
-            return Outcome.failed(
-                f"CUDA-graph mode {mode}, asked for {asked}: downgraded by vLLM", **evidence
-            )
-        if facts.get("cudagraph_captured") is False:
-            return Outcome.failed("CUDA-graph capture did not complete", **evidence)
-        printed = facts.get("capture_sizes")
-        if printed is None:
-            return Outcome.failed(
-                "the log does not show the capture sizes: cannot confirm the capture", **evidence
-            )
-        # The config line prints the sizes before speculative decoding rounds them (in the model
-        # runner): vLLM 0.26.0 with ngram printed [1, 2, 4, 8] and captured [3, 6].
-        configured = expect.configured_sizes if expect.configured_sizes is not None else expect.capture_sizes
-        if configured is not None and list(printed) != list(configured):
-            if list(printed) == FALLBACK_SIZES:
-                return Outcome.failed(
-                    f"capture sizes fell back to {FALLBACK_SIZES} (expected {list(configured)}): larger "
-                    "batches run eager (c4 dropped 40.9 → 5.2 tok/s in the field)",
-                    **evidence,
-                )
-            return Outcome.failed(
-                f"vLLM's config has capture sizes {list(printed)}, expected {list(configured)}", **evidence
-            )
+        problem = self._mode_problem(facts, mode, asked) or _capture_problem(facts, expect)
+        if problem is not None:
+            return Outcome.failed(problem, **evidence)
         runner = str(facts.get("model_runner") or expect.model_runner).upper()
-        return self._count(facts, list(printed), str(mode or asked).upper(), expect, evidence, runner)
+        printed = list(facts["capture_sizes"])
+        return self._count(facts, printed, str(mode or asked).upper(), expect, evidence, runner)
+
+    def _mode_problem(self, facts: Mapping[str, Any], mode: Any, asked: str) -> str | None:
+        """Eager where graphs were due, or a mode other than the one asked for (unless allowed)."""
+        if facts.get("enforce_eager") or str(mode).upper() == "NONE":
+            return (
+                "served in eager mode though the profile did not ask for it (no CUDA graphs: decode was "
+                "10.3 vs 123.6 tok/s in the field)"
+            )
+        if mode is not None and str(mode).upper() != asked and not self.setting("allow_mode_downgrade"):
+            return f"CUDA-graph mode {mode}, asked for {asked}: downgraded by vLLM"
+        return None
 
     def _count(
         self,
@@ -182,3 +167,24 @@ class GraphCaptureGate(GateBase):
             expected=expected,
             **evidence,
         )
+
+
+def _capture_problem(facts: Mapping[str, Any], expect: Expectations) -> str | None:
+    """Why the capture the log shows is not the one configured: unfinished, sizes not shown, sizes
+    that fell back to vLLM's defaults or differ from the profile's."""
+    if facts.get("cudagraph_captured") is False:
+        return "CUDA-graph capture did not complete"
+    printed = facts.get("capture_sizes")
+    if printed is None:
+        return "the log does not show the capture sizes: cannot confirm the capture"
+    # The config line prints the sizes before speculative decoding rounds them (in the model
+    # runner): vLLM 0.26.0 with ngram printed [1, 2, 4, 8] and captured [3, 6].
+    configured = expect.configured_sizes if expect.configured_sizes is not None else expect.capture_sizes
+    if configured is None or list(printed) == list(configured):
+        return None
+    if list(printed) == FALLBACK_SIZES:
+        return (
+            f"capture sizes fell back to {FALLBACK_SIZES} (expected {list(configured)}): larger "
+            "batches run eager (c4 dropped 40.9 → 5.2 tok/s in the field)"
+        )
+    return f"vLLM's config has capture sizes {list(printed)}, expected {list(configured)}"

@@ -80,6 +80,17 @@ class Reply:
     finish_reason: str | None = None
     calls: list[dict[str, str]] = field(default_factory=list)
 
+    @classmethod
+    def of_message(cls, message: dict[str, Any], finish_reason: str | None) -> Reply:
+        """A whole body's message: its text, reasoning (either field name) and calls."""
+        functions = [c.get("function") or {} for c in message.get("tool_calls") or []]
+        return cls(
+            content=message.get("content") or "",
+            reasoning=message.get("reasoning") or message.get("reasoning_content") or "",
+            finish_reason=finish_reason,
+            calls=[{"name": f.get("name", ""), "arguments": f.get("arguments", "")} for f in functions],
+        )
+
 
 def judge_reply(case: ToolCase, status: int, body: str) -> CaseResult:
     if status != 200:
@@ -89,20 +100,7 @@ def judge_reply(case: ToolCase, status: int, body: str) -> CaseResult:
         message = choice.get("message") or {}
     except (ValueError, KeyError, IndexError, TypeError):
         return CaseResult(case.name, False, "the body is not a chat completion", body)
-    calls = [
-        {
-            "name": (c.get("function") or {}).get("name", ""),
-            "arguments": (c.get("function") or {}).get("arguments", ""),
-        }
-        for c in message.get("tool_calls") or []
-    ]
-    reply = Reply(
-        content=message.get("content") or "",
-        reasoning=message.get("reasoning") or message.get("reasoning_content") or "",
-        finish_reason=choice.get("finish_reason"),
-        calls=calls,
-    )
-    return _judge(case, reply, body)
+    return _judge(case, Reply.of_message(message, choice.get("finish_reason")), body)
 
 
 def judge_stream(case: ToolCase, payloads: Iterable[str]) -> CaseResult:
@@ -119,59 +117,73 @@ def judge_stream(case: ToolCase, payloads: Iterable[str]) -> CaseResult:
         except ValueError:
             return CaseResult(case.name, False, "a stream chunk is not JSON", "\n".join(raw))
         for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            reply.content += delta.get("content") or ""
-            reply.reasoning += delta.get("reasoning") or delta.get("reasoning_content") or ""
-            for call in delta.get("tool_calls") or []:
-                slot = by_index.setdefault(int(call.get("index", 0)), {"name": "", "arguments": ""})
-                function = call.get("function") or {}
-                slot["name"] += function.get("name") or ""
-                slot["arguments"] += function.get("arguments") or ""
-            if choice.get("finish_reason"):
-                reply.finish_reason = choice["finish_reason"]
+            _take_choice(reply, by_index, choice)
     if not raw:
         return CaseResult(case.name, False, "the stream was empty (no connection or no data)")
     reply.calls = [by_index[i] for i in sorted(by_index)]
     return _judge(case, reply, "\n".join(raw))
 
 
+def _take_choice(reply: Reply, by_index: dict[int, dict[str, str]], choice: dict[str, Any]) -> None:
+    """Adds one streamed choice's delta to the reply; a call's pieces join the call of their index."""
+    delta = choice.get("delta") or {}
+    reply.content += delta.get("content") or ""
+    reply.reasoning += delta.get("reasoning") or delta.get("reasoning_content") or ""
+    for call in delta.get("tool_calls") or []:
+        _add_call_piece(by_index, call)
+    if choice.get("finish_reason"):
+        reply.finish_reason = choice["finish_reason"]
+
+
+def _add_call_piece(by_index: dict[int, dict[str, str]], call: dict[str, Any]) -> None:
+    slot = by_index.setdefault(int(call.get("index", 0)), {"name": "", "arguments": ""})
+    function = call.get("function") or {}
+    slot["name"] += function.get("name") or ""
+    slot["arguments"] += function.get("arguments") or ""
+
+
 def _judge(case: ToolCase, reply: Reply, body: str) -> CaseResult:
     budget_spent = reply.finish_reason == "length" and not reply.content.strip() and not reply.calls
     if not case.expect_call:
-        if reply.calls:
-            return CaseResult(
-                case.name, False, f"called {reply.calls[0]['name']} for a question that needs no tool", body
-            )
-        if budget_spent and reply.reasoning:
-            return CaseResult(case.name, False, "reasoning used the whole budget: no answer text", body)
-        if not reply.content.strip():
-            return CaseResult(case.name, False, "empty answer", body)
-        return CaseResult(case.name, True, "answered in text", "")
+        return _judge_text_answer(case, reply, body, budget_spent)
     if not reply.calls:
-        if budget_spent and reply.reasoning:
-            return CaseResult(case.name, False, "reasoning used the whole budget before any call", body)
-        if "</tool_call>" in reply.content and reply.finish_reason != "length":
-            # vLLM's hermes parser could not load the call (it logs `Error in extracting tool call
-            # from response.`) and returned the model's text as content (0.26.0 hermes_tool_parser.py:117)
-            return CaseResult(
-                case.name,
-                False,
-                "the tool parser could not read the call: it came back as text, not valid JSON: "
-                f"{reply.content.strip()[:80]!r}",
-                body,
-            )
-        if _begins_a_call(reply.content):
-            # Seen on vLLM 0.26 with a random-weight model: `<tool_call>\n{"name": "get_weather",
-            # "arguments": {"city"` then whitespace until max_tokens — a call begun, never finished.
-            return CaseResult(
-                case.name,
-                False,
-                f"a call was begun in text but never completed (finish_reason={reply.finish_reason}): "
-                f"{reply.content.strip()[:80]!r}",
-                body,
-            )
-        return CaseResult(case.name, False, f"no tool call; answered in text: {reply.content[:120]!r}", body)
-    call = reply.calls[0]
+        return CaseResult(case.name, False, _why_no_call(reply, budget_spent), body)
+    return _judge_call(case, reply.calls[0], body)
+
+
+def _judge_text_answer(case: ToolCase, reply: Reply, body: str, budget_spent: bool) -> CaseResult:
+    """A question that needs no tool: passed by an answer in text, and only by one."""
+    if reply.calls:
+        return CaseResult(
+            case.name, False, f"called {reply.calls[0]['name']} for a question that needs no tool", body
+        )
+    if budget_spent and reply.reasoning:
+        return CaseResult(case.name, False, "reasoning used the whole budget: no answer text", body)
+    if not reply.content.strip():
+        return CaseResult(case.name, False, "empty answer", body)
+    return CaseResult(case.name, True, "answered in text", "")
+
+
+def _why_no_call(reply: Reply, budget_spent: bool) -> str:
+    """Why a reply that should have called the tool did not: the budget, the parser, the model."""
+    if budget_spent and reply.reasoning:
+        return "reasoning used the whole budget before any call"
+    shown = reply.content.strip()[:80]
+    if "</tool_call>" in reply.content and reply.finish_reason != "length":
+        # vLLM's hermes parser could not load the call (it logs `Error in extracting tool call
+        # from response.`) and returned the model's text as content (0.26.0 hermes_tool_parser.py:117)
+        return f"the tool parser could not read the call: it came back as text, not valid JSON: {shown!r}"
+    if _begins_a_call(reply.content):
+        # Seen on vLLM 0.26 with a random-weight model: `<tool_call>\n{"name": "get_weather",
+        # "arguments": {"city"` then whitespace until max_tokens — a call begun, never finished.
+        return (
+            f"a call was begun in text but never completed (finish_reason={reply.finish_reason}): {shown!r}"
+        )
+    return f"no tool call; answered in text: {reply.content[:120]!r}"
+
+
+def _judge_call(case: ToolCase, call: dict[str, str], body: str) -> CaseResult:
+    """The first call: the right tool, with arguments that are JSON and match its schema."""
     if call["name"] != TOOL_NAME:
         return CaseResult(case.name, False, f"called {call['name']!r}, expected {TOOL_NAME!r}", body)
     try:
@@ -208,13 +220,19 @@ def schema_problem(value: Any, schema: dict[str, Any]) -> str | None:
     for name in schema.get("required", []):
         if name not in value:
             return f"missing required {name!r}"
+    properties = schema.get("properties", {})
     for name, item in value.items():
-        spec = schema.get("properties", {}).get(name)
-        if spec is None:
-            continue
-        kinds = JSON_TYPES.get(spec.get("type", ""), (object,))
-        if isinstance(item, bool) and bool not in kinds or not isinstance(item, kinds):
-            return f"{name!r} should be {spec.get('type')}, got {item!r}"
-        if "enum" in spec and item not in spec["enum"]:
-            return f"{name!r} = {item!r} is not one of {spec['enum']}"
+        spec = properties.get(name)
+        problem = _property_problem(name, item, spec) if spec is not None else None
+        if problem:
+            return problem
+    return None
+
+
+def _property_problem(name: str, item: Any, spec: dict[str, Any]) -> str | None:
+    kinds = JSON_TYPES.get(spec.get("type", ""), (object,))
+    if isinstance(item, bool) and bool not in kinds or not isinstance(item, kinds):
+        return f"{name!r} should be {spec.get('type')}, got {item!r}"
+    if "enum" in spec and item not in spec["enum"]:
+        return f"{name!r} = {item!r} is not one of {spec['enum']}"
     return None

@@ -23,6 +23,7 @@ Facts, checked in vLLM's source at the v0.26.0 tag (file:line there; docs/simula
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 DEFAULT_MAX_CAPTURE_CEILING = 512
@@ -178,13 +179,20 @@ def graphs_by_mode(
     if mixed is not None:
         graphs[mixed] = list(kept)
     if mode in _SEPARATE_DECODE:
-        if runner == "V1":
-            full = [s for s in kept if s >= query_len and (limit is None or s <= limit)]
-        else:
-            rounded = {_round_up(s, query_len) for s in kept}
-            full = sorted(s for s in rounded if s <= top and (limit is None or s <= limit))
-        graphs["FULL"] = full
+        graphs["FULL"] = _full_decode_sizes(kept, runner, query_len, top, limit)
     return graphs
+
+
+def _full_decode_sizes(
+    kept: list[int], runner: str, query_len: int, top: int, limit: int | None
+) -> list[int]:
+    """The FULL graphs of uniform decode batches, none above `limit` tokens: V1 keeps the sizes that
+    hold one query, V2 rounds each up to a multiple of the query length (≤ top)."""
+    cap = math.inf if limit is None else limit
+    if runner == "V1":
+        return [s for s in kept if query_len <= s <= cap]
+    rounded = {_round_up(s, query_len) for s in kept}
+    return sorted(s for s in rounded if s <= min(top, cap))
 
 
 def graph_ceiling_seqs(graphs: dict[str, list[int]], query_len: int) -> int:

@@ -72,10 +72,7 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
     when 0.26.0 refuses there (an unknown reasoning parser, record/reasoning)."""
     if d.notes:
         notes.ulimit_warning(log, d)
-    if schema.env_vars:
-        for name in sorted(os.environ):
-            if name.startswith("VLLM_") and name not in schema.env_vars and not name.startswith(ENV_OURS):
-                log.warning(d.src("unknown_env"), f"Unknown vLLM environment variable detected: {name}")
+    _unknown_env_lines(log, d, schema)
     log.info(d.src("arch"), f"Resolved architecture: {architecture(cfg.model)}")
     log.info(d.src("max_len"), f"Using max model len {cfg.max_model_len}")
     log.info(
@@ -90,6 +87,20 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
         return False
     for warning in cfg.graphs.warnings:
         log.warning(d.src("sizes_overridden"), warning)
+    _eager_lines(log, cfg, d)
+    return True
+
+
+def _unknown_env_lines(log: LogWriter, d: Dialect, schema: VllmSchema) -> None:
+    """vLLM warns of each VLLM_* variable it does not know (ours, VLLM_SIM_*, aside)."""
+    if schema.env_vars:
+        for name in sorted(os.environ):
+            if name.startswith("VLLM_") and name not in schema.env_vars and not name.startswith(ENV_OURS):
+                log.warning(d.src("unknown_env"), f"Unknown vLLM environment variable detected: {name}")
+
+
+def _eager_lines(log: LogWriter, cfg: SimConfig, d: Dialect) -> None:
+    """Eager asked for, or forced by `--sim-eager-fallback`: what vLLM says as it turns graphs off."""
     if cfg.enforce_eager and not d.notes:  # 0.26's eager lines: notes.scheduling
         log.info(
             d.src("eager_note"),
@@ -104,7 +115,6 @@ def config_lines(log: LogWriter, cfg: SimConfig, d: Dialect, schema: VllmSchema)
             "Cudagraph mode FULL_AND_PIECEWISE is not compatible with compilation mode 0. Overriding to "
             "NONE.",
         )
-    return True
 
 
 def ready_lines(

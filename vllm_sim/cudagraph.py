@@ -97,34 +97,14 @@ def plan_graphs(
     compile_mode = 0 if optimization_level == 0 else 3
     sizes_given = user_sizes if user_sizes is not None else compilation_config.get("cudagraph_capture_sizes")
     max_given = user_max if user_max is not None else compilation_config.get("max_cudagraph_capture_size")
-    warnings: list[str] = []
     if sizes_given is not None:
-        given = [int(s) for s in sizes_given]
-        sizes = sorted({s for s in given if s <= max_num_batched_tokens})
-        if sizes != given:
-            warnings.append(
-                f"cudagraph_capture_sizes specified in compilation_config {given} is overridden by "
-                f"config {sizes}"
-            )
-        top = max(sizes) if sizes else 0
-        if max_given is not None and int(max_given) != top:
-            raise GraphConfigError(
-                f"customized max_cudagraph_capture_size(={max_given}) should be consistent with the max "
-                "value "
-                f"of cudagraph_capture_sizes(={top})"
-            )
-        return GraphPlan(
-            mode, tuple(sizes), top, decode_limit, compile_mode, tuple(warnings), query_len=decode_query_len
+        sizes, top, warnings = _sizes_given(sizes_given, max_given, max_num_batched_tokens)
+    else:
+        interactivity = performance_mode == "interactivity"
+        sizes, top, warnings = _sizes_by_default(
+            max_given, max_num_seqs, max_num_batched_tokens, decode_query_len, interactivity
         )
-    top = (
-        int(max_given) if max_given is not None else min(max_num_seqs * decode_query_len * 2, DEFAULT_CEILING)
-    )
-    if top > max_num_batched_tokens:
-        warnings.append(f"Truncating max_cudagraph_capture_size to {max_num_batched_tokens}")
-        top = max_num_batched_tokens
-    sizes = default_sizes(top, max_num_seqs, max_num_batched_tokens, performance_mode == "interactivity")
-    if mode == GraphMode.NONE:
-        sizes = []
+        sizes = [] if mode == GraphMode.NONE else sizes
     return GraphPlan(
         mode,
         tuple(sizes),
@@ -134,6 +114,42 @@ def plan_graphs(
         tuple(warnings),
         query_len=decode_query_len,
     )
+
+
+def _sizes_given(
+    sizes_given: list[Any], max_given: Any, max_num_batched_tokens: int
+) -> tuple[list[int], int, list[str]]:
+    """The sizes the user gave as vLLM keeps them (unique, sorted, none above the token budget),
+    their largest, and the warning when that changed them; a max beside them must be their largest."""
+    given = [int(s) for s in sizes_given]
+    sizes = sorted({s for s in given if s <= max_num_batched_tokens})
+    warnings = []
+    if sizes != given:
+        warnings.append(
+            f"cudagraph_capture_sizes specified in compilation_config {given} is overridden by config {sizes}"
+        )
+    top = max(sizes) if sizes else 0
+    if max_given is not None and int(max_given) != top:
+        raise GraphConfigError(
+            f"customized max_cudagraph_capture_size(={max_given}) should be consistent with the max "
+            "value "
+            f"of cudagraph_capture_sizes(={top})"
+        )
+    return sizes, top, warnings
+
+
+def _sizes_by_default(
+    max_given: Any, max_num_seqs: int, max_num_batched_tokens: int, decode_query_len: int, interactivity: bool
+) -> tuple[list[int], int, list[str]]:
+    """vLLM's own sizes up to the max given, else twice the largest decode batch (capped), and never
+    above the token budget (with its warning when it truncates)."""
+    decode_tokens = max_num_seqs * decode_query_len
+    top = int(max_given) if max_given is not None else min(decode_tokens * 2, DEFAULT_CEILING)
+    warnings = []
+    if top > max_num_batched_tokens:
+        warnings.append(f"Truncating max_cudagraph_capture_size to {max_num_batched_tokens}")
+        top = max_num_batched_tokens
+    return default_sizes(top, max_num_seqs, max_num_batched_tokens, interactivity), top, warnings
 
 
 def _mode(optimization_level: int, compilation_config: dict[str, Any]) -> GraphMode:

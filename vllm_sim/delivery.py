@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -18,7 +19,7 @@ from vllm_sim import tokenizer
 from vllm_sim.generation import Channel, Plan, Tok
 from vllm_sim.groundtruth import TruthRow
 from vllm_sim.openai_api import dumps
-from vllm_sim.scheduler import Job
+from vllm_sim.scheduler import Job, Step
 from vllm_sim.server_state import ServerState
 from vllm_sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
 
@@ -85,6 +86,10 @@ def _truth(state: ServerState, job: Job, row: TruthRow) -> None:
     )
 
 
+def _fingerprint(state: ServerState) -> str:
+    return api.fingerprint(state.dialect.version, state.cfg.model)
+
+
 def _headers(state: ServerState, rid: str) -> dict[str, str]:
     return {"X-Request-Id": rid} if state.cfg.request_id_headers else {}
 
@@ -111,7 +116,7 @@ async def _whole(
     else:
         payload = api.completion_response(job.rid, model, job.plan, _usage(state, job))
     if state.dialect.chunk_extras:
-        payload = body_026(payload, api.fingerprint(state.dialect.version, state.cfg.model), chat)
+        payload = body_026(payload, _fingerprint(state), chat)
     return web.json_response(dumps=dumps, data=payload, headers=_headers(state, job.rid))
 
 
@@ -130,6 +135,44 @@ def _step_choice(
     return delta, {"index": 0, "delta": delta or {"content": ""}, "logprobs": None, "finish_reason": None}
 
 
+@dataclass(frozen=True, slots=True)
+class _StreamForm:
+    """What every chunk of one stream looks like, decided once from the request and the dialect."""
+
+    chat: bool
+    created: int
+    model: str
+    obj: str
+    parsed: bool  # the streaming tool parser looks at each delta
+    continuous: bool  # usage on every chunk
+    with_usage: bool  # a last chunk with the usage and no choice
+    extras: bool  # 0.26.0's chunks (tests/data/real-vllm-0.26/eager/*.sse)
+    stamp: dict[str, Any] | None  # the system_fingerprint, on the last chunk
+
+    @classmethod
+    def of(cls, state: ServerState, body: dict[str, Any], chat: bool) -> _StreamForm:
+        options = body.get("stream_options") or {}
+        extras = state.dialect.chunk_extras
+        return cls(
+            chat=chat,
+            created=int(time.time()),
+            model=state.cfg.model_label,
+            obj="chat.completion.chunk" if chat else "text_completion",
+            parsed=chat and bool(state.cfg.tool_parser and body.get("tools")),
+            continuous=bool(options.get("continuous_usage_stats")),
+            with_usage=bool(options.get("include_usage") or state.cfg.force_include_usage),
+            extras=extras,
+            stamp={"system_fingerprint": _fingerprint(state)} if extras else None,
+        )
+
+
+# The engine died mid-stream: one error event, and the stream ends without `[DONE]`.
+ENGINE_CORE_ERROR = (
+    b'data: {"error": {"message": "EngineCore encountered an issue.", '
+    b'"type": "InternalServerError", "param": null, "code": 500}}\n\n'
+)
+
+
 async def _stream(
     request: web.Request, state: ServerState, body: dict[str, Any], job: Job, row: TruthRow, chat: bool
 ) -> web.StreamResponse:
@@ -137,65 +180,76 @@ async def _stream(
         headers={"Content-Type": "text/event-stream; charset=utf-8", **_headers(state, job.rid)}
     )
     await response.prepare(request)
-    created, model = int(time.time()), state.cfg.model_label
-    obj = "chat.completion.chunk" if chat else "text_completion"
-    options = body.get("stream_options") or {}
-    continuous = bool(options.get("continuous_usage_stats"))
-    extras = state.dialect.chunk_extras  # 0.26.0's chunks (tests/data/real-vllm-0.26/eager/*.sse)
-    with_usage = bool(options.get("include_usage") or state.cfg.force_include_usage)
-    parsed = chat and bool(state.cfg.tool_parser and body.get("tools"))
-    stamp = (
-        {"system_fingerprint": api.fingerprint(state.dialect.version, state.cfg.model)} if extras else None
-    )
+    form = _StreamForm.of(state, body, chat)
     if chat:
-        first = {
-            "index": 0,
-            "delta": {"role": "assistant", "content": ""},
-            "logprobs": None,
-            "finish_reason": None,
-        }
-        head = {"prompt_token_ids": None, "prompt_text": None} if extras else None
-        await response.write(api.chunk(job.rid, created, model, [first], extra=head))
+        await response.write(_role_chunk(job, form))
+    if await _write_steps(response, state, job, row, form):
+        _truth(state, job, row)
+        if form.with_usage:
+            usage = _usage(state, job)
+            await response.write(
+                api.chunk(job.rid, form.created, form.model, [], form.obj, usage, form.stamp)
+            )
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    return response
+
+
+def _role_chunk(job: Job, form: _StreamForm) -> bytes:
+    """The chunk that opens every chat stream: the assistant's role, no token yet."""
+    first = {
+        "index": 0,
+        "delta": {"role": "assistant", "content": ""},
+        "logprobs": None,
+        "finish_reason": None,
+    }
+    head = {"prompt_token_ids": None, "prompt_text": None} if form.extras else None
+    return api.chunk(job.rid, form.created, form.model, [first], extra=head)
+
+
+async def _write_steps(
+    response: web.StreamResponse, state: ServerState, job: Job, row: TruthRow, form: _StreamForm
+) -> bool:
+    """One chunk per engine step that shows something; False where the stream ended in an error
+    event instead (the engine died, or the request finished with "error")."""
     pending = 0
     while True:
         step = await job.out.get()
         if step is None:
-            await response.write(
-                b'data: {"error": {"message": "EngineCore encountered an issue.", '
-                b'"type": "InternalServerError", "param": null, "code": 500}}\n\n'
-            )
-            return response
+            await response.write(ENGINE_CORE_ERROR)
+            return False
         if step.done and job.plan.finish_reason == "error":
             _generation_failed(state, job)
             _truth(state, job, row)
             await response.write(f"data: {json.dumps(GENERATION_ERROR)}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")
-            return response
-        tokens = list(job.plan.tokens[step.start : step.start + step.count])
+            return False
         pending += step.count
-        delta, choice = _step_choice(state, job, tokens, chat, parsed)
-        if step.done:
-            choice["finish_reason"] = job.plan.finish_reason
-            choice["stop_reason"] = job.plan.stop_reason
-        elif delta is None:
+        data = _step_chunk(state, job, step, form)
+        if data is None:
             continue
-        if extras:
-            choice = (
-                dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
-                if chat
-                else text_chunk_choice(choice)
-            )
-        use = _usage(state, job) if continuous else None
-        last = stamp if step.done and not with_usage else None  # the fingerprint rides the last chunk
-        data = api.chunk(job.rid, created, model, [choice], obj, use, last)
         row.stamp(pending)  # write() hands the bytes to the socket before it may yield to drain
         pending = 0
         await response.write(data)
         if step.done:
-            break
-    _truth(state, job, row)
-    if with_usage:
-        await response.write(api.chunk(job.rid, created, model, [], obj, _usage(state, job), stamp))
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
-    return response
+            return True
+
+
+def _step_chunk(state: ServerState, job: Job, step: Step, form: _StreamForm) -> bytes | None:
+    """One engine step's chunk; None where the step shows nothing (it rides with the next)."""
+    tokens = list(job.plan.tokens[step.start : step.start + step.count])
+    delta, choice = _step_choice(state, job, tokens, form.chat, form.parsed)
+    if step.done:
+        choice["finish_reason"] = job.plan.finish_reason
+        choice["stop_reason"] = job.plan.stop_reason
+    elif delta is None:
+        return None
+    if form.extras:
+        choice = (
+            dict(choice, delta=chat_delta_026(choice["delta"]), token_ids=None)
+            if form.chat
+            else text_chunk_choice(choice)
+        )
+    use = _usage(state, job) if form.continuous else None
+    last = form.stamp if step.done and not form.with_usage else None  # the fingerprint rides the last chunk
+    return api.chunk(job.rid, form.created, form.model, [choice], form.obj, use, last)

@@ -53,6 +53,29 @@ def _call_tokens(calls: list[PlannedCall]) -> list[Tok]:
     return out
 
 
+def _reasoning_tokens(reasoning: str) -> list[Tok]:
+    """The thinking, closed by `</think>` (which shows nothing); none without reasoning."""
+    if not reasoning:
+        return []
+    return [
+        *(Tok(p, Channel.REASONING) for p in tokenizer.pieces(reasoning)),
+        Tok("</think>", Channel.HIDDEN),
+    ]
+
+
+def _content_tokens(text: str) -> list[Tok]:
+    return [Tok(p, Channel.CONTENT) for p in tokenizer.pieces(text)]
+
+
+def _cut_at_stop(content: str, stop: list[str]) -> tuple[str, str | None]:
+    """The content up to a stop string it holds, and that string (vLLM's `stop_reason`)."""
+    stop_reason: str | None = None
+    for s in stop:
+        if s and s in content:
+            content, stop_reason = content[: content.index(s)], s
+    return content, stop_reason
+
+
 def build_plan(
     answer: Answer,
     calls: list[PlannedCall],
@@ -65,22 +88,11 @@ def build_plan(
     lang: str,
     named_call: bool,
 ) -> Plan:
-    body: list[Tok] = []
-    if answer.reasoning:
-        body += [Tok(p, Channel.REASONING) for p in tokenizer.pieces(answer.reasoning)]
-        body.append(Tok("</think>", Channel.HIDDEN))
-    stop_reason: str | None = None
-    content = answer.content
-    for s in stop:
-        if s and s in content:
-            content, stop_reason = content[: content.index(s)], s
-    if calls:
-        body += _call_tokens(calls)
-    else:
-        body += [Tok(p, Channel.CONTENT) for p in tokenizer.pieces(content)]
+    content, stop_reason = _cut_at_stop(answer.content, stop)
+    body = _reasoning_tokens(answer.reasoning) + (_call_tokens(calls) if calls else _content_tokens(content))
     want = max_tokens if ignore_eos else max(min_tokens, len(body))
     while len(body) < min(want, max_tokens) and not calls:
-        body += [Tok(p, Channel.CONTENT) for p in tokenizer.pieces(continuation(rng, lang))]
+        body += _content_tokens(continuation(rng, lang))
     if len(body) >= max_tokens:  # no room left for the EOS token
         return Plan(tuple(body[:max_tokens]), "length", None, tuple(calls))
     body.append(Tok("", Channel.HIDDEN))  # the EOS token: counted, not shown

@@ -110,31 +110,47 @@ def normalize_argv(argv: Sequence[str], schema: VllmSchema) -> list[str]:
     while i < len(args):
         arg = args[i]
         i += 1
-        level = _OPT_LEVEL.match(arg)
-        if level and "-O" not in schema.options:
-            out += ["--optimization-level", level.group(1)]
+        level = _optimization_level(arg, schema)
+        if level is not None:
+            out += level
             continue
-        if arg == "-O" and "-O" not in schema.options:
-            out.append("--optimization-level")
-            continue
-        if not arg.startswith("--") or arg == "--":
-            match = _DOTTED.match(arg) if arg.startswith("-") else None
-            if match and _is_json(schema, match.group(1)):
-                i = _take_dotted(match, args, i, dotted)
-                continue
-            out.append(arg)
-            continue
-        name, eq, value = arg.partition("=")
-        head, dot, rest = name.partition(".")
-        name = head.replace("_", "-") + dot + rest
-        match = _DOTTED.match(name + eq + value)
-        if dot and match and _is_json(schema, match.group(1)):
+        spelled = _spelled(arg)
+        match = _dotted_json(spelled, schema)
+        if match is not None:
             i = _take_dotted(match, args, i, dotted)
-            continue
-        out.append(name + eq + value)
+        else:
+            out.append(spelled)
     for option, tree in dotted.items():
         out += [option, json.dumps(tree)]
     return out
+
+
+def _optimization_level(arg: str, schema: VllmSchema) -> list[str] | None:
+    """`-O3`, `-O=3` and `-O 3`: vLLM's short spellings of --optimization-level (where -O is no flag)."""
+    if "-O" in schema.options:
+        return None
+    level = _OPT_LEVEL.match(arg)
+    if level:
+        return ["--optimization-level", level.group(1)]
+    return ["--optimization-level"] if arg == "-O" else None
+
+
+def _spelled(arg: str) -> str:
+    """A long option's name with `_` as `-` (`--max_num_seqs=4`), up to a dotted key; else `arg`."""
+    if not arg.startswith("--") or arg == "--":
+        return arg
+    name, eq, value = arg.partition("=")
+    head, dot, rest = name.partition(".")
+    return head.replace("_", "-") + dot + rest + eq + value
+
+
+def _dotted_json(spelled: str, schema: VllmSchema) -> re.Match[str] | None:
+    """`-cc.cudagraph_mode=FULL`, `--compilation-config.max_cudagraph_capture_size 8`: one key of a
+    JSON option, set on its own."""
+    if spelled.startswith("--") and "." not in spelled.partition("=")[0]:
+        return None
+    match = _DOTTED.match(spelled)
+    return match if match and _is_json(schema, match.group(1)) else None
 
 
 def _is_json(schema: VllmSchema, option: str) -> bool:

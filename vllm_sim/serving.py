@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -15,7 +16,7 @@ from aiohttp import web
 from vllm_sim import openai_api as api
 from vllm_sim.answers import Answer, compose, is_chinese
 from vllm_sim.delivery import deliver, engine_dead
-from vllm_sim.generation import build_plan
+from vllm_sim.generation import Plan, build_plan
 from vllm_sim.openai_api import dumps
 from vllm_sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
 from vllm_sim.server_state import STATE, ServerState
@@ -72,58 +73,24 @@ def _max_tokens(state: ServerState, body: dict[str, Any], prompt_len: int) -> in
     return asked
 
 
-def _stops(body: dict[str, Any]) -> list[str]:
-    stop = body.get("stop") or []
-    return [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)]
-
-
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
-    try:
-        if state.engine_dead:
-            return engine_dead()
-        body = await _body(request)
-        _check_common(state, body)
-        validate_tool_usage(body)
-        choice, tools = body.get("tool_choice"), body.get("tools") or []
-        parser_ready = state.cfg.auto_tools and bool(state.cfg.tool_parser)
-        refusal = check_server_support(choice if tools else None, parser_ready, state.cfg.auto_tools)
-        if refusal:
-            raise RequestInvalid(refusal)
-        prompt = api.render_chat(body.get("messages"), tools or None)
-        max_tokens = _max_tokens(state, body, len(prompt.ids))
-    except RequestInvalid as err:
+def _refused(err: RequestInvalid | LookupError) -> web.Response:
+    """vLLM's 400 for a request its checks refused, or its 404 for a model it does not serve."""
+    if isinstance(err, RequestInvalid):
         return _error(err.message, 400, "BadRequestError", err.param)
-    except LookupError as err:
-        log_unknown_model(state.log, state.dialect, str(err.args[0]))
-        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
-    seed = api.seed_for(prompt, body)
-    rng = random.Random(seed)
-    kwargs = body.get("chat_template_kwargs") or {}
-    thinking = state.cfg.reasoning and kwargs.get("enable_thinking", True) is not False
-    answer = compose(
-        prompt.text, prompt.question, rng, reasoning=thinking, degenerate=state.cfg.faults.degenerate
-    )
-    calls = (
-        plan_calls(tools, choice, prompt.question, prompt.last_role, rng) if parser_ready and tools else []
-    )
-    calls = apply_fault(calls, state.cfg.faults.tool_fault)
-    fault = state.cfg.faults.tool_fault
-    if calls and fault == "text":
-        answer, calls = Answer("tool_text", as_text(calls), answer.reasoning), []
-    elif calls and fault == "malformed" and choice in (None, "auto") and not body.get("stream"):
-        # the parser cannot load the call: vLLM returns the raw text as content and logs why; its
-        # streaming parser does not check, and streams the broken arguments (record/eager)
-        answer, calls = Answer("tool_text", raw_tool_text(calls), answer.reasoning), []
-        log_parse_failure(state.log, state.dialect, answer.content)
-    if (forced := forced_text(body)) is not None:
-        answer, calls = _forced(
-            state, body, forced, parser_ready and bool(tools) and choice in (None, "auto")
-        )
-    if body.get("include_reasoning") is False:
-        answer = Answer(answer.kind, answer.content)
-    lang = "zh" if is_chinese(prompt.question) else "en"
-    plan = build_plan(
+    return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+
+
+def _plan(
+    answer: Answer,
+    calls: list[PlannedCall],
+    body: dict[str, Any],
+    rng: random.Random,
+    max_tokens: int,
+    question: str,
+    named_call: bool,
+) -> Plan:
+    """The answer's tokens as the request bounds them (min_tokens, ignore_eos, stop strings)."""
+    return build_plan(
         answer,
         calls,
         max_tokens=max_tokens,
@@ -131,14 +98,112 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         ignore_eos=bool(body.get("ignore_eos")),
         stop=_stops(body),
         rng=rng,
-        lang=lang,
-        named_call=isinstance(choice, dict),
+        lang="zh" if is_chinese(question) else "en",
+        named_call=named_call,
     )
-    if state.cfg.tool_parser and tools and not body.get("stream"):  # streamed: each delta (delivery)
+
+
+def _stops(body: dict[str, Any]) -> list[str]:
+    stop = body.get("stop") or []
+    return [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str)]
+
+
+@dataclass(frozen=True, slots=True)
+class _ChatAsk:
+    """A chat request that passed vLLM's checks: what its answer is planned from."""
+
+    body: dict[str, Any]
+    prompt: api.Prompt
+    max_tokens: int
+    tools: list[Any]
+    choice: Any  # tool_choice: absent, "auto", "none", "required" or a named function
+    parser_ready: bool  # --enable-auto-tool-choice with a --tool-call-parser
+
+    @property
+    def parses_calls(self) -> bool:
+        """The tool parser reads the answer for calls: tools offered, and the model's to choose."""
+        return self.parser_ready and bool(self.tools) and self.choice in (None, "auto")
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    if state.engine_dead:
+        return engine_dead()
+    try:
+        ask = _checked_chat(state, await _body(request))
+    except RequestInvalid as err:
+        return _refused(err)
+    except LookupError as err:
+        log_unknown_model(state.log, state.dialect, str(err.args[0]))
+        return _refused(err)
+    rng = random.Random(api.seed_for(ask.prompt, ask.body))
+    answer, calls = _chat_answer(state, ask, rng)
+    plan = _plan(
+        answer, calls, ask.body, rng, ask.max_tokens, ask.prompt.question, isinstance(ask.choice, dict)
+    )
+    _count_unstreamed_tool_call(state, ask, plan)
+    rid = api.request_id("chatcmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
+    return await deliver(request, state, ask.body, rid, ask.prompt, plan, chat=True)
+
+
+def _checked_chat(state: ServerState, body: dict[str, Any]) -> _ChatAsk:
+    """vLLM's checks of a chat request in its order (model, request validators, the tool-parser gate,
+    context length); the first that fails raises."""
+    _check_common(state, body)
+    validate_tool_usage(body)
+    choice, tools = body.get("tool_choice"), body.get("tools") or []
+    parser_ready = state.cfg.auto_tools and bool(state.cfg.tool_parser)
+    refusal = check_server_support(choice if tools else None, parser_ready, state.cfg.auto_tools)
+    if refusal:
+        raise RequestInvalid(refusal)
+    prompt = api.render_chat(body.get("messages"), tools or None)
+    return _ChatAsk(body, prompt, _max_tokens(state, body, len(prompt.ids)), tools, choice, parser_ready)
+
+
+def _chat_answer(state: ServerState, ask: _ChatAsk, rng: random.Random) -> tuple[Answer, list[PlannedCall]]:
+    """What the model writes: its answer (thinking first where enabled), the calls the parser reads
+    from it with `--sim-tool-fault` applied, or a structured-output regex's literal text instead."""
+    kwargs = ask.body.get("chat_template_kwargs") or {}
+    thinking = state.cfg.reasoning and kwargs.get("enable_thinking", True) is not False
+    prompt = ask.prompt
+    answer = compose(
+        prompt.text, prompt.question, rng, reasoning=thinking, degenerate=state.cfg.faults.degenerate
+    )
+    calls = (
+        plan_calls(ask.tools, ask.choice, prompt.question, prompt.last_role, rng)
+        if ask.parser_ready and ask.tools
+        else []
+    )
+    answer, calls = _tool_fault(state, ask, answer, apply_fault(calls, state.cfg.faults.tool_fault))
+    if (forced := forced_text(ask.body)) is not None:
+        answer, calls = _forced(state, ask.body, forced, ask.parses_calls)
+    if ask.body.get("include_reasoning") is False:
+        answer = Answer(answer.kind, answer.content)
+    return answer, calls
+
+
+def _tool_fault(
+    state: ServerState, ask: _ChatAsk, answer: Answer, calls: list[PlannedCall]
+) -> tuple[Answer, list[PlannedCall]]:
+    """`--sim-tool-fault text`: the calls written as plain text; `malformed`: markup the parser
+    cannot load, so vLLM returns the raw text as content and logs why."""
+    fault = state.cfg.faults.tool_fault
+    if calls and fault == "text":
+        return Answer("tool_text", as_text(calls), answer.reasoning), []
+    if calls and fault == "malformed" and ask.choice in (None, "auto") and not ask.body.get("stream"):
+        # vLLM's streaming parser does not check, and streams the broken arguments (record/eager)
+        text = raw_tool_text(calls)
+        log_parse_failure(state.log, state.dialect, text)
+        return Answer("tool_text", text, answer.reasoning), []
+    return answer, calls
+
+
+def _count_unstreamed_tool_call(state: ServerState, ask: _ChatAsk, plan: Plan) -> None:
+    """vLLM 0.26.0 counts a whole answer to a request with tools as a tool call or not (a streamed
+    one: each delta its parser looks at, in `delivery`)."""
+    if state.cfg.tool_parser and ask.tools and not ask.body.get("stream"):
         key = ("non_streaming", "tool_call" if plan.calls else "no_tool_call")
         state.metrics.tool_invocations[key] = state.metrics.tool_invocations.get(key, 0) + 1
-    rid = api.request_id("chatcmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
-    return await deliver(request, state, body, rid, prompt, plan, chat=True)
 
 
 def _forced(
@@ -164,26 +229,14 @@ async def completions(request: web.Request) -> web.StreamResponse:
         _check_common(state, body)
         prompt = api.render_completion(body.get("prompt"))
         max_tokens = _max_tokens(state, body, len(prompt.ids))
-    except RequestInvalid as err:
-        return _error(err.message, 400, "BadRequestError", err.param)
-    except LookupError as err:
-        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+    except (RequestInvalid, LookupError) as err:
+        return _refused(err)
     rng = random.Random(api.seed_for(prompt, body))
     answer = compose(
         prompt.text, prompt.question, rng, reasoning=False, degenerate=state.cfg.faults.degenerate
     )
     answer = Answer(answer.kind, " " + answer.content)
-    plan = build_plan(
-        answer,
-        [],
-        max_tokens=max_tokens,
-        min_tokens=int(body.get("min_tokens") or 0),
-        ignore_eos=bool(body.get("ignore_eos")),
-        stop=_stops(body),
-        rng=rng,
-        lang="zh" if is_chinese(prompt.question) else "en",
-        named_call=False,
-    )
+    plan = _plan(answer, [], body, rng, max_tokens, prompt.question, False)
     rid = api.request_id("cmpl", request.headers.get("X-Request-Id"), state.dialect.request_id_hex)
     return await deliver(request, state, body, rid, prompt, plan, chat=False)
 
@@ -199,10 +252,8 @@ async def tokenize(request: web.Request) -> web.Response:
             prompt = api.render_chat(body.get("messages"), body.get("tools") or None)
         else:
             prompt = api.render_completion(body.get("prompt"))
-    except RequestInvalid as err:
-        return _error(err.message, 400, "BadRequestError", err.param)
-    except LookupError as err:
-        return _error(f"The model `{err.args[0]}` does not exist.", 404, "NotFoundError", "model")
+    except (RequestInvalid, LookupError) as err:
+        return _refused(err)
     ids = list(prompt.ids)
     data = {"count": len(ids), "max_model_len": state.cfg.max_model_len, "tokens": ids, "token_strs": None}
     return web.json_response(dumps=dumps, data=data)

@@ -60,23 +60,28 @@ def validate_tool_usage(body: dict[str, Any]) -> None:
             "tool_choice",
         )
     if isinstance(choice, dict):
-        function = choice.get("function")
-        if not isinstance(function, dict):
-            raise RequestInvalid(
-                f"Invalid value for `function`: `{function}` in `tool_choice`! {CORRECT_USAGE}",
-                "tool_choice.function",
-            )
-        if "name" not in function:
-            raise RequestInvalid(
-                f"Expected field `name` in `function` in `tool_choice`! {CORRECT_USAGE}",
-                "tool_choice.function.name",
-            )
-        names = [t.get("function", {}).get("name") for t in body["tools"]]
-        if function["name"] not in names:
-            raise RequestInvalid(
-                "The tool specified in `tool_choice` does not match any of the specified `tools`",
-                "tool_choice",
-            )
+        _check_named_choice(choice, body["tools"])
+
+
+def _check_named_choice(choice: dict[str, Any], tools: list[Any]) -> None:
+    """A named `tool_choice`: a `function` object with a `name` that one of the `tools` has."""
+    function = choice.get("function")
+    if not isinstance(function, dict):
+        raise RequestInvalid(
+            f"Invalid value for `function`: `{function}` in `tool_choice`! {CORRECT_USAGE}",
+            "tool_choice.function",
+        )
+    if "name" not in function:
+        raise RequestInvalid(
+            f"Expected field `name` in `function` in `tool_choice`! {CORRECT_USAGE}",
+            "tool_choice.function.name",
+        )
+    names = [t.get("function", {}).get("name") for t in tools]
+    if function["name"] not in names:
+        raise RequestInvalid(
+            "The tool specified in `tool_choice` does not match any of the specified `tools`",
+            "tool_choice",
+        )
 
 
 def check_server_support(choice: Any, parser_ready: bool, auto_tools: bool) -> str | None:

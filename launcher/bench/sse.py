@@ -64,6 +64,7 @@ class StreamView:
         return "".join(self.reasoning)
 
     def take(self, arrived: float, payload: dict[str, Any]) -> None:
+        """One event's payload: an error, or a chunk whose first choice may be an output event."""
         if "error" in payload:
             error = payload["error"]
             self.error = str(error.get("message") if isinstance(error, dict) else error)
@@ -72,12 +73,21 @@ class StreamView:
         if isinstance(payload.get("usage"), dict):
             self.usage = payload["usage"]
         choices = payload.get("choices") or []
-        if not choices or not isinstance(choices[0], dict):
-            return
-        choice = choices[0]
+        if choices and isinstance(choices[0], dict) and self._take_choice(arrived, choices[0]):
+            self.event_times.append(arrived)
+
+    def _take_choice(self, arrived: float, choice: dict[str, Any]) -> bool:
+        """Keeps what the choice says; whether it is an output event (not the role-only opening)."""
         delta = choice.get("delta") or {}
+        shown = self._take_delta(arrived, delta)
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+            return True
+        return shown or "role" not in delta
+
+    def _take_delta(self, arrived: float, delta: dict[str, Any]) -> bool:
+        """Keeps the delta's reasoning, content and tool-call parts; whether it showed any."""
         text = next((delta[f] for f in REASONING_FIELDS if delta.get(f)), None)
-        shown = bool(text or delta.get("content") or delta.get("tool_calls"))
         if text:
             self.reasoning.append(str(text))
             self.reasoning_events += 1
@@ -88,11 +98,7 @@ class StreamView:
                 self.first_content_time = arrived
         if delta.get("tool_calls"):
             self.tool_call_deltas += 1
-        if choice.get("finish_reason"):
-            self.finish_reason = str(choice["finish_reason"])
-        elif "role" in delta and not shown:
-            return  # the role announcement that opens every stream: no token yet
-        self.event_times.append(arrived)
+        return bool(text or delta.get("content") or delta.get("tool_calls"))
 
 
 def read_stream(chunks: Sequence[tuple[float, bytes]]) -> StreamView:

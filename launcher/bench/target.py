@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -74,6 +75,18 @@ def api_key_from_env(name: str | None) -> str | None:
 
 async def discover(client: Client, endpoint: Endpoint) -> Target:
     """Check that the server answers and find the model name and its max_model_len."""
+    cards = await _model_cards(client, endpoint)
+    by_id = {str(c.get("id")): c for c in cards if isinstance(c, dict)}
+    model = _chosen_model(endpoint, by_id)
+    card = by_id.get(model, {})
+    max_len = card.get("max_model_len")
+    return Target(
+        endpoint.base_url, model, int(max_len) if isinstance(max_len, int) else None, endpoint.origin
+    )
+
+
+async def _model_cards(client: Client, endpoint: Endpoint) -> list[Any]:
+    """`/v1/models`'s cards; a server that does not answer, wants a key or lists no cards is refused."""
     try:
         status, payload = await client.get_json("/v1/models")
     except (aiohttp.ClientError, OSError, TimeoutError) as err:
@@ -93,7 +106,11 @@ async def discover(client: Client, endpoint: Endpoint) -> Target:
             f"{endpoint.base_url}/v1/models answered HTTP {status}, not a model list",
             hint="is this an OpenAI-compatible server (vLLM)?",
         )
-    by_id = {str(c.get("id")): c for c in cards if isinstance(c, dict)}
+    return cards
+
+
+def _chosen_model(endpoint: Endpoint, by_id: dict[str, Any]) -> str:
+    """The model asked for, which the server must serve, else the first it lists."""
     model = endpoint.model or next(iter(by_id), None)
     if model is None:
         raise ServerUnreachable(f"{endpoint.base_url}/v1/models lists no model", hint="pass --model NAME")
@@ -102,8 +119,4 @@ async def discover(client: Client, endpoint: Endpoint) -> Target:
             f"model {endpoint.model!r} is not served at {endpoint.base_url}",
             hint="served: " + ", ".join(sorted(by_id)),
         )
-    card = by_id.get(model, {})
-    max_len = card.get("max_model_len")
-    return Target(
-        endpoint.base_url, model, int(max_len) if isinstance(max_len, int) else None, endpoint.origin
-    )
+    return model

@@ -69,7 +69,7 @@ def _as_json(
         "fingerprint": plan.fingerprint(),
         "diff": {"against": baseline, "changes": [c.to_json() for c in changes]},
         "kv_pool": pool.as_json() if pool else None,
-        "warnings": list(plan.warnings) + ([pool.warning] if pool and pool.warning else []),
+        "warnings": _warnings(plan, pool),
         "errors": list(plan.errors),
     }
 
@@ -85,34 +85,48 @@ def _print_human(
     echo("command:")
     echo(f"  {shlex.join(redact_argv(plan.argv))}")  # a literal key is refused below, never shown
     echo("environment added:")
-    for name, value in redact_env(plan.env).items():
-        echo(f"  {name}={shlex.quote(value)}")
-    for name, source in plan.rendered.secret_env.items():
-        echo(f"  {name}=<from ${source}, not shown>")
-    if not plan.env and not plan.rendered.secret_env:
-        echo("  (none)")
+    for line in _environment_lines(plan):
+        echo(f"  {line}")
     if explain:
         echo("")
         echo("where each value comes from:")
-        width = max((len(k) for k in plan.profile.provenance), default=0)
-        for key, origin in sorted(plan.profile.provenance.items()):
-            echo(f"  {key:<{width}}  {origin}")
+        for line in _provenance_lines(plan):
+            echo(f"  {line}")
     echo("")
-    if baseline is None:
-        echo("changes: nothing to compare with (no promoted launch recorded, no .bak_<tag> file)")
-    elif not changes:
-        echo(f"changes against {baseline}: none")
-    else:
-        echo(f"changes against {baseline}:")
-        for change in changes:
-            for line in change.lines():
-                echo(f"  {line}")
+    for line in _change_lines(baseline, changes):
+        echo(line)
     if pool:
         echo(pool.line())
-    for warning in [*plan.warnings, *([pool.warning] if pool and pool.warning else [])]:
+    for warning in _warnings(plan, pool):
         echo(click.style("warning: ", fg="yellow") + warning)
     for error in plan.errors:
         echo(click.style("error: ", fg="red") + error)
     echo("")
     verdict = "invalid: fix the errors above" if plan.errors else "valid"
     echo(f"dry run: {verdict}; nothing was started")
+
+
+def _environment_lines(plan: LaunchPlan) -> list[str]:
+    """What the launch adds to vLLM's environment; secrets by the variable they come from."""
+    lines = [f"{name}={shlex.quote(value)}" for name, value in redact_env(plan.env).items()]
+    lines += [f"{name}=<from ${source}, not shown>" for name, source in plan.rendered.secret_env.items()]
+    return lines or ["(none)"]
+
+
+def _provenance_lines(plan: LaunchPlan) -> list[str]:
+    """Each setting and where its value came from (file and key, a default, the schema)."""
+    width = max((len(k) for k in plan.profile.provenance), default=0)
+    return [f"{key:<{width}}  {origin}" for key, origin in sorted(plan.profile.provenance.items())]
+
+
+def _warnings(plan: LaunchPlan, pool: KvPool | None) -> list[str]:
+    return [*plan.warnings, *([pool.warning] if pool and pool.warning else [])]
+
+
+def _change_lines(baseline: str | None, changes: list[Change]) -> list[str]:
+    """What differs from the launch compared with, or that there is nothing to compare with."""
+    if baseline is None:
+        return ["changes: nothing to compare with (no promoted launch recorded, no .bak_<tag> file)"]
+    if not changes:
+        return [f"changes against {baseline}: none"]
+    return [f"changes against {baseline}:", *(f"  {line}" for change in changes for line in change.lines())]

@@ -75,10 +75,7 @@ def install_unit(
                                                         systemctl enable --now vllm-gate@prod
     """
     options: GlobalOptions = ctx.obj
-    name = profile or (ctx.parent.params.get("profile") if ctx.parent else None)
-    if (user or ip_allow) and not name:
-        given = "--user" if user else "--ip-allow"
-        raise BadInput(f"{given} goes in a profile's drop-in", hint="add --profile NAME")
+    name = _profile_named(ctx, profile, user, ip_allow)
     files, needed = _unit_files(options, unit_dir, name, user, client_networks(ip_allow))
     notes = service_user_notes(user or DEFAULT_USER, needed)
     if dry_run:
@@ -86,17 +83,21 @@ def install_unit(
             click.echo(f"--- would write {path}\n{text}")
         _echo(notes)
         return
-    for path, text in files.items():
-        try:
-            write_atomic(path, text, mode=0o644)
-        except OSError as err:
-            raise BadInput(
-                f"cannot write {path}: {err.strerror or err}", hint="run as root, or give --unit-dir"
-            ) from err
-        click.echo(f"wrote {path}")
+    _write(files)
     _echo(notes)
     instance = f"vllm-gate@{name}" if name else "vllm-gate@PROFILE"
     click.echo(f"next: systemctl daemon-reload && systemctl enable --now {instance}")
+
+
+def _profile_named(
+    ctx: click.Context, profile: str | None, user: str | None, ip_allow: tuple[str, ...]
+) -> str | None:
+    """The profile given here or before the command; `--user` and `--ip-allow` need one (its drop-in)."""
+    name = profile or (ctx.parent.params.get("profile") if ctx.parent else None)
+    if (user or ip_allow) and not name:
+        given = "--user" if user else "--ip-allow"
+        raise BadInput(f"{given} goes in a profile's drop-in", hint="add --profile NAME")
+    return name
 
 
 def _unit_files(
@@ -133,3 +134,14 @@ def _needed_by(plan: LaunchPlan, options: GlobalOptions) -> list[Needed]:
     if options.state_dir.absolute() != STATE_DIRECTORY:
         needed.append(Needed("the state dir", options.state_dir, "rwx"))
     return needed
+
+
+def _write(files: dict[Path, str]) -> None:
+    for path, text in files.items():
+        try:
+            write_atomic(path, text, mode=0o644)
+        except OSError as err:
+            raise BadInput(
+                f"cannot write {path}: {err.strerror or err}", hint="run as root, or give --unit-dir"
+            ) from err
+        click.echo(f"wrote {path}")

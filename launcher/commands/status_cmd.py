@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import click
@@ -58,29 +60,46 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool, wait: bo
       launch status --profile prod --wait --timeout-s 900    # after `launch set ... --apply`, in CI
     """
     store = StateStore(options.state_dir)
-    names = [name] if name else sorted(p.name for p in store.profiles_root.glob("*") if p.is_dir())
-    if name is not None and not NAME_RE.match(name):
-        raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
-    entries = _entries_now(options, store, names, listing=name is None)
-    deadline = time.monotonic() + timeout_s
-    while wait and any(e["phase"] in UNDER_WAY for e in entries) and time.monotonic() < deadline:
-        time.sleep(WAIT_POLL_S)
-        entries = _entries_now(options, store, names, listing=name is None)
+    names = _profile_names(store, name)
+    read = partial(_entries_now, options, store, names, listing=name is None)
+    entries = _wait_out(read, read(), timeout_s) if wait else read()
     code = exit_code(entries)
-    late = [e for e in entries if wait and e["phase"] in UNDER_WAY]
     if as_json:
         click.echo(json.dumps({"state_dir": str(store.root), "profiles": entries}, indent=2, default=str))
-    elif not any(e["phase"] not in (NEVER_RUN, UNKNOWN) for e in entries):
-        click.echo(
-            "nothing has run yet" + (f" for profile {name!r}" if name else "") + f" (state dir {store.root})"
-            + (" and there is no such profile" if code == EXIT_UNKNOWN else "")
-        )  # fmt: skip
     else:
-        for entry in entries:
-            click.echo(_human(entry))
-    for entry in late:
-        click.echo(f"{entry['profile']}: still {entry['phase']} after {timeout_s:g} s", err=True)
+        click.echo(_shown(store, entries, name, code))
+    for entry in entries:
+        if wait and entry["phase"] in UNDER_WAY:
+            click.echo(f"{entry['profile']}: still {entry['phase']} after {timeout_s:g} s", err=True)
     click.get_current_context().exit(code)
+
+
+def _shown(store: StateStore, entries: list[dict[str, Any]], name: str | None, code: int) -> str:
+    """What the operator reads: each profile's block, or that nothing has run (and where we looked)."""
+    if any(e["phase"] not in (NEVER_RUN, UNKNOWN) for e in entries):
+        return "\n".join(_human(entry) for entry in entries)
+    return (
+        "nothing has run yet" + (f" for profile {name!r}" if name else "") + f" (state dir {store.root})"
+        + (" and there is no such profile" if code == EXIT_UNKNOWN else "")
+    )  # fmt: skip
+
+
+def _profile_names(store: StateStore, name: str | None) -> list[str]:
+    """The profile named, or every one the state dir has a directory for."""
+    if name is not None and not NAME_RE.match(name):
+        raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
+    return [name] if name else sorted(p.name for p in store.profiles_root.glob("*") if p.is_dir())
+
+
+def _wait_out(
+    read: Callable[[], list[dict[str, Any]]], entries: list[dict[str, Any]], timeout_s: float
+) -> list[dict[str, Any]]:
+    """`--wait`: the entries read again until none is under way, or until `timeout_s` has passed."""
+    deadline = time.monotonic() + timeout_s
+    while any(e["phase"] in UNDER_WAY for e in entries) and time.monotonic() < deadline:
+        time.sleep(WAIT_POLL_S)
+        entries = read()
+    return entries
 
 
 def _entries_now(
@@ -139,23 +158,30 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     status.setdefault("profile", name)
     alive = psutil.pid_exists(int(status.get("launcher_pid", 0) or 0))
     status["launcher_alive"] = alive
-    if not alive and str(status.get("detail") or "").startswith(PROBE_DETAIL):
-        # The probe wrote "production comes back when it ends" and was killed before it could.
-        status["detail"] = (
-            f"launch probe pid {status.get('launcher_pid')} is gone and production did not come back: "
-            f"`launch probe --recover` restores it (so does the profile's next start)"
-        )
-    if not alive and status.get("phase") not in ("stopped", "failed"):
-        status["detail"] = f"launcher pid {status.get('launcher_pid')} is gone (last phase {status['phase']})"
-        status["phase"] = "stopped"
-    if not alive and status.get("engine_pid"):
-        status["engine_pid"] = None  # the launcher is gone: its engine pid may be anyone's by now
+    if not alive:
+        without_launcher(status)
     if status.get("phase") in ("serving", "serving_last_good"):  # last-good is what serves
         status.update(_endpoint((_last_good(store, name) or {}).get("argv")))
     status["engine_log"] = str(store.engine_log(name))  # `launch logs NAME` reads it
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
+
+
+def without_launcher(status: dict[str, Any]) -> None:
+    """A status whose launcher is gone says so: stopped (unless it had ended), with no engine pid,
+    which may be anyone's by now; a probe that died before production came back names the way back."""
+    if str(status.get("detail") or "").startswith(PROBE_DETAIL):
+        # The probe wrote "production comes back when it ends" and was killed before it could.
+        status["detail"] = (
+            f"launch probe pid {status.get('launcher_pid')} is gone and production did not come back: "
+            f"`launch probe --recover` restores it (so does the profile's next start)"
+        )
+    if status.get("phase") not in ("stopped", "failed"):
+        status["detail"] = f"launcher pid {status.get('launcher_pid')} is gone (last phase {status['phase']})"
+        status["phase"] = "stopped"
+    if status.get("engine_pid"):
+        status["engine_pid"] = None
 
 
 def _endpoint(argv: object) -> dict[str, str]:

@@ -110,6 +110,32 @@ def without_holders(gpus: HostGpus, pids: frozenset[int]) -> HostGpus:
 def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: int = 0) -> CheckResult:
     """vLLM's own test, made before it runs: free memory, less the CUDA context its process creates
     before measuring, against gpu_memory_utilization × the total CUDA reports."""
+    unmeasured = _memory_unmeasured(gpus, demand)
+    if unmeasured is not None:
+        return unmeasured
+    short: list[str] = []
+    fine: list[str] = []
+    data: list[dict[str, object]] = []
+    for target in gpus.targets:
+        if target.device is None:
+            have = ",".join(str(i) for i in gpus.indexes) or "none"
+            short.append(f"GPU {target.token} does not exist (this host has GPUs {have})")
+            continue
+        line, enough, row = _free_for_vllm(target, target.device, demand, me, context_bytes)
+        data.append(row)
+        (fine if enough else short).append(line)
+    if short:
+        hint = (
+            f"vLLM needs gpu_memory_utilization {demand.utilization:g} × each GPU's memory free at start; "
+            "end the processes named, or lower gpu_memory_utilization"
+        )
+        return refused(CheckName.GPU_MEMORY, "; ".join(short), hint, gpus=data)
+    return ok(CheckName.GPU_MEMORY, "; ".join(fine), gpus=data)
+
+
+def _memory_unmeasured(gpus: HostGpus, demand: GpuDemand) -> CheckResult | None:
+    """The memory check's verdict where it measures nothing: no GPU, the wrong number of them,
+    NVML unreadable, or a KV cache sized in bytes (vLLM then ignores gpu_memory_utilization)."""
     if not demand.uses_gpu:
         return skipped(CheckName.GPU_MEMORY, str(demand.no_gpu_reason))
     if demand.problem:
@@ -124,35 +150,26 @@ def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: 
         return skipped(
             CheckName.GPU_MEMORY, "kv_cache_memory_bytes is set: vLLM does not size by gpu_memory_utilization"
         )
-    short, fine, data = [], [], []
-    for target in gpus.targets:
-        if target.device is None:
-            have = ",".join(str(i) for i in gpus.indexes) or "none"
-            short.append(f"GPU {target.token} does not exist (this host has GPUs {have})")
-            continue
-        device = target.device
-        needed = demand.utilization * device.cuda_total_bytes
-        usable = device.free_bytes - context_bytes
-        data.append(
-            {"gpu": target.token, "free_mib": device.free_bytes >> 20, "needed_mib": int(needed) >> 20,
-             "cuda_context_mib": context_bytes >> 20}
-        )  # fmt: skip
-        numbers = f"GPU {target.token}: free {device.free_bytes / GIB:.2f} GiB"
-        if context_bytes:
-            numbers += f" − {context_bytes / GIB:.2f} GiB CUDA context"
-        if usable >= needed:
-            fine.append(f"{numbers} >= needed {needed / GIB:.2f} GiB")
-            continue
-        holders = ", ".join(h.describe(me) for h in target.holders)
-        held = f"held by {holders}" if holders else "no process visible from here holds it"
-        short.append(f"{numbers} < needed {needed / GIB:.2f} GiB; {held}")
-    if short:
-        hint = (
-            f"vLLM needs gpu_memory_utilization {demand.utilization:g} × each GPU's memory free at start; "
-            "end the processes named, or lower gpu_memory_utilization"
-        )
-        return refused(CheckName.GPU_MEMORY, "; ".join(short), hint, gpus=data)
-    return ok(CheckName.GPU_MEMORY, "; ".join(fine), gpus=data)
+    return None
+
+
+def _free_for_vllm(
+    target: TargetGpu, device: GpuDevice, demand: GpuDemand, me: str, context_bytes: int
+) -> tuple[str, bool, dict[str, object]]:
+    """One GPU: (what it has against what vLLM needs, whether that is enough, the figures)."""
+    needed = demand.utilization * device.cuda_total_bytes
+    row: dict[str, object] = {
+        "gpu": target.token, "free_mib": device.free_bytes >> 20, "needed_mib": int(needed) >> 20,
+        "cuda_context_mib": context_bytes >> 20,
+    }  # fmt: skip
+    numbers = f"GPU {target.token}: free {device.free_bytes / GIB:.2f} GiB"
+    if context_bytes:
+        numbers += f" − {context_bytes / GIB:.2f} GiB CUDA context"
+    if device.free_bytes - context_bytes >= needed:
+        return f"{numbers} >= needed {needed / GIB:.2f} GiB", True, row
+    holders = ", ".join(h.describe(me) for h in target.holders)
+    held = f"held by {holders}" if holders else "no process visible from here holds it"
+    return f"{numbers} < needed {needed / GIB:.2f} GiB; {held}", False, row
 
 
 def relevant_orphans(
@@ -207,33 +224,44 @@ def check_one_model(gpus: HostGpus, demand: GpuDemand, locks: Sequence[LockHolde
     """A second model on any of the same GPUs is refused, however much memory is free."""
     if not demand.uses_gpu:
         return skipped(CheckName.ONE_MODEL, str(demand.no_gpu_reason))
-    problems = [h.describe() for h in locks]
-    by_hand: set[int] = set()
-    for target in gpus.targets:
-        servers = [h for h in target.holders if h.process is not None and h.process.role is Role.SERVER]
-        if servers:
-            problems.append(
-                f"GPU {target.token} already serves a model: " + ", ".join(h.describe(me) for h in servers)
-            )
-        by_hand |= {
-            _root_pid(h.process) for h in servers if h.process is not None and not h.process.deployment
-        }
+    servers = _model_servers(gpus)
+    problems = [h.describe() for h in locks] + [
+        f"GPU {token} already serves a model: " + ", ".join(h.describe(me) for h in found)
+        for token, found in servers
+    ]
     data = {"lock_holders": [h.pid for h in locks]}
     if problems:
-        hint = "stop the other model first (`systemctl stop vllm-gate@PROFILE`); two models never share a GPU"
-        if by_hand:
-            pids = " ".join(str(pid) for pid in sorted(by_hand))
-            hint = (
-                f"pid {pids} was not started by vllm-gate (no deployment mark), so no launcher will stop it: "
-                f"stop it where it was started (as its user: `kill {pids}`), or give this profile other "
-                "GPUs (CUDA_VISIBLE_DEVICES); two models never share a GPU"
-            )
+        hint = _one_model_hint(servers)
         return refused(CheckName.ONE_MODEL, "one model per GPU set: " + "; ".join(problems), hint, **data)
     gpu_list = ",".join(demand.ids)
     nvml = (
         "NVML lists no model server" if gpus.skip_reason is None else f"NVML part skipped: {gpus.skip_reason}"
     )
     return ok(CheckName.ONE_MODEL, f"GPUs {gpu_list}: no other launcher holds their locks; {nvml}", **data)
+
+
+def _model_servers(gpus: HostGpus) -> list[tuple[str, list[Holder]]]:
+    """(GPU, the model servers on it) for each target GPU that already serves a model."""
+    found = []
+    for target in gpus.targets:
+        servers = [h for h in target.holders if h.process is not None and h.process.role is Role.SERVER]
+        if servers:
+            found.append((target.token, servers))
+    return found
+
+
+def _one_model_hint(servers: list[tuple[str, list[Holder]]]) -> str:
+    """Stop the other model; one that no launcher started (no deployment mark) is stopped by hand."""
+    processes = [h.process for _, found in servers for h in found if h.process is not None]
+    by_hand = sorted({_root_pid(p) for p in processes if not p.deployment})
+    if not by_hand:
+        return "stop the other model first (`systemctl stop vllm-gate@PROFILE`); two models never share a GPU"
+    pids = " ".join(str(pid) for pid in by_hand)
+    return (
+        f"pid {pids} was not started by vllm-gate (no deployment mark), so no launcher will stop it: "
+        f"stop it where it was started (as its user: `kill {pids}`), or give this profile other "
+        "GPUs (CUDA_VISIBLE_DEVICES); two models never share a GPU"
+    )
 
 
 def _root_pid(process: HostProcess) -> int:

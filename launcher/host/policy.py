@@ -73,28 +73,23 @@ def gpu_demand(request: HostRequest, environ: Mapping[str, str] | None = None) -
     args = {str(k).replace("-", "_"): v for k, v in request.args.items()}
     utilization = float(args.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION))
     kv_bytes = args.get("kv_cache_memory_bytes") is not None
-    world = _size(args, "tensor_parallel_size") * _size(args, "pipeline_parallel_size")
-    world *= (
-        _size(args, "data_parallel_size_local")
-        if "data_parallel_size_local" in args
-        else _size(args, "data_parallel_size")
-    )
+    world = _world_size(args)
     program = PurePath(request.argv[0]).name if request.argv else ""
     if program == SIM_PROGRAM and SIM_GPU_FLAG not in request.argv:
         return GpuDemand(
             (), "", utilization, no_gpu_reason=f"the simulator without {SIM_GPU_FLAG} uses no GPU"
         )
-    if "CUDA_VISIBLE_DEVICES" in request.env:
-        visible, source = request.env["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES in the profile's [env]"
-    elif "CUDA_VISIBLE_DEVICES" in environ:
-        visible, source = (
-            environ["CUDA_VISIBLE_DEVICES"],
-            "CUDA_VISIBLE_DEVICES of the launcher's environment",
-        )
-    else:
+    given = _visible_devices(request.env, environ)
+    if given is None:
         ids = tuple(str(i) for i in range(world))
         source = f"the default for tensor × pipeline × data parallel = {world}"
         return GpuDemand(ids, source, utilization, kv_cache_bytes_set=kv_bytes)
+    return _named_gpus(*given, world, utilization, kv_bytes)
+
+
+def _named_gpus(visible: str, source: str, world: int, utilization: float, kv_bytes: bool) -> GpuDemand:
+    """The first `world` GPUs that CUDA_VISIBLE_DEVICES names: none where it hides them all (empty,
+    or -1), and a problem where it names fewer than the engine needs."""
     tokens = tuple(t.strip() for t in visible.split(",") if t.strip())
     if not tokens or tokens[0] == "-1":
         return GpuDemand(
@@ -105,6 +100,21 @@ def gpu_demand(request: HostRequest, environ: Mapping[str, str] | None = None) -
         needs = f"the profile needs {world} (tensor × pipeline × data parallel)"
         problem = f"{source} names {len(tokens)} GPU(s) ({visible}) but {needs}"
     return GpuDemand(tokens[:world], source, utilization, problem=problem, kv_cache_bytes_set=kv_bytes)
+
+
+def _world_size(args: Mapping[str, Any]) -> int:
+    """GPUs the engine needs: tensor × pipeline × data parallel (the local part of the data parallel)."""
+    data = "data_parallel_size_local" if "data_parallel_size_local" in args else "data_parallel_size"
+    return _size(args, "tensor_parallel_size") * _size(args, "pipeline_parallel_size") * _size(args, data)
+
+
+def _visible_devices(profile_env: Mapping[str, str], environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """CUDA_VISIBLE_DEVICES and where it came from: the profile's [env], else the launcher's own."""
+    if "CUDA_VISIBLE_DEVICES" in profile_env:
+        return profile_env["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES in the profile's [env]"
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return environ["CUDA_VISIBLE_DEVICES"], "CUDA_VISIBLE_DEVICES of the launcher's environment"
+    return None
 
 
 def _size(args: Mapping[str, Any], name: str) -> int:

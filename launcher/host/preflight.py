@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 
 from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput
@@ -31,7 +32,7 @@ from launcher.host.gpu_checks import (
     without_holders,
     without_serving,
 )
-from launcher.host.gpu_locks import busy_holders
+from launcher.host.gpu_locks import LockHolder, busy_holders
 from launcher.host.host_checks import (
     check_host_memory,
     check_model_path,
@@ -44,7 +45,7 @@ from launcher.host.orphans import HostProcess, Role, deployment_id, prefixes_for
 from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
-from launcher.host.report import PreflightReport
+from launcher.host.report import CheckResult, PreflightReport
 from launcher.host.request import HostRequest
 from launcher.host.restart_guard import guard_for
 from launcher.settings import GlobalOptions
@@ -94,32 +95,41 @@ def check_host(
     """All checks, reaping first when asked; never raises for a refusal."""
     policy = HostPolicy.from_request(request)
     reap = reap or policy.reap_orphans
-    if (force or named) and not reap:
-        raise BadInput("--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans")
+    _check_reap_flags(reap, force, named)
     demand = gpu_demand(request, environ)
     prefixes = prefixes_for(request.env)
     deployment = deployment_id(options.state_dir, request.profile)
     me = view_of(os.getpid())
     user = me.user if me is not None else str(os.geteuid())
     with probe if probe is not None else NvmlProbe() as gpu_probe:
-        gpus, scan = _observe(gpu_probe, demand, prefixes, serving, parked)
+        observe = partial(_observe, gpu_probe, demand, prefixes, serving, parked)
+        gpus, scan = observe()
+        targets = _chosen_targets(scan, gpus, prefixes[-1], deployment, force, named) if reap else []
         reaped = None
-        if reap:
-            targets = _reap_targets(scan, gpus, prefixes[-1], deployment, force)
-            targets += named_targets(scan, named, {t.pid for t in targets})
-            if targets:
-                reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
-                gpus, scan = _observe(gpu_probe, demand, prefixes, serving, parked)
-    available, swap_used = measure_host()
-    guard = guard_for(
-        options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
-    )
-    locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
-    locks = [h for h in locks if not ((serving or parked) and h.pid == os.getpid())]  # ours: released or lent
+        if targets:
+            reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
+            gpus, scan = observe()
+    locks = _others_locks(options, demand, lent=bool(serving or parked))
     checks = (
         check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
         check_orphans(scan, gpus, prefixes[-1], request.profile, user, deployment),
         check_one_model(gpus, demand, locks, user),
+        *_machine_checks(request, options, policy, serving),
+    )
+    where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
+    return PreflightReport(request.profile, checks, demand.ids, where, reaped)
+
+
+def _machine_checks(
+    request: HostRequest, options: GlobalOptions, policy: HostPolicy, serving: frozenset[int]
+) -> tuple[CheckResult, ...]:
+    """The checks no GPU takes part in: host memory, swap, the port, the model's path, the restart
+    guard, the compile cache."""
+    available, swap_used = measure_host()
+    guard = guard_for(
+        options.state_dir, request.profile, policy.restart_max_failures, policy.restart_window_s
+    )
+    return (
         check_host_memory(available, policy.min_host_available_gib),
         check_swap(swap_used, policy.max_swap_used_gib),
         check_port(request.host, request.port, serving),
@@ -127,8 +137,19 @@ def check_host(
         check_restart_guard(guard.status(request.fingerprint)),
         check_compile_cache({**os.environ, **request.env}, request.has_secret_env),
     )
-    where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
-    return PreflightReport(request.profile, checks, demand.ids, where, reaped)
+
+
+def _check_reap_flags(reap: bool, force: bool, named: tuple[str, ...]) -> None:
+    """`--force` and `--reap-foreign` only widen what reaping reaps: either without it is bad input."""
+    if (force or named) and not reap:
+        raise BadInput("--force and --reap-foreign only widen --reap-orphans", hint="add --reap-orphans")
+
+
+def _others_locks(options: GlobalOptions, demand: GpuDemand, *, lent: bool) -> list[LockHolder]:
+    """Who else holds a lock on the GPUs asked for; ours is no one else's when the engine that
+    serves is being replaced or one is parked (its locks are released or lent to the candidate)."""
+    locks = busy_holders(options.state_dir, demand.ids) if demand.uses_gpu else []
+    return [h for h in locks if not (lent and h.pid == os.getpid())]
 
 
 def _observe(
@@ -164,6 +185,20 @@ def _matches(process: HostProcess, name: str) -> bool:
         return process.pid == int(name)
     mark = process.deployment or ""
     return name in (mark, mark.split("@", 1)[0]) and bool(mark)
+
+
+def _chosen_targets(
+    scan: list[HostProcess],
+    gpus: HostGpus,
+    own_prefix: str,
+    deployment: str,
+    force: bool,
+    named: tuple[str, ...],
+) -> list[ProcessView]:
+    """What is reaped: the orphans that block this start (with `force`, every holder of its GPUs),
+    then those the operator named."""
+    targets = _reap_targets(scan, gpus, own_prefix, deployment, force)
+    return targets + named_targets(scan, named, {t.pid for t in targets})
 
 
 def _reap_targets(

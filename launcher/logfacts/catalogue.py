@@ -131,13 +131,7 @@ def _row(
 ) -> Row:
     phrase = entry.get("site_phrase") or entry["phrase"]
     prior = old_rows.get(_key(entry))
-    sites: dict[str, str] = {}
-    if prior is not None:  # what the previous build found in the releases not scanned now
-        kept = expand(prior["vllm_releases_seen"], old) - set(scanned)
-        for rel in kept:
-            site = prior["site_first"] if rel == prior["first_release"] else prior["site_last"]
-            sites[rel] = site if rel in (prior["first_release"], prior["last_release"]) else ""
-    sites |= {rel: found[phrase] for rel, found in scanned.items() if phrase in found}
+    sites = _sites(phrase, prior, scanned, old)
     hits = sorted(sites, key=release_key)
     first, last = (hits[0], hits[-1]) if hits else (None, None)
     row: Row = {
@@ -149,11 +143,34 @@ def _row(
         "site_first": sites.get(first) if first else None,
         "site_last": sites.get(last) if last else None,
     }
-    if prior is None and set(scanned) != set(releases):
-        row["scanned"] = sorted(scanned, key=release_key)  # added when only these releases were at hand
-    elif prior is not None and "scanned" in prior:
-        row["scanned"] = sorted(set(prior["scanned"]) | set(scanned), key=release_key)
+    scanned_in = _scanned_releases(prior, scanned, releases)
+    if scanned_in is not None:
+        row["scanned"] = scanned_in
     return row
+
+
+def _sites(
+    phrase: str, prior: Row | None, scanned: dict[str, dict[str, str]], old: list[str]
+) -> dict[str, str]:
+    """release -> where it prints the phrasing: found in the releases scanned now, or kept from the
+    previous build for the others (a site where it was that build's first or last release's)."""
+    sites = {}
+    if prior is not None:
+        for rel in expand(prior["vllm_releases_seen"], old) - set(scanned):
+            site = prior["site_first"] if rel == prior["first_release"] else prior["site_last"]
+            sites[rel] = site if rel in (prior["first_release"], prior["last_release"]) else ""
+    return sites | {rel: found[phrase] for rel, found in scanned.items() if phrase in found}
+
+
+def _scanned_releases(
+    prior: Row | None, scanned: dict[str, dict[str, str]], releases: list[str]
+) -> list[str] | None:
+    """The releases a row was checked against, where that is not every release of the catalogue."""
+    if prior is None and set(scanned) != set(releases):
+        return sorted(scanned, key=release_key)  # added when only these releases were at hand
+    if prior is not None and "scanned" in prior:
+        return sorted(set(prior["scanned"]) | set(scanned), key=release_key)
+    return None
 
 
 def render_table(data: dict[str, Any]) -> str:

@@ -106,13 +106,14 @@ class Collector:
     def _check_failure(self, rec: Record, line_no: int) -> None:
         s = self.startup
         self._read_frame(rec, line_no)
-        if rec.msg.startswith("Traceback (most recent call last)"):
+        header = rec.msg.startswith("Traceback (most recent call last)")
+        if header:
             s.traceback_seen = True
         if s.outcome != "ready" and is_logged_startup_traceback(rec):
             # the engine core's or a worker's `logger.exception` at startup: a failure even where the
             # excerpt lacks the generic line and the exception (a more specific cause replaces it)
             self._fail(Cause(FailureKind.ENGINE_INIT, EXPLICIT), rec, line_no)
-        if rec.msg.startswith("Traceback (most recent call last)"):
+        if header:
             return
         if s.outcome == "ready":
             # a served request can log an ERROR traceback and the server lives on: after readiness
@@ -120,6 +121,11 @@ class Collector:
             if p.ENGINE_DIED.search(rec.msg) or process_exit(rec.msg):
                 self._fail(Cause(FailureKind.OTHER, EXIT), rec, line_no)
             return
+        self._check_startup_line(rec, line_no)
+
+    def _check_startup_line(self, rec: Record, line_no: int) -> None:
+        """Before readiness: a failure rule's cause, else an engine's death, else a process exit."""
+        s = self.startup
         cause = classify(rec, s.traceback_seen)
         if (
             cause is not None
@@ -128,14 +134,10 @@ class Collector:
             and EXCEPTION_LINE.match(rec.msg)
         ):
             s.first_exception = (rec.text, line_no, rec.msg)  # the root cause `engine_init` points back to
-        if cause is None and p.ENGINE_DIED.search(rec.msg):
-            cause = Cause(FailureKind.ENGINE_INIT, ENGINE)
+        if cause is None:
+            cause = _death_or_exit(rec.msg)
         if cause is not None:
             self._fail(cause, rec, line_no)
-            return
-        status = process_exit(rec.msg)
-        if status:
-            self._fail(Cause(FailureKind.OTHER, EXIT), rec, line_no)
 
     def _read_frame(self, rec: Record, line_no: int) -> None:
         """A traceback frame tells how far startup had got; a frame inside the graph capture also
@@ -147,3 +149,12 @@ class Collector:
         self.startup.frame_phase = (phase, rec.text, line_no)  # the innermost frame wins
         if func in CAPTURE_FRAMES:
             self.startup.infer("enforce_eager", False, rec.text, line_no)
+
+
+def _death_or_exit(msg: str) -> Cause | None:
+    """A line no failure rule names that still ends the startup: the engine died, or a process exited."""
+    if p.ENGINE_DIED.search(msg):
+        return Cause(FailureKind.ENGINE_INIT, ENGINE)
+    if process_exit(msg):
+        return Cause(FailureKind.OTHER, EXIT)
+    return None

@@ -16,6 +16,11 @@ from launcher.logfacts.pyrepr import value_after
 
 def from_engine_config(cfg: str) -> dict[str, Any]:
     """`model='Qwen/Qwen3-8B', ..., tensor_parallel_size=1, ..., compilation_config={...}` (core.py:139)."""
+    return {**_config_scalars(cfg), **_config_graphs(cfg)}
+
+
+def _config_scalars(cfg: str) -> dict[str, Any]:
+    """The model, the int fields, enforce_eager and the word fields the config line states."""
     out: dict[str, Any] = {}
     m = p.CFG_MODEL.search(cfg)
     if m:
@@ -31,6 +36,12 @@ def from_engine_config(cfg: str) -> dict[str, Any]:
         m = rx.search(cfg)
         if m and m.group("v") != "None":
             out[key] = [m.group("v")] if key == "served_model_name" else m.group("v")
+    return out
+
+
+def _config_graphs(cfg: str) -> dict[str, Any]:
+    """What the config line says of speculative decoding and CUDA graphs: mode, sizes, largest size."""
+    out: dict[str, Any] = {}
     spec = value_after(cfg, "speculative_config") if p.CFG_SPECULATIVE.search(cfg) else None
     if spec and spec != "None":
         out["speculative_config"] = spec
@@ -97,18 +108,23 @@ def from_args(args: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, fact in _ARG_KEYS.items():
         value = args.get(key)
-        if value is None or value == "***":
-            continue
-        if fact == "served_model_name":
-            names = value if isinstance(value, list) else [value]
-            out[fact] = [str(v) for v in names]
-        elif fact == "speculative_config" or _is_type(value, _TYPES[fact]):
-            out[fact] = value
-        elif _TYPES[fact] is float and isinstance(value, int) and not isinstance(value, bool):
-            out[fact] = float(value)
+        typed = None if value is None or value == "***" else _typed(fact, value)
+        if typed is not None:
+            out[fact] = typed
     if "model" not in out and isinstance(args.get("model_tag"), str):
         out["model"] = args["model_tag"]
     return out
+
+
+def _typed(fact: str, value: Any) -> Any:
+    """The value as the fact's type (an int where a float is due becomes one); None where it is not."""
+    if fact == "served_model_name":
+        return [str(v) for v in (value if isinstance(value, list) else [value])]
+    if fact == "speculative_config" or _is_type(value, _TYPES[fact]):
+        return value
+    if _TYPES[fact] is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 _SECRET_KEYS = ("api_key", "token", "secret", "password")
@@ -148,17 +164,26 @@ def from_command(args_text: str) -> dict[str, Any]:
     for i, word in enumerate(words):
         flag, _, inline = word.partition("=")
         fact = _FLAGS.get(flag.replace("_", "-")) if flag.startswith("-") else None
-        if fact is None:
-            if word == "--enforce-eager":
-                out["enforce_eager"] = True
-            elif flag == "--model" and (inline or i + 1 < len(words)):
-                out["model"] = inline or words[i + 1]  # `-m vllm.entrypoints.openai.api_server --model M`
-            elif i == 0 and not word.startswith("-"):
-                out["model"] = word
-            continue
-        value = inline or (words[i + 1] if i + 1 < len(words) else "")
-        try:
-            out[fact] = float(value) if fact == "gpu_memory_utilization" else int(value)
-        except ValueError:
-            continue
+        if fact is not None:
+            out.update(_number(fact, inline or (words[i + 1] if i + 1 < len(words) else "")))
+        else:
+            out.update(_word_fact(words, i, flag, inline))
     return out
+
+
+def _number(fact: str, value: str) -> dict[str, Any]:
+    try:
+        return {fact: float(value) if fact == "gpu_memory_utilization" else int(value)}
+    except ValueError:
+        return {}
+
+
+def _word_fact(words: list[str], i: int, flag: str, inline: str) -> dict[str, Any]:
+    """A word that is no numeric flag: `--enforce-eager`, `--model M`, or the model as the first word."""
+    if words[i] == "--enforce-eager":
+        return {"enforce_eager": True}
+    if flag == "--model" and (inline or i + 1 < len(words)):
+        return {"model": inline or words[i + 1]}  # `-m vllm.entrypoints.openai.api_server --model M`
+    if i == 0 and not words[i].startswith("-"):
+        return {"model": words[i]}
+    return {}

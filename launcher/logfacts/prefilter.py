@@ -171,28 +171,39 @@ _SOURCE_LINE = re.compile(r"^(?:[^\]\n]*\] )?(?:  File \"|    )")
 def failure_lines(text: str, start: int, end: int, frames: set[int] | None = None) -> set[int]:
     """Line starts in `text[start:end]` that a failure rule or an engine-death line matches. A startup
     logger's traceback frame (ERROR) decides a failure too: into `frames` when given, else returned."""
+    messages, frame_hits = _error_stamps(text, start, end)
     checked: set[int] = set()
     found: set[int] = set()
-    hits = [h for literal in _FAILURE_HINTS for h in _positions(text, literal, start, end)]
-    frame_hits: list[int] = []
-    for hit in _positions(text, "ERROR ", start, end):
-        m = _ERROR_AT.match(text, hit)
-        if m is not None and not m.group("skip"):
-            (frame_hits if m.group("frame") else hits).append(hit)
-    for hit in hits:
+    for hit in [h for literal in _FAILURE_HINTS for h in _positions(text, literal, start, end)] + messages:
         line_start = _line_start(text, start, hit)
         if line_start in checked:
             continue
         checked.add(line_start)
         line_end = text.find("\n", hit, end)
-        line = text[line_start : line_end if line_end >= 0 else end]
-        if _SOURCE_LINE.search(line):
-            continue  # a traceback's source line, `  File "..."` or indented code: never a cause
-        if any(t in line for t in _TRIGGERS) and (failure.SCAN.search(line) or ENGINE_DIED.search(line)):
+        if _is_failure_line(text[line_start : line_end if line_end >= 0 else end]):
             found.add(line_start)
     into = found if frames is None else frames
     into.update(_line_start(text, start, hit) for hit in frame_hits)
     return found
+
+
+def _error_stamps(text: str, start: int, end: int) -> tuple[list[int], list[int]]:
+    """vLLM's `ERROR ` stamps in `text[start:end]`: (those before a message, those before a startup
+    logger's traceback frame); indented source lines and traceback headers are neither."""
+    messages: list[int] = []
+    frames: list[int] = []
+    for hit in _positions(text, "ERROR ", start, end):
+        m = _ERROR_AT.match(text, hit)
+        if m is not None and not m.group("skip"):
+            (frames if m.group("frame") else messages).append(hit)
+    return messages, frames
+
+
+def _is_failure_line(line: str) -> bool:
+    """A failure rule or an engine death matches the line (found by a cheap trigger first)."""
+    if _SOURCE_LINE.search(line):
+        return False  # a traceback's source line, `  File "..."` or indented code: never a cause
+    return any(t in line for t in _TRIGGERS) and bool(failure.SCAN.search(line) or ENGINE_DIED.search(line))
 
 
 def top_alternatives(pattern: str) -> list[str]:

@@ -169,37 +169,41 @@ def warmup_effect(runs: Sequence[dict[MetricKey, Sample]]) -> Flag | None:
 
 def arm_stats(summaries: Sequence[dict[str, Any]]) -> tuple[dict[MetricKey, Stat], tuple[Flag, ...]]:
     runs = [samples(s) for s in summaries]
-    flags: list[Flag] = []
-    used = list(range(1, len(runs) + 1))
-    warm = warmup_effect(runs)
-    if warm is not None:
-        used = used[1:]
-        flags.append(
-            Flag(
-                FlagKind.WARMUP,
-                f"{warm.message}: the first run after the start was not warm; values use "
-                + (
-                    f"runs {used[0]}-{used[-1]} only"
-                    if len(used) > 1
-                    else f"run {used[0]} only (add --runs 3 to keep a spread)"
-                ),
-            )
-        )
+    used, flags = _runs_used(runs)
     if len(runs) == 1:
         flags.append(Flag(FlagKind.SINGLE_RUN, "one run: no run-to-run spread, only round-to-round"))
-    stats: dict[MetricKey, Stat] = {}
-    for key in sorted({k for r in runs for k in r}):
-        values = tuple(r[key].value if key in r else None for r in runs)
-        chosen = [values[i - 1] for i in used]
-        rounds = [runs[i - 1][key].round_spread for i in used if key in runs[i - 1]]
-        clean_rounds = [r for r in rounds if r is not None]
-        stats[key] = Stat(
-            values, tuple(used), median(chosen), spread(chosen), max(clean_rounds) if clean_rounds else None
-        )
+    stats = {key: _stat(runs, key, used) for key in sorted({k for r in runs for k in r})}
     disagree = _disagreement(stats)
     if disagree:
         flags.append(Flag(FlagKind.DISAGREE, "runs disagree: " + "; ".join(disagree) + "; add --runs"))
     return stats, tuple(flags)
+
+
+def _runs_used(runs: list[dict[MetricKey, Sample]]) -> tuple[list[int], list[Flag]]:
+    """The runs (numbered from 1) the values use: all, or all but a first run that was not warm."""
+    used = list(range(1, len(runs) + 1))
+    warm = warmup_effect(runs)
+    if warm is None:
+        return used, []
+    used = used[1:]
+    kept = (
+        f"runs {used[0]}-{used[-1]} only"
+        if len(used) > 1
+        else f"run {used[0]} only (add --runs 3 to keep a spread)"
+    )
+    message = f"{warm.message}: the first run after the start was not warm; values use {kept}"
+    return used, [Flag(FlagKind.WARMUP, message)]
+
+
+def _stat(runs: list[dict[MetricKey, Sample]], key: MetricKey, used: list[int]) -> Stat:
+    """One metric over the runs: every run's value, and the median and spread of those used."""
+    values = tuple(r[key].value if key in r else None for r in runs)
+    chosen = [values[i - 1] for i in used]
+    rounds = [runs[i - 1][key].round_spread for i in used if key in runs[i - 1]]
+    clean_rounds = [r for r in rounds if r is not None]
+    return Stat(
+        values, tuple(used), median(chosen), spread(chosen), max(clean_rounds) if clean_rounds else None
+    )
 
 
 def _disagreement(stats: dict[MetricKey, Stat]) -> list[str]:

@@ -50,37 +50,16 @@ def cells(results: Sequence[ArmResult]) -> list[tuple[str, int]]:
 
 
 def markdown(result: ProbeResult, compared: Sequence[ArmResult]) -> str:
-    s = result.settings
-    lines = [f"# launch probe: {result.profile}", ""]
-    lines.append(
-        f"- probe `{result.probe_id}`, {result.started_at} → {result.finished_at}; "
-        f"{s.runs} run(s) per arm after {s.warmup_requests} warm-up requests; bench {s.describe_bench()}"
-    )
-    lines.append(f"- production before: {result.production.describe()}")
-    lines.append(f"- production after: {restore_text(result)}")
-    if result.interrupted_by:
-        lines.append(f"- interrupted by {result.interrupted_by}: the arms after it were not run")
-    if result.error:
-        lines.append(f"- error: {result.error}")
-    lines += ["", "## Arms", "", "| # | arm | changes | outcome | flags |", "|---|---|---|---|---|"]
-    by_name = {c.name: c for c in compared}
-    for run in result.runs:
-        flags = by_name[run.arm.name].flags if run.arm.name in by_name else ()
-        lines.append(
-            f"| {run.arm.index} | {run.arm.name} | {_changes(run)} | {_outcome(run)} | "
-            f"{', '.join(sorted({str(f.kind) for f in flags})) or '-'} |"
-        )
+    lines = [f"# launch probe: {result.profile}", "", *_head_lines(result)]
+    lines += ["", "## Arms", "", *_arm_table(result, compared)]
     measured = [c for c in compared if c.stats]
     for context, concurrency in cells(measured):
-        lines += ["", f"## {context}, concurrency {concurrency}", ""]
-        keys = [MetricKey(context, 0, METRIC_ORDER[0])] + [
-            MetricKey(context, concurrency, m) for m in METRIC_ORDER[1:]
+        lines += [
+            "",
+            f"## {context}, concurrency {concurrency}",
+            "",
+            *_cell_table(context, concurrency, measured),
         ]
-        lines.append("| arm | " + " | ".join(k.info.label for k in keys) + " |")
-        lines.append("|---" * (len(keys) + 1) + "|")
-        for arm in measured:
-            row = [stat_text(k, arm.stats.get(k)) + delta_text(arm.deltas.get(k)) for k in keys]
-            lines.append(f"| {arm.name} | " + " | ".join(row) + " |")
     lines += [
         "",
         "Values are medians of the runs used; [x%] is their run-to-run spread, (max − min) / median. "
@@ -93,6 +72,47 @@ def markdown(result: ProbeResult, compared: Sequence[ArmResult]) -> str:
         lines += ["", "## Flags", ""] + flagged
     lines += ["", "## Not measured", ""] + not_measured(result)
     return "\n".join(lines) + "\n"
+
+
+def _head_lines(result: ProbeResult) -> list[str]:
+    """The probe, its settings, production before and after, and why it stopped early if it did."""
+    s = result.settings
+    lines = [
+        f"- probe `{result.probe_id}`, {result.started_at} → {result.finished_at}; "
+        f"{s.runs} run(s) per arm after {s.warmup_requests} warm-up requests; bench {s.describe_bench()}",
+        f"- production before: {result.production.describe()}",
+        f"- production after: {restore_text(result)}",
+    ]
+    if result.interrupted_by:
+        lines.append(f"- interrupted by {result.interrupted_by}: the arms after it were not run")
+    if result.error:
+        lines.append(f"- error: {result.error}")
+    return lines
+
+
+def _arm_table(result: ProbeResult, compared: Sequence[ArmResult]) -> list[str]:
+    """One row per arm run: what it changes, how it ended, the kinds of its flags."""
+    lines = ["| # | arm | changes | outcome | flags |", "|---|---|---|---|---|"]
+    by_name = {c.name: c for c in compared}
+    for run in result.runs:
+        flags = by_name[run.arm.name].flags if run.arm.name in by_name else ()
+        lines.append(
+            f"| {run.arm.index} | {run.arm.name} | {_changes(run)} | {_outcome(run)} | "
+            f"{', '.join(sorted({str(f.kind) for f in flags})) or '-'} |"
+        )
+    return lines
+
+
+def _cell_table(context: str, concurrency: int, measured: Sequence[ArmResult]) -> list[str]:
+    """One cell's metrics, an arm a row: each value with its spread and its delta to the baseline."""
+    keys = [MetricKey(context, 0, METRIC_ORDER[0])] + [
+        MetricKey(context, concurrency, m) for m in METRIC_ORDER[1:]
+    ]
+    lines = ["| arm | " + " | ".join(k.info.label for k in keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for arm in measured:
+        row = [stat_text(k, arm.stats.get(k)) + delta_text(arm.deltas.get(k)) for k in keys]
+        lines.append(f"| {arm.name} | " + " | ".join(row) + " |")
+    return lines
 
 
 def restore_text(result: ProbeResult) -> str:

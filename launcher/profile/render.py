@@ -39,25 +39,8 @@ class Rendered:
 def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, lenient: bool) -> Rendered:
     """Render argv/env; unknown flags are errors unless `lenient` (a fork: `engine.schema = "none"`)."""
     engine = profile.data.get("engine", {})
-    declared = engine_settings(profile.data)
-    argv: list[str] = [*declared.value("command")]
-    if engine.get("model"):
-        argv.append(str(engine["model"]))
-    names = engine.get("served_model_name")
-    if names:
-        argv += ["--served-model-name", *([names] if isinstance(names, str) else [str(n) for n in names])]
-    argv += ["--host", declared.text("host"), "--port", declared.text("port")]
-    args = profile.data.get("args", {})
-    rendered_args: list[tuple[str, list[str]]] = []
-    for key, value in args.items():
-        tokens = _render_arg(profile, schema, key, value, findings, lenient)
-        if tokens:
-            rendered_args.append((tokens[0], tokens))
     parking = _parks(profile)
-    if parking and not any(flag == "--enable-sleep-mode" for flag, _ in rendered_args):
-        rendered_args.append(("--enable-sleep-mode", ["--enable-sleep-mode"]))
-    for _, tokens in sorted(rendered_args, key=lambda item: item[0]):
-        argv += tokens
+    argv = [*_engine_argv(profile), *_args_argv(profile, schema, findings, lenient, sleep_mode=parking)]
     env = {name: str(value) for name, value in sorted(profile.data.get("env", {}).items())}
     if parking:
         env = dict(sorted({**env, DEV_MODE_VAR: "1"}.items()))
@@ -65,6 +48,34 @@ def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, 
     if engine.get("api_key_env"):
         secret_env[API_KEY_VAR] = str(engine["api_key_env"])
     return Rendered(argv=tuple(argv), env=env, secret_env=secret_env)
+
+
+def _engine_argv(profile: ResolvedProfile) -> list[str]:
+    """The command, the model, then the engine's name, host and port flags."""
+    engine = profile.data.get("engine", {})
+    declared = engine_settings(profile.data)
+    command = declared.value("command")  # a command of the wrong type is an error of the structure check
+    argv = [str(part) for part in command] if isinstance(command, list) else [str(command)]
+    if engine.get("model"):
+        argv.append(str(engine["model"]))
+    names = engine.get("served_model_name")
+    if names:
+        argv += ["--served-model-name", *([names] if isinstance(names, str) else [str(n) for n in names])]
+    return argv + ["--host", declared.text("host"), "--port", declared.text("port")]
+
+
+def _args_argv(
+    profile: ResolvedProfile, schema: VllmSchema, findings: Findings, lenient: bool, *, sleep_mode: bool
+) -> list[str]:
+    """`[args]` as flags sorted by name; `--enable-sleep-mode` added where the profile parks asleep."""
+    rendered_args: list[tuple[str, list[str]]] = []
+    for key, value in profile.data.get("args", {}).items():
+        tokens = _render_arg(profile, schema, key, value, findings, lenient)
+        if tokens:
+            rendered_args.append((tokens[0], tokens))
+    if sleep_mode and not any(flag == "--enable-sleep-mode" for flag, _ in rendered_args):
+        rendered_args.append(("--enable-sleep-mode", ["--enable-sleep-mode"]))
+    return [token for _, tokens in sorted(rendered_args, key=lambda item: item[0]) for token in tokens]
 
 
 def _render_arg(

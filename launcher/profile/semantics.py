@@ -154,36 +154,62 @@ def _check_capture(
         )
         return
     _check_graph_ceiling(config, findings, here, norm)
-    if config.sizes is None:
-        return
+    if config.sizes is not None:
+        at = here("compilation_config" if "compilation_config" in norm else "cudagraph_capture_sizes")
+        for warning in capture_size_warnings(config, config.sizes):
+            findings.warn(f"{at}: {warning}")
+
+
+def capture_size_warnings(config: CaptureConfig, sizes: tuple[int, ...]) -> list[str]:
+    """What vLLM will do to the capture sizes asked for: drop those above the token budget, round
+    them for speculative decoding, and never use those no decode batch reaches."""
     kept = expected_capture_sizes(config) or []
-    asked = sorted(set(config.sizes))
-    key = "compilation_config" if "compilation_config" in norm else "cudagraph_capture_sizes"
-    cap = config.max_num_batched_tokens
-    above = [s for s in asked if cap is not None and s > cap]
-    if above:
-        findings.warn(
-            f"{here(key)}: capture sizes {above} exceed max_num_batched_tokens={cap}; vLLM drops them"
-        )
+    asked = sorted(set(sizes))
+    within, above = _split_at_budget(asked, config.max_num_batched_tokens)
+    dropped = f"capture sizes {above} exceed max_num_batched_tokens={config.max_num_batched_tokens}"
+    warnings = [
+        f"{dropped}; vLLM drops them" if above else None,
+        _rounding_warning(config, kept, asked, within),
+        _unused_warning(config, kept),
+    ]
+    return [w for w in warnings if w]
+
+
+def _split_at_budget(asked: list[int], max_num_batched_tokens: int | None) -> tuple[list[int], list[int]]:
+    """(the sizes vLLM keeps, those above max_num_batched_tokens, which it drops)."""
+    if max_num_batched_tokens is None:
+        return asked, []
+    return [s for s in asked if s <= max_num_batched_tokens], [s for s in asked if s > max_num_batched_tokens]
+
+
+def _rounding_warning(
+    config: CaptureConfig, kept: list[int], asked: list[int], within: list[int]
+) -> str | None:
+    """Speculative decoding rounds the sizes up to multiples of its decode query length: what it
+    captures then, where that differs from the sizes within the token budget."""
     graphs = expected_graphs(config) or {}
-    rewritten = any(v != kept for v in graphs.values()) or kept != [s for s in asked if s not in above]
-    if config.decode_query_len > 1 and rewritten:
-        per_mode = ", ".join(f"{mode} {sizes} ({len(sizes)} graphs)" for mode, sizes in graphs.items())
-        findings.warn(
-            f"{here(key)}: with {config.num_speculative_tokens} speculative token(s) the "
-            f"{config.model_runner} model runner rounds capture sizes up to multiples of "
-            f"{config.decode_query_len} ({_ROUNDS[config.model_runner]}): it will capture {per_mode} "
-            f"from the sizes {asked}"
-        )
+    rewritten = any(v != kept for v in graphs.values()) or kept != within
+    if config.decode_query_len <= 1 or not rewritten:
+        return None
+    per_mode = ", ".join(f"{mode} {sizes} ({len(sizes)} graphs)" for mode, sizes in graphs.items())
+    return (
+        f"with {config.num_speculative_tokens} speculative token(s) the {config.model_runner} model "
+        f"runner rounds capture sizes up to multiples of {config.decode_query_len} "
+        f"({_ROUNDS[config.model_runner]}): it will capture {per_mode} from the sizes {asked}"
+    )
+
+
+def _unused_warning(config: CaptureConfig, kept: list[int]) -> str | None:
+    """Sizes above the largest decode batch (max_num_seqs × the decode query length) never run."""
     _, unused = decode_reachable(kept, config)
-    if unused:
-        findings.warn(
-            f"{here(key)}: capture sizes {unused} are never used — a decode batch holds at most "
-            f"max_num_seqs × {config.decode_query_len} = "
-            f"{config.max_num_seqs * config.decode_query_len} tokens"
-            if config.max_num_seqs is not None
-            else f"{here(key)}: capture sizes {unused} are never used"
-        )
+    if not unused:
+        return None
+    if config.max_num_seqs is None:
+        return f"capture sizes {unused} are never used"
+    return (
+        f"capture sizes {unused} are never used — a decode batch holds at most max_num_seqs × "
+        f"{config.decode_query_len} = {config.max_num_seqs * config.decode_query_len} tokens"
+    )
 
 
 def _check_graph_ceiling(config: CaptureConfig, findings: Findings, here: Any, norm: dict[str, Any]) -> None:

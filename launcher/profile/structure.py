@@ -22,40 +22,34 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
     engine = data.get("engine", {})
     if isinstance(engine, dict):
         _check_table(profile, engine, ENGINE, "engine.", findings)
-        if not engine.get("model") and data.get("abstract") is not True:
-            findings.error(f"{profile.files[0]}: engine.model is required (vLLM's positional MODEL)")
-        port = engine.get("port")
-        if isinstance(port, int) and not isinstance(port, bool) and not 1 <= port <= 65535:
-            findings.error(
-                f"{where(profile.source_of('engine.port'), 'engine.port')} = {port}: out of range 1-65535"
-            )
-        command = engine.get("command")
-        if isinstance(command, list) and (not command or not all(isinstance(c, str) for c in command)):
-            findings.error(
-                f"{where(profile.source_of('engine.command'), 'engine.command')}: a non-empty list of strings"
-            )
-        key_env = engine.get("api_key_env")
-        if isinstance(key_env, str) and not ENV_NAME_RE.match(key_env):
-            findings.error(
-                f"{where(profile.source_of('engine.api_key_env'), 'engine.api_key_env')} = {key_env!r}: "
-                "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
-            )
+        _check_engine(profile, engine, findings)
     preflight = data.get("preflight", {})
     if isinstance(preflight, dict):
         _check_table(profile, preflight, PREFLIGHT, "preflight.", findings)
     supervisor = data.get("supervisor", {})
     if isinstance(supervisor, dict):
         _check_table(profile, supervisor, SUPERVISOR, "supervisor.", findings)
-        action = supervisor.get("leak_monitor")
-        if action is not None and action not in ("log", "restart", "rollback"):
-            findings.error(
-                f"{where(profile.source_of('supervisor.leak_monitor'), 'supervisor.leak_monitor')} = "
-                f"{action!r}: one of log, restart, rollback"
-            )
     _check_env(profile, findings)
     _check_args_text(profile, findings)
     _check_gates(profile, findings)
     _check_required_gate(profile, findings)
+
+
+def _check_engine(profile: ResolvedProfile, engine: dict[str, Any], findings: Findings) -> None:
+    """What `[engine]`'s declarations cannot judge (they check the port's range and the command's
+    items): a model unless abstract, a command that is not empty, the API key's variable name."""
+    if not engine.get("model") and profile.data.get("abstract") is not True:
+        findings.error(f"{profile.files[0]}: engine.model is required (vLLM's positional MODEL)")
+    if engine.get("command") == []:
+        findings.error(
+            f"{where(profile.source_of('engine.command'), 'engine.command')}: a non-empty list of strings"
+        )
+    key_env = engine.get("api_key_env")
+    if isinstance(key_env, str) and not ENV_NAME_RE.match(key_env):
+        findings.error(
+            f"{where(profile.source_of('engine.api_key_env'), 'engine.api_key_env')} = {key_env!r}: "
+            "an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+        )
 
 
 def _check_table(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from launcher.check import CheckRequest, check_tables, parse_gate_names
+from launcher.commands.status_cmd import PROBE_DETAIL, without_launcher
 from launcher.errors import BadInput
 from launcher.profile.plan import build_plan
 from launcher.state.serving import drift, exit_code, serving_entry
@@ -86,3 +87,18 @@ def test_exit_codes() -> None:
     assert exit_code([serving, stopped]) == 3 and exit_code([never]) == 3 and exit_code([]) == 3
     assert exit_code([unknown]) == 4
     assert stopped["url"] is None and never["phase"] == "never_run" and unknown["phase"] == "unknown"
+
+
+def test_a_status_whose_launcher_is_gone_says_stopped_and_forgets_the_engine_pid() -> None:
+    gating = {"phase": "gating", "launcher_pid": 41, "engine_pid": 42, "detail": "running gates"}
+    without_launcher(gating)
+    assert gating == {"phase": "stopped", "launcher_pid": 41, "engine_pid": None,
+                      "detail": "launcher pid 41 is gone (last phase gating)"}  # fmt: skip
+    failed = {"phase": "failed", "launcher_pid": 41, "engine_pid": None, "detail": "health: refused"}
+    without_launcher(failed)
+    assert failed == {"phase": "failed", "launcher_pid": 41, "engine_pid": None, "detail": "health: refused"}
+    probing = {"phase": "stopped", "launcher_pid": 43, "detail": f"{PROBE_DETAIL} 43: production comes back"}
+    without_launcher(probing)
+    assert probing["phase"] == "stopped"
+    assert probing["detail"].startswith("launch probe pid 43 is gone and production did not come back")
+    assert "`launch probe --recover` restores it" in probing["detail"]

@@ -120,7 +120,7 @@ def test_invalid_args_exit_2_and_change_nothing(case: str, shipped_profiles: Pat
     ("text", "expected"),
     [
         ('extends = "base"\narg = {}\n', "unknown key; did you mean args?"),
-        ('extends = "base"\n[engine]\nport = 70000\nmodel = "m"\n', "out of range"),
+        ('extends = "base"\n[engine]\nport = 70000\nmodel = "m"\n', "engine.port = 70000: must be ≤ 65_535"),
         ('extends = "base"\n[engine]\nmodle = "m"\n', "did you mean model?"),
         (
             'extends = "base"\n[engine]\nmodel = "m"\n[gates.kernel_markr]\npatterns = []\n',

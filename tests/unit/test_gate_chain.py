@@ -183,6 +183,23 @@ def test_graph_capture_rejects_unasked_eager_and_downgraded_mode() -> None:
     assert downgraded.verdict is Verdict.FAIL and "downgraded" in downgraded.summary
 
 
+def test_graph_capture_rejects_a_capture_it_cannot_confirm_or_that_differs() -> None:
+    expect = Expectations(served_model_names=("m",), capture_sizes=(1, 2, 4, 8))
+    unfinished = _judge({**READY, "cudagraph_captured": False, "capture_sizes": [1, 2, 4, 8]}, expect)
+    assert unfinished.summary == "CUDA-graph capture did not complete"
+    unseen = _judge(READY, expect)
+    assert unseen.summary == "the log does not show the capture sizes: cannot confirm the capture"
+    other = _judge({**READY, "capture_sizes": [1, 2, 4]}, expect)
+    assert other.summary == "vLLM's config has capture sizes [1, 2, 4], expected [1, 2, 4, 8]"
+    assert all(o.verdict is Verdict.FAIL for o in (unfinished, unseen, other))
+    # the config line prints the sizes before spec decoding rounds them: they are compared with those
+    rounded = Expectations(("m",), capture_sizes=(3, 6), configured_sizes=(1, 2, 4, 8), decode_query_len=3)
+    facts = {**READY, "capture_sizes": [1, 2, 4, 8], "model_runner": "V1"}
+    spec = _judge({**facts, "graphs_captured_by_mode": {"PIECEWISE": 2, "FULL": 2}}, rounded)
+    assert spec.verdict is Verdict.PASS
+    assert spec.summary.startswith("graphs PIECEWISE 2/2, FULL 2/2; sizes [3, 6]")
+
+
 def test_graph_capture_skips_an_eager_profile_and_waits_for_ready() -> None:
     expect = Expectations(served_model_names=("m",), capture_sizes=(), enforce_eager=True)
     assert _judge({}, expect).verdict is Verdict.SKIP

@@ -58,7 +58,7 @@ BAD_PROFILES: list[tuple[str, str, str]] = [
     ("an empty switch hook", "[supervisor]\non_switch = []\n", "is empty"),
     ("a switch hook with a newline", '[supervisor]\non_switch = ["/bin/true\\nx"]\n', "control character"),
     ("bad schema", '[engine]\nschema = "latest"\n', "must be one of"),
-    ("port 0", "[engine]\nport = 0\n", "out of range"),
+    ("port 0", "[engine]\nport = 0\n", "engine.port = 0: must be ≥ 1"),
     ("unit injection", f"[engine]\n{INJECTION}\n", "environment variable name"),
     ("newline in an env value", '[env]\nVLLM_X = "a\\nb"\n', "control character"),
     ("NUL in an argv value", '[args]\nserved_model_name = "a\\u0000b"\n', "control character"),
@@ -192,3 +192,33 @@ def test_the_last_good_reader_knows_every_expectation_the_launcher_writes() -> N
     assert {f.name for f in fields(Expectations)} == set(EXPECTATION_CHECKS)
     written = json.loads(json.dumps(asdict(Expectations(served_model_names=("m",), capture_sizes=(1, 2)))))
     assert _expectations(written)
+
+
+
+@pytest.mark.parametrize(
+    ("command", "phrase"),
+    [("5", "expected list of str"), ("true", "expected list of str"), ('["vllm", 3]', "item 1 (3) must be a str"),
+     ("[{ a = 1 }]", "item 0 ({'a': 1}) must be a str"), ("[]", "a non-empty list of strings")],
+)  # fmt: skip
+def test_a_command_that_is_not_strings_is_refused_not_a_crash(tmp_path: Path, command: str, phrase: str) -> None:
+    """Was: `command = 5` (or a number or table in the list) crashed the dry run with exit 70."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "p.toml").write_text(f'[engine]\nmodel = "m"\ncommand = {command}\n')
+    _assert_refused(_run(profiles, tmp_path / "state", "--profile", "p", "--dry-run"), phrase)
+
+
+def test_each_bad_value_is_reported_once(tmp_path: Path) -> None:
+    """Was: the port's range, the command's items and leak_monitor's choices were checked twice, by
+    their declarations and again by hand, so each of these bad values gave two errors."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "p.toml").write_text(
+        '[engine]\nmodel = "m"\nport = 70000\ncommand = ["vllm", 3]\n[supervisor]\nleak_monitor = "reboot"\n'
+    )
+    result = _run(profiles, tmp_path / "state", "--profile", "p", "--dry-run")
+    _assert_refused(result, "engine.port = 70000: must be ≤ 65_535")
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert sorted(e.split(": ")[2].split(" = ")[0] for e in errors) == [
+        "engine.command", "engine.port", "supervisor.leak_monitor"
+    ], errors  # fmt: skip

@@ -196,6 +196,25 @@ def test_command_line_flags() -> None:
         "enforce_eager": True,
         "max_num_seqs": 8,
     }
+    module_form = configline.from_command(
+        "-m vllm.entrypoints.openai.api_server --model=M --gpu-memory-utilization 0.9"
+    )
+    assert module_form == {"model": "M", "gpu_memory_utilization": 0.9}
+    assert configline.from_command("serve --model") == {"model": "serve"}  # no value after --model
+    assert configline.from_command("M --port x --max_num_seqs 4 'unclosed") == {
+        "model": "M",
+        "max_num_seqs": 4,
+    }
+
+
+def test_echoed_args_are_typed_and_secrets_and_nones_dropped() -> None:
+    echoed = {"model_tag": "M", "port": 8100, "max_num_seqs": True, "gpu_memory_utilization": 1,
+              "enforce_eager": False, "served_model_name": "m", "quantization": None,
+              "tool_call_parser": "***"}  # fmt: skip
+    assert configline.from_args(echoed) == {
+        "model": "M", "served_port": 8100, "gpu_memory_utilization": 1.0, "enforce_eager": False,
+        "served_model_name": ["m"],
+    }  # fmt: skip
 
 
 def _cause(raw: str, after_traceback: bool = False) -> str | None:

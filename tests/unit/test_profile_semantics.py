@@ -9,7 +9,7 @@ import pytest
 
 from launcher.profile.findings import Findings
 from launcher.profile.loader import resolve
-from launcher.profile.semantics import capture_config, check_semantics, human_int
+from launcher.profile.semantics import capture_config, capture_size_warnings, check_semantics, human_int
 
 
 def findings_of(profiles_dir: Path, args: str, env: str = "") -> Findings:
@@ -172,3 +172,21 @@ def test_the_drafting_method_picks_the_runner_unless_the_environment_forces_one(
 )  # fmt: skip
 def test_human_ints_read_as_vllm_reads_them(value: object, expected: int | None) -> None:
     assert human_int(value) == expected
+
+
+def test_capture_size_warnings_say_what_vllm_does_to_the_sizes_asked_for() -> None:
+    def warnings(**args: object) -> list[str]:
+        config = capture_config(args)
+        assert config.sizes is not None
+        return capture_size_warnings(config, config.sizes)
+
+    assert warnings(cudagraph_capture_sizes=[4, 2, 1, 2]) == []
+    assert warnings(cudagraph_capture_sizes=[1, 2, 4, 8, 64], max_num_batched_tokens=32, max_num_seqs=2) == [
+        "capture sizes [64] exceed max_num_batched_tokens=32; vLLM drops them",
+        "capture sizes [4, 8] are never used — a decode batch holds at most max_num_seqs × 1 = 2 tokens",
+    ]
+    spec = {"method": "ngram", "num_speculative_tokens": 2}
+    (rounded,) = warnings(cudagraph_capture_sizes=[1, 2, 4, 8], speculative_config=spec, max_num_seqs=8)
+    assert rounded.startswith("with 2 speculative token(s) the V1 model runner rounds capture sizes up to")
+    assert rounded.endswith("PIECEWISE [3, 6] (2 graphs), FULL [3, 6] (2 graphs) from the sizes [1, 2, 4, 8]")
+    assert warnings(cudagraph_capture_sizes=[3, 6], speculative_config=spec, max_num_seqs=2) == []

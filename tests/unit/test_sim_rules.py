@@ -139,6 +139,16 @@ def test_argv_flexible_spellings() -> None:
     assert human_int("8k") == 8000 and human_int("8K") == 8192
 
 
+def test_argv_dotted_keys_of_json_flags_gather_into_one_json_value() -> None:
+    argv = ["-O", "2", "--compilation_config.max_cudagraph_capture_size", "8",
+            "-cc.cudagraph_capture_sizes+=1,2", "--max-model-len.x=3", "--", "-x.y=1"]  # fmt: skip
+    assert normalize_argv(argv, SCHEMA) == [
+        "--optimization-level", "2", "--max-model-len.x=3", "--", "-x.y=1",
+        "--compilation-config", '{"max_cudagraph_capture_size": 8}',
+        "-cc", '{"cudagraph_capture_sizes": [1, 2]}',
+    ]  # fmt: skip
+
+
 def test_unknown_flag_fails_like_vllm(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         parse(["serve", "m", "--cuda-graph-sizes", "1"], SCHEMA, environ={})
