@@ -88,9 +88,10 @@ def records(text: str, process: str | None = None) -> list[Record]:
     return found
 
 
-def sim_config(run: Run, *more: str) -> SimConfig:
+def sim_config(run: Run, *more: str, environ: dict[str, str] | None = None) -> SimConfig:
+    """The run's settings, with `more` flags; `environ` is what the config reads (none by default)."""
     ns = parse(["serve", *TINY, *run.extra, *more], SCHEMA, environ={})
-    return from_namespace(ns, SCHEMA, environ={})
+    return from_namespace(ns, SCHEMA, environ=environ or {})
 
 
 def use_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
