@@ -51,6 +51,7 @@ KERNEL = (
     "enable_flashinfer_autotune=True, enable_cutedsl_warmup=True, enable_bf16x3_router_gemm=False, "
     "moe_backend='auto', linear_backend='auto')"
 )
+KERNEL_EAGER = KERNEL.replace("['native']", "['vllm_c', 'native']")  # record/eager, as notes.IR_OP_EAGER
 
 
 def compilation_repr(cfg: SimConfig) -> str:
@@ -59,16 +60,20 @@ def compilation_repr(cfg: SimConfig) -> str:
     compiled = plan.compile_mode == 3
     mode = "<CompilationMode.VLLM_COMPILE: 3>" if compiled else "<CompilationMode.NONE: 0>"
     ops = ", ".join(f"'vllm::{op}'" for op in SPLITTING_OPS) if compiled else ""
-    passes = ", ".join(f"'{name}': False" for name in PASSES)
+    # Eager turns on the custom ops, so the norm and activation fusions (record/eager, `Enabled custom
+    # fusions: norm_quant, act_quant`); the backend stays inductor (0.26.0 config/compilation.py:1050),
+    # the custom ops follow the mode (config/vllm.py:1245-1258), and eager keeps 0 warm-ups (:1390).
+    fused = ("fuse_norm_quant", "fuse_act_quant") if cfg.enforce_eager else ()
+    passes = ", ".join(f"'{name}': {name in fused}" for name in PASSES)
     sizes = ", ".join(str(s) for s in plan.sizes)
     fields = [
         f"'mode': {mode}",
         "'debug_dump_path': None",
         "'cache_dir': ''",
         "'compile_cache_save_format': 'binary'",
-        f"'backend': {'inductor' if compiled else ''!r}",
-        "'custom_ops': ['none']",
-        "'ir_enable_torch_wrap': True",
+        "'backend': 'inductor'",
+        f"'custom_ops': [{'none' if compiled else 'all'!r}]",
+        f"'ir_enable_torch_wrap': {compiled}",
         f"'splitting_ops': [{ops}]",
         "'compile_mm_encoder': False",
         "'cudagraph_mm_encoder': False",
@@ -80,7 +85,7 @@ def compilation_repr(cfg: SimConfig) -> str:
         f"'inductor_compile_config': {INDUCTOR}",
         "'inductor_passes': {}",
         f"'cudagraph_mode': <CUDAGraphMode.{plan.mode.value}: {plan.mode.enum_value}>",
-        "'cudagraph_num_of_warmups': 1",
+        f"'cudagraph_num_of_warmups': {0 if cfg.enforce_eager else 1}",
         f"'cudagraph_capture_sizes': [{sizes}]",
         "'cudagraph_copy_inputs': False",
         "'cudagraph_specialize_lora': True",
@@ -124,7 +129,7 @@ def engine_config_line_026(cfg: SimConfig, dialect: Dialect) -> str:
         f"enable_prefix_caching={cfg.prefix_caching}",
         "enable_chunked_prefill=True, pooler_config=None",
         f"compilation_config={compilation_repr(cfg)}",
-        f"kernel_config={KERNEL}",
+        f"kernel_config={KERNEL_EAGER if cfg.enforce_eager else KERNEL}",
     ]
     return f"Initializing a V1 LLM engine (v{dialect.version}) with config: " + ", ".join(fields)
 

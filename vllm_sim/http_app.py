@@ -16,14 +16,16 @@ from vllm_sim.openai_api import dumps
 from vllm_sim.server_state import STATE, ServerState
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+# In the order 0.26.0 lists them (tiny.log), one line per method a route was registered with.
 ROUTES: tuple[tuple[str, str], ...] = (
-    ("/health", "GET"),
-    ("/ping", "GET, POST"),
-    ("/version", "GET"),
     ("/load", "GET"),
+    ("/version", "GET"),
+    ("/health", "GET"),
     ("/metrics", "GET"),
     ("/tokenize", "POST"),  # vLLM serves it from 0.6.0 on (0.26.0: record/eager/tokenize.json)
     ("/v1/models", "GET"),
+    ("/ping", "GET"),
+    ("/ping", "POST"),
     ("/v1/chat/completions", "POST"),
     ("/v1/completions", "POST"),
 )
@@ -31,10 +33,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def routes_for(dev_mode: bool) -> tuple[tuple[str, str], ...]:
-    """The routes the log lists: the dev ones (VLLM_SERVER_DEV_MODE=1) before the OpenAI ones."""
+    """The routes the log lists: the dev ones (VLLM_SERVER_DEV_MODE=1) after SageMaker's and before
+    the generate ones, as 0.26.0's build_app registers them (entrypoints/openai/api_server.py:231-247)."""
     if not dev_mode:
         return ROUTES
-    split = ROUTES.index(("/v1/models", "GET"))
+    split = ROUTES.index(("/v1/chat/completions", "POST"))
     return (*ROUTES[:split], *DEV_ROUTES, *ROUTES[split:])
 
 

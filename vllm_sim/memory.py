@@ -25,9 +25,11 @@ _QUANT8 = re.compile(r"fp8|int8|8bit|w8a8", re.IGNORECASE)
 
 
 def params_b(model: str) -> float | None:
-    """Parameters in billions read from a model name (`Qwen/Qwen3-8B` → 8.0), None if absent."""
+    """Parameters in billions read from a model name (`Qwen/Qwen3-8B` → 8.0), None if absent. A
+    mixture-of-experts name gives its total and its active count (`Qwen3-30B-A3B`): the total is what
+    is loaded."""
     found = _PARAMS.findall(model.rsplit("/", 1)[-1])
-    return float(found[-1]) if found else None
+    return max(float(size) for size in found) if found else None
 
 
 def weights_gib(model: str, override: float | None) -> float:

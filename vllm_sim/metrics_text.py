@@ -26,6 +26,28 @@ def sleep_gauges(sleeping: int, level: int) -> tuple[tuple[str, int], ...]:
     )
 
 
+# The HELP texts of 0.26.0's own families, as its /metrics printed them (record/eager/metrics-after.txt).
+HELP_026 = {
+    "estimated_flops_per_gpu": "Estimated number of floating point operations per GPU (for Model Flops "
+    "Utilization calculations).",
+    "estimated_read_bytes_per_gpu": "Estimated number of bytes read from memory per GPU (for Model Flops "
+    "Utilization calculations).",
+    "estimated_write_bytes_per_gpu": "Estimated number of bytes written to memory per GPU (for Model Flops "
+    "Utilization calculations).",
+    "num_requests_waiting_by_reason": "Number of waiting requests by reason. Reason labels: 'capacity' = "
+    "waiting for scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV "
+    "transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
+    "engine_sleep_state": "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine "
+    "is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+    "external_prefix_cache_queries": "External prefix cache queries from KV connector cross-instance cache "
+    "sharing, in terms of number of queried tokens.",
+    "external_prefix_cache_hits": "External prefix cache hits from KV connector cross-instance cache "
+    "sharing, in terms of number of cached tokens.",
+    "mm_cache_queries": "Multi-modal cache queries, in terms of number of queried items.",
+    "mm_cache_hits": "Multi-modal cache hits, in terms of number of cached items.",
+}
+
+
 class MetricsText:
     """Renders the engine's `vllm:*` families with the dialect's metric names and form."""
 
@@ -94,9 +116,7 @@ class MetricsText:
         c = m.created
         if self.split:
             for what in ("flops", "read_bytes", "write_bytes"):
-                self.counter(
-                    f"vllm:estimated_{what}_per_gpu", 0, f"Estimated {what} per GPU (0: not computed).", c
-                )
+                self.counter(f"vllm:estimated_{what}_per_gpu", 0, HELP_026[f"estimated_{what}_per_gpu"], c)
         self.gauge("vllm:num_requests_running", m.running, "Number of requests in model execution batches.")
         self.gauge("vllm:num_requests_waiting", m.waiting, "Number of requests waiting to be processed.")
         if self.split:
@@ -104,11 +124,12 @@ class MetricsText:
                 self.gauge(
                     "vllm:num_requests_waiting_by_reason",
                     value,
-                    "Waiting requests by reason.",
+                    HELP_026["num_requests_waiting_by_reason"],
                     f'reason="{reason}"',
                 )
             for state, value in sleep_gauges(*m.sleep_state):
-                self.gauge("vllm:engine_sleep_state", value, "Engine sleep state.", f'sleep_state="{state}"')
+                help_text = HELP_026["engine_sleep_state"]
+                self.gauge("vllm:engine_sleep_state", value, help_text, f'sleep_state="{state}"')
         self.gauge(self.dialect.metric_kv_usage, m.kv_usage, "KV-cache usage. 1 means 100 percent usage.")
         self.counter(
             self.dialect.metric_prefix_queries,
@@ -129,7 +150,7 @@ class MetricsText:
                 "mm_cache_queries",
                 "mm_cache_hits",
             ):
-                self.counter(f"vllm:{name}", 0, f"{name.replace('_', ' ').capitalize()}.", c)
+                self.counter(f"vllm:{name}", 0, HELP_026[name], c)
         self.counter(
             "vllm:num_preemptions", m.preemptions, "Cumulative number of preemption from the engine.", c
         )
@@ -149,7 +170,7 @@ class MetricsText:
                     f'source="{source}"',
                 )
             self.counter(
-                "vllm:prompt_tokens_cached", cached, "Number of cached prompt tokens (local or external).", c
+                "vllm:prompt_tokens_cached", cached, "Number of cached prompt tokens (local + external).", c
             )
         self.counter(
             "vllm:generation_tokens", m.generation_tokens, "Number of generation tokens processed.", c
@@ -226,7 +247,11 @@ class MetricsText:
     def tool_counter(self, m: SimMetrics) -> None:
         """`vllm:tool_call_parser_invocations`: 0.26.0 registers every mode × outcome × request type
         (labels without `engine`); streaming counts each delta the parser saw, non-streaming each reply."""
-        name, what = "vllm:tool_call_parser_invocations", "Tool call parser invocations."
+        name = "vllm:tool_call_parser_invocations"
+        what = (  # 0.26.0 parser/metrics.py:39-43
+            "Total number of ToolParser invocations. Non-streaming increments once per choice; streaming "
+            "increments once per delta."
+        )
         model = self.labels.split(",", 1)[1]
         for mode in ("streaming", "non_streaming"):
             for outcome in ("tool_call", "no_tool_call"):

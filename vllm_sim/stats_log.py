@@ -17,6 +17,7 @@ class StatsLog:
         self.interval_s = float(os.environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
         self._last = (0, 0, 0, 0)
         self._spec_last = (0, 0, 0)
+        self._per_position_last: list[int] = []
         self._idle = 0
 
     async def run(self) -> None:
@@ -42,6 +43,10 @@ class StatsLog:
         if self.state.cfg.prefix_caching:
             line += f", Prefix cache hit rate: {100 * hits / queries if queries else 0.0:.1f}%"
         self.state.log.info(d.src("stats"), line)
+        self._spec_line()
+
+    def _spec_line(self) -> None:
+        """`SpecDecoding metrics: ...` of the interval, when it drafted (v1/spec_decode/metrics.py)."""
         spec = self.state.scheduler.spec
         if spec is None:
             return
@@ -50,12 +55,16 @@ class StatsLog:
             a - b for a, b in zip((s.drafts, s.draft_tokens, s.accepted), self._spec_last, strict=True)
         )
         self._spec_last = (s.drafts, s.draft_tokens, s.accepted)
+        # each figure is the interval's own: vLLM's SpecDecodingLogging resets after every line
+        last = self._per_position_last or [0] * len(s.per_position)
+        per_position = [now - before for now, before in zip(s.per_position, last, strict=True)]
+        self._per_position_last = list(s.per_position)
         if not drafts:
             return
         rate = accepted / drafted if drafted else 0.0
-        per_pos = ", ".join(f"{v / max(s.drafts, 1):.3f}" for v in s.per_position)
+        per_pos = ", ".join(f"{v / drafts:.3f}" for v in per_position)
         self.state.log.info(
-            d.src("spec_stats"),
+            self.state.dialect.src("spec_stats"),
             (
                 f"SpecDecoding metrics: Mean acceptance length: {1 + accepted / drafts:.2f}, Accepted "
                 "throughput: "

@@ -98,6 +98,7 @@ SOURCES_026: dict[str, str] = {
     "eager_off": "vllm.py:1392",
     "fusions": "compilation.py:329",
     "thinking_budget": "vllm.py:2228",
+    "stats": "loggers.py:310",  # tiny.log, tiny-ngram.log (v1/metrics/loggers.py:310 of 0.26.0)
     "init_done_plain": "core.py:347",
     "kv_given": "gpu_worker.py:479",
     "core_exited": "core_client.py:702",  # the engine SIGKILLed (record/eager)

@@ -194,7 +194,9 @@ def _endpoint(argv: object) -> dict[str, str]:
 
     host = after("--host") or "0.0.0.0"
     model = after("--served-model-name") or (argv[argv.index("serve") + 1] if "serve" in argv[:-1] else None)
-    shown = {"url": f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{after('--port') or 8000}"}
+    # a wildcard is reached on loopback; an IPv6 address is bracketed (as state/serving.py _url)
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
+    shown = {"url": f"http://{host}:{after('--port') or 8000}"}
     return {**shown, "model": model} if model else shown
 
 
