@@ -31,10 +31,10 @@ def errors(profiles_dir: Path, body: str) -> list[str]:
     ("body", "error"),
     [
         ("[engine]\nport = 8000\n", "engine.model is required (vLLM's positional MODEL)"),
-        (MODEL + "port = 0\n", "engine.port = 0: out of range 1-65535"),
-        (MODEL + "port = 65536\n", "engine.port = 65536: out of range 1-65535"),
+        (MODEL + "port = 0\n", "engine.port = 0: must be ≥ 1"),
+        (MODEL + "port = 65536\n", "engine.port = 65536: must be ≤ 65_535"),
         (MODEL + "command = []\n", "engine.command: a non-empty list of strings"),
-        (MODEL + 'command = ["vllm", 1]\n', "engine.command: a non-empty list of strings"),
+        (MODEL + 'command = ["vllm", 1]\n', "engine.command = ['vllm', 1]: item 1 (1) must be a str"),
         (
             MODEL + 'api_key_env = "MY-KEY"\n',
             "engine.api_key_env = 'MY-KEY': an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
@@ -42,7 +42,7 @@ def errors(profiles_dir: Path, body: str) -> list[str]:
         (MODEL + 'modle = "x"\n', "engine.modle: unknown key; did you mean model?"),
         (
             MODEL + '[supervisor]\nleak_monitor = "page"\n',
-            "supervisor.leak_monitor = 'page': one of log, restart, rollback",
+            "supervisor.leak_monitor = 'page': must be one of log, restart, rollback",
         ),  # fmt: skip
         (MODEL + '[env]\n"1BAD" = "x"\n', "env.1BAD: not a valid environment variable name"),
         (MODEL + "[env]\nFLAG = true\n", "env.FLAG = True: environment values are strings"),
@@ -107,7 +107,7 @@ def test_an_error_names_the_file_where_the_key_is(profiles_dir: Path) -> None:
     (profiles_dir / "p.toml").write_text(MODEL + "port = 0\n", encoding="utf-8")
     findings = Findings()
     check_structure(resolve(profiles_dir, "p"), findings)
-    assert f"{profiles_dir / 'p.toml'}: engine.port = 0: out of range 1-65535" in findings.errors
+    assert f"{profiles_dir / 'p.toml'}: engine.port = 0: must be ≥ 1" in findings.errors
 
 
 def test_a_value_set_in_the_parent_is_reported_at_the_parent(profiles_dir: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_value_set_in_the_parent_is_reported_at_the_parent(profiles_dir: Path)
     (profiles_dir / "p.toml").write_text('extends = "base"\n' + MODEL, encoding="utf-8")
     findings = Findings()
     check_structure(resolve(profiles_dir, "p"), findings)
-    assert f"{profiles_dir / 'base.toml'}: engine.port = 70000: out of range 1-65535" in findings.errors
+    assert f"{profiles_dir / 'base.toml'}: engine.port = 70000: must be ≤ 65_535" in findings.errors
     assert not any(str(profiles_dir / "p.toml") in e for e in findings.errors)
 
 
