@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from vllm_sim.server_state import ServerState
 
 ENGINE_STOP_S = 5.0
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # uvicorn's: each begins the shutdown
 
 
 class ApiServer:
@@ -91,9 +92,20 @@ class ApiServer:
 
     async def _main(self, sock: socket.socket) -> int:
         loop = asyncio.get_running_loop()
-        self.outcome = loop.create_future()
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal)
+        try:
+            return await self._lifecycle(loop, sock)
+        finally:
+            # asyncio's loop.close() closes its wakeup pipe before it removes these handlers: a
+            # signal in between printed "Exception ignored when trying to write to the signal
+            # wakeup fd" after uvicorn's last line. The server has ended: later ones change nothing.
+            for signum in STOP_SIGNALS:
+                loop.remove_signal_handler(signum)
+                signal.signal(signum, signal.SIG_IGN)
+
+    async def _lifecycle(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> int:
+        self.outcome = loop.create_future()
         self._spawn_engine(loop)
         result = await self.outcome
         if result == "term":
