@@ -98,7 +98,9 @@ def judge_reply(case: ToolCase, status: int, body: str) -> CaseResult:
     try:
         choice = json.loads(body)["choices"][0]
         message = choice.get("message") or {}
-    except (ValueError, KeyError, IndexError, TypeError):
+        if not isinstance(message, dict):
+            raise TypeError("message")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):  # any shape but vLLM's
         return CaseResult(case.name, False, "the body is not a chat completion", body)
     return _judge(case, Reply.of_message(message, choice.get("finish_reason")), body)
 
@@ -116,8 +118,13 @@ def judge_stream(case: ToolCase, payloads: Iterable[str]) -> CaseResult:
             chunk = json.loads(payload)
         except ValueError:
             return CaseResult(case.name, False, "a stream chunk is not JSON", "\n".join(raw))
-        for choice in chunk.get("choices") or []:
-            _take_choice(reply, by_index, choice)
+        try:
+            for choice in chunk.get("choices") or []:
+                _take_choice(reply, by_index, choice)
+        except (AttributeError, TypeError, ValueError):  # any shape but vLLM's
+            return CaseResult(
+                case.name, False, "a stream chunk is not a chat completion chunk", "\n".join(raw)
+            )
     if not raw:
         return CaseResult(case.name, False, "the stream was empty (no connection or no data)")
     reply.calls = [by_index[i] for i in sorted(by_index)]

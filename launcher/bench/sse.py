@@ -72,13 +72,20 @@ class StreamView:
         self.response_id = self.response_id or payload.get("id")
         if isinstance(payload.get("usage"), dict):
             self.usage = payload["usage"]
-        choices = payload.get("choices") or []
-        if choices and isinstance(choices[0], dict) and self._take_choice(arrived, choices[0]):
+        choices = payload.get("choices")
+        if (
+            isinstance(choices, list)
+            and choices
+            and isinstance(choices[0], dict)
+            and self._take_choice(arrived, choices[0])
+        ):
             self.event_times.append(arrived)
 
     def _take_choice(self, arrived: float, choice: dict[str, Any]) -> bool:
         """Keeps what the choice says; whether it is an output event (not the role-only opening)."""
-        delta = choice.get("delta") or {}
+        delta = choice.get("delta", {})
+        if not isinstance(delta, dict):
+            return False  # another server's shape: no output of vLLM's
         shown = self._take_delta(arrived, delta)
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
