@@ -18,33 +18,17 @@ from launcher.errors import GateFailed
 from launcher.probe.handover import Handover, Serving, Systemctl
 from launcher.probe.production import Mode, Production
 from tests.simserver import HANG_S
-
-# A launcher stand-in: says it is ready once its SIGTERM disposition is set, then waits.
-LAUNCHER = """
-import signal, sys, time
-if sys.argv[1] == "deaf":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-print("ready", flush=True)
-time.sleep(3600)
-"""
+from tests.waiters import start_waiter, waiters
 
 
 @pytest.fixture
 def launchers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(HANG_S)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with waiters() as started:
+        yield started
 
 
 def launcher(started: list[subprocess.Popen[str]], kind: str = "polite") -> int:
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, kind], stdout=subprocess.PIPE, text=True)
-    started.append(proc)
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc = start_waiter(started, kind)
     return proc.pid
 
 

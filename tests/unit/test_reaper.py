@@ -19,33 +19,17 @@ from launcher.host.process_view import ProcessView, view_of
 from launcher.host.reaper import Reaped, ReapOutcome, reap
 from tests.doubles import FakeClock
 from tests.simserver import HANG_S
-
-# Says it is ready once its SIGTERM disposition is set, then waits to be signalled.
-CHILD = """
-import signal, sys, time
-if sys.argv[1] == "deaf":
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-print("ready", flush=True)
-time.sleep(3600)
-"""
+from tests.waiters import start_waiter, waiters
 
 
 @pytest.fixture
 def children() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(HANG_S)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with waiters() as started:
+        yield started
 
 
 def child(started: list[subprocess.Popen[str]], kind: str = "polite") -> ProcessView:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, kind], stdout=subprocess.PIPE, text=True)
-    started.append(proc)
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc = start_waiter(started, kind)
     view = view_of(proc.pid)
     assert view is not None
     return view
