@@ -18,10 +18,10 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
-from prometheus_client import Counter as PromCounter
+if TYPE_CHECKING:  # imported where a file is written: `launch status` and `check` only read state
+    from prometheus_client import CollectorRegistry, Gauge
 
 PHASES = ("starting", "gating", "serving", "rolling_back", "serving_last_good", "failed", "stopped", "parked")
 VERDICTS = ("serving", "degraded", "wedged", "failing", "starving")
@@ -75,6 +75,8 @@ class LauncherMetrics:
             self.write()
 
     def write(self) -> None:
+        from prometheus_client import write_to_textfile
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_to_textfile(str(self.path), self.registry())
@@ -84,6 +86,9 @@ class LauncherMetrics:
         self.written_at = time.monotonic()
 
     def registry(self) -> CollectorRegistry:
+        from prometheus_client import CollectorRegistry
+        from prometheus_client import Counter as PromCounter
+
         registry = CollectorRegistry()
         p, status = self.profile, self.status
         watch = status.get("watch") if isinstance(status.get("watch"), dict) else {}
@@ -122,4 +127,6 @@ class LauncherMetrics:
 
 
 def _gauge(registry: CollectorRegistry, name: str, text: str, *labels: str) -> Gauge:
+    from prometheus_client import Gauge
+
     return Gauge(f"vllm_gate_{name}", text, ["profile", *labels], registry=registry)

@@ -97,13 +97,3 @@ def test_names_not_known_here_are_not_checked_or_only_warned(tmp_path: Path) -> 
     assert "vLLM 0.33.0 (the snapshot; none here) registers no such tool parser; did you mean hermes?" in (
         real.stdout + real.stderr
     )
-
-
-def test_the_snapshot_release_names_are_the_simulators() -> None:
-    """Both lists claim vLLM 0.33's registries (vllm-facts.md §7): kept equal until the simulator
-    reads them from vllm_flags."""
-    from vllm_flags import registered_parsers
-    from vllm_sim import parsers
-
-    assert frozenset(parsers.TOOL_PARSERS) == registered_parsers.TOOL_PARSERS
-    assert frozenset(parsers.REASONING_PARSERS) == registered_parsers.REASONING_PARSERS
