@@ -10,7 +10,8 @@ has appeared for a while: reading the process table costs CPU on a shared host).
 subprocesses, multiprocessing's resource tracker) come and go and are not watched. `refresh_now()`
 re-reads them at once and returns when that is done: before promotion, so that every process that
 serves is watched even when the engine started faster than one `REFRESH_S` (the simulator's 0.06 s
-startup once let a SIGKILLed engine core go unnamed until its API server exited 12 s later).
+startup once let a SIGKILLed engine core go unnamed until its API server exited 12 s later). The
+engine is whole then, so from that re-read on the table is read at the settled pace.
 
 A process that is not our child cannot be waited for, so its exit status is read from
 /proc/PID/stat (field 52, `exit_code`, Linux >= 3.5) while it is a zombie, before its parent
@@ -73,6 +74,7 @@ class GroupWatch:
         self._rounds = threading.Condition()
         self._asked = 0  # refresh_now() calls so far
         self._done = 0  # of them, how many a finished re-read began after
+        self._settled = False  # re-reading every SETTLED_REFRESH_S, no longer every REFRESH_S
         self.exits = ExitEvents()
 
     def start(self) -> None:
@@ -107,6 +109,11 @@ class GroupWatch:
                 lambda: self._done >= mine or self._stopped.is_set(), timeout_s
             ) and (self._done >= mine)
 
+    @property
+    def settled(self) -> bool:
+        """True once the table is re-read at the settled pace (quiet for a while, or refresh_now())."""
+        return self._settled
+
     def watched(self) -> dict[int, str]:
         return {pid: title for pid, (_, title) in list(self._watched.items())}
 
@@ -118,9 +125,12 @@ class GroupWatch:
                     asked = self._asked
                 quiet = 0 if self._refresh() else quiet + 1
                 with self._rounds:
+                    if asked > self._done:
+                        quiet = SETTLE_ROUNDS  # asked for before promotion: the engine is whole
                     self._done = asked
+                    self._settled = quiet >= SETTLE_ROUNDS
                     self._rounds.notify_all()
-                death = self._wait(SETTLED_REFRESH_S if quiet >= SETTLE_ROUNDS else REFRESH_S)
+                death = self._wait(SETTLED_REFRESH_S if self._settled else REFRESH_S)
                 if death is not None and not self._stopped.is_set():
                     self._stopped.set()
                     self.on_death(death)

@@ -93,7 +93,9 @@ def test_refresh_now_watches_a_core_titled_after_the_last_re_read() -> None:
     assert not watch.refresh_now(timeout_s=0.1)  # not started: nothing to re-read
     with ended_after(watch, parent) as cores:
         watch.start()
+        assert not watch.settled  # a starting engine: its table is re-read every REFRESH_S
         assert watch.refresh_now() and watch.watched() == {}  # the API server alone: untitled
+        assert watch.settled  # asked for before promotion: the engine is whole, read it seldom
         assert parent.stdin is not None and parent.stdout is not None
         parent.stdin.write("go\n")
         parent.stdin.flush()
