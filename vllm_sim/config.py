@@ -9,16 +9,17 @@ import argparse
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_flags.schema import VllmSchema
 from vllm_sim import cudagraph
 from vllm_sim.faults import Faults, faults_from
 from vllm_sim.memory import MemoryPlan, plan_memory
 from vllm_sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
-from vllm_sim.serve_args import given_args, human_int
 from vllm_sim.timing import Timing, timing_from
 from vllm_sim.versions import Dialect, dialect_for
+
+if TYPE_CHECKING:  # the engine core unpickles a SimConfig: it needs none of the command line's parser
+    from vllm_flags.schema import VllmSchema
 
 
 class StartupRefused(Exception):
@@ -129,6 +130,8 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def _int(value: Any) -> int:
+    from vllm_sim.serve_args import human_int
+
     return value if isinstance(value, int) else human_int(str(value))
 
 
@@ -305,6 +308,8 @@ def from_namespace(
     ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
 ) -> SimConfig:
     """Every decision in the order vLLM takes it; the first refusal raises `StartupRefused`."""
+    from vllm_sim.serve_args import given_args
+
     env = dict(os.environ) if environ is None else environ
     dialect = dialect_for(ns.sim_vllm_version)
     model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"

@@ -11,14 +11,11 @@ import asyncio
 import contextlib
 import json
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import h11
-import pytest
 
 from vllm_sim.http_messages import Reply, Request, Response, Router, StreamResponse, json_response
 from vllm_sim.http_server import HttpServer, Limits
@@ -428,13 +425,3 @@ def test_closing_the_server_ends_idle_connections_and_lets_a_running_request_fin
 
     idle_closed, answer, busy_closed = run(main)
     assert idle_closed and answer.body == b"done" and busy_closed
-
-
-@pytest.mark.parametrize("module", ["vllm_sim.http_app", "vllm_sim.api_server"])
-def test_the_simulators_http_side_imports_no_aiohttp(module: str) -> None:
-    """aiohttp's import (its client builds SSL contexts) was most of an API server's start cost."""
-    probe = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert [m for m in json.loads(out.stdout) if m.split(".")[0] == "aiohttp"] == []
