@@ -32,11 +32,11 @@ from vllm_sim.tracebacks import API_BIND_026, API_FRAMES
 from vllm_sim.versions import dialect_for
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
+    from vllm_sim.http_server import HttpServer
     from vllm_sim.server_state import ServerState
 
 ENGINE_STOP_S = 5.0
+HTTP_GRACE_S = 0.5  # what requests still running when the HTTP server stops are given
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)  # uvicorn's: each begins the shutdown
 
 
@@ -49,7 +49,7 @@ class ApiServer:
         self.engine: BaseProcess | None = None
         self.link: EngineLink | None = None
         self.state: ServerState | None = None
-        self.runner: web.AppRunner | None = None
+        self.http: HttpServer | None = None
         self.outcome: asyncio.Future[str] | None = None
         self.finished_requests = 0
         self.exit_code = 0
@@ -170,10 +170,8 @@ class ApiServer:
         os.kill(os.getpid(), signal.SIGINT)
 
     async def _serve(self, sock: socket.socket) -> None:
-        # aiohttp is imported only now, so its ~0.5 s import overlaps the engine's startup.
-        from aiohttp import web
-
-        from vllm_sim.http_app import build_app, routes_for
+        # The HTTP side is imported only now, so its import overlaps the engine's startup.
+        from vllm_sim.http_app import build_server, routes_for
         from vllm_sim.stats_log import StatsLog
 
         self.state = state = self._server_state()
@@ -187,14 +185,13 @@ class ApiServer:
             self.log, self.cfg, self.dialect, f"http://{host}:{self.cfg.port}", routes_for(self.cfg.dev_mode)
         )
         announce.uvicorn_started(self.log)
-        self.runner = web.AppRunner(build_app(state), access_log=None, shutdown_timeout=0.5)
-        await self.runner.setup()
-        await web.SockSite(self.runner, sock).start()
+        self.http = build_server(state)
+        await self.http.start(sock)  # listen() happens here: until now connections were refused
         self.log.raw("INFO:     Application startup complete.")
         await self.stopped.wait()
         for task in tasks:
             task.cancel()
-        await self.runner.cleanup()
+        await self.http.close(HTTP_GRACE_S)
         truth.close()
         announce.uvicorn_stopped(self.log, self.dialect, engine_died=state.engine_dead)
 

@@ -3,6 +3,9 @@
 The option schema comes from `VLLM_SIM_SCHEMA` (a snapshot JSON file) when set, else from the
 committed snapshot of vLLM 0.33.0's parser (`vllm_flags.schema.load_snapshot`), never from an
 installed vLLM.
+
+Everything else is imported inside `main`: the engine core is a spawned process, and spawn runs
+this script again as `__mp_main__` there, where only the engine's own modules are needed.
 """
 
 from __future__ import annotations
@@ -10,15 +13,17 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vllm_flags.schema import VllmSchema, load_file, load_snapshot
-from vllm_sim.config import StartupRefused, from_namespace
-from vllm_sim.faults import BadFaultFlag
-from vllm_sim.serve_args import SimArgumentError, parse
-from vllm_sim.versions import dialect_for
+if TYPE_CHECKING:
+    import argparse
+
+    from vllm_flags.schema import VllmSchema
 
 
 def _schema() -> VllmSchema:
+    from vllm_flags.schema import load_file, load_snapshot
+
     path = os.environ.get("VLLM_SIM_SCHEMA")
     if path:
         return load_file(Path(path))
@@ -26,6 +31,9 @@ def _schema() -> VllmSchema:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from vllm_sim.serve_args import SimArgumentError, parse
+    from vllm_sim.versions import dialect_for
+
     args = sys.argv[1:] if argv is None else argv
     try:
         schema = _schema()
@@ -47,8 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     if ns.subparser != "serve":
         print("usage: vllm-sim serve MODEL [vLLM flags] [--sim-* flags]", file=sys.stderr)
         return 2
+    return _serve(ns, schema)
+
+
+def _serve(ns: argparse.Namespace, schema: VllmSchema) -> int:
+    """`vllm-sim serve`: the settings resolved (or refused), then the API server until it ends."""
     from vllm_sim.api_server import ApiServer
+    from vllm_sim.config import StartupRefused, from_namespace
+    from vllm_sim.faults import BadFaultFlag
     from vllm_sim.logline import LogWriter
+    from vllm_sim.versions import dialect_for
 
     try:
         cfg = from_namespace(ns, schema)

@@ -9,16 +9,17 @@ import argparse
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_flags.schema import VllmSchema
 from vllm_sim import cudagraph
 from vllm_sim.faults import Faults, faults_from
 from vllm_sim.memory import MemoryPlan, plan_memory
 from vllm_sim.parsers import parsers_for, unknown_parser_error, unknown_reasoning_026
-from vllm_sim.serve_args import given_args, human_int
 from vllm_sim.timing import Timing, timing_from
 from vllm_sim.versions import Dialect, dialect_for
+
+if TYPE_CHECKING:  # the engine core unpickles a SimConfig: it needs none of the command line's parser
+    from vllm_flags.schema import VllmSchema
 
 
 class StartupRefused(Exception):
@@ -75,6 +76,8 @@ class SimConfig:
     rounded: cudagraph.GraphPlan | None = None  # what the runner captures (the config line shows `graphs`)
     sleep_mode: bool = False  # `--enable-sleep-mode`: weights and KV cache in the CuMem pool
     dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: the dev routes (/sleep, /wake_up, ...)
+    keep_alive_s: float = 5.0  # VLLM_HTTP_TIMEOUT_KEEP_ALIVE: uvicorn closes a connection idle this long
+    h11_max_event_bytes: int = 4194304  # `--h11-max-incomplete-event-size`: a longer request head is a 400
 
     @property
     def captured(self) -> cudagraph.GraphPlan:
@@ -127,6 +130,8 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def _int(value: Any) -> int:
+    from vllm_sim.serve_args import human_int
+
     return value if isinstance(value, int) else human_int(str(value))
 
 
@@ -235,10 +240,14 @@ def _graphs(ns: argparse.Namespace, batch: _Batch, spec_tokens: int, faults: Fau
 
 
 def _dev_mode(env: dict[str, str]) -> bool:
-    """vLLM reads `bool(int(VLLM_SERVER_DEV_MODE))` (0.26.0 envs.py:1349): a non-integer stops it."""
-    raw = env.get("VLLM_SERVER_DEV_MODE", "0")
+    """vLLM reads `bool(int(VLLM_SERVER_DEV_MODE))` (0.26.0 envs.py:1349)."""
+    return bool(_env_int(env, "VLLM_SERVER_DEV_MODE", 0))
+
+
+def _env_int(env: dict[str, str], name: str, default: int) -> int:
+    """A variable vLLM reads with `int(...)` (0.26.0 envs.py): a non-integer stops it."""
     try:
-        return bool(int(raw))
+        return int(env.get(name, str(default)))
     except ValueError as err:
         raise StartupRefused([f"ValueError: {err}"]) from err
 
@@ -269,6 +278,8 @@ def _frontend(ns: argparse.Namespace, env: dict[str, str], model: str) -> dict[s
         "force_include_usage": bool(_get(ns, "enable_force_include_usage", False)),
         "request_id_headers": bool(_get(ns, "enable_request_id_headers", False)),
         "dev_mode": _dev_mode(env),
+        "keep_alive_s": float(_env_int(env, "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", 5)),
+        "h11_max_event_bytes": int(_get(ns, "h11_max_incomplete_event_size", 4194304)),
     }
 
 
@@ -297,6 +308,8 @@ def from_namespace(
     ns: argparse.Namespace, schema: VllmSchema, environ: dict[str, str] | None = None
 ) -> SimConfig:
     """Every decision in the order vLLM takes it; the first refusal raises `StartupRefused`."""
+    from vllm_sim.serve_args import given_args
+
     env = dict(os.environ) if environ is None else environ
     dialect = dialect_for(ns.sim_vllm_version)
     model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"

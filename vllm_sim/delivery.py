@@ -12,23 +12,21 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-
 from vllm_sim import openai_api as api
 from vllm_sim import tokenizer
 from vllm_sim.generation import Channel, Plan, Tok
 from vllm_sim.groundtruth import TruthRow
-from vllm_sim.openai_api import dumps
+from vllm_sim.http_messages import Reply, Request, Response, StreamResponse, json_response
 from vllm_sim.scheduler import Job, Step
 from vllm_sim.server_state import ServerState
 from vllm_sim.shapes_026 import body_026, chat_delta_026, text_chunk_choice
 
 
-def engine_dead() -> web.Response:
+def engine_dead() -> Response:
     body = api.error_body(
         "The server had an error while processing your request.", "InternalServerError", 500
     )
-    return web.json_response(dumps=dumps, data=body, status=500)
+    return json_response(body, 500)
 
 
 # A request the engine finished with finish_reason "error" (`--sim-error-after-requests`): vLLM's
@@ -44,14 +42,14 @@ def _generation_failed(state: ServerState, job: Job) -> None:
 
 
 async def deliver(
-    request: web.Request,
+    request: Request,
     state: ServerState,
     body: dict[str, Any],
     rid: str,
     prompt: api.Prompt,
     plan: Plan,
     chat: bool,
-) -> web.StreamResponse:
+) -> Reply:
     words = frozenset(p.strip() for p in tokenizer.pieces(prompt.text))
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
     job = Job(rid, prompt.ids, plan, words, max_tokens=limit if isinstance(limit, int) else 0)
@@ -62,7 +60,7 @@ async def deliver(
     try:
         if body.get("stream"):
             return await _stream(request, state, body, job, row, chat)
-        return await _whole(request, state, job, row, chat)
+        return await _whole(state, job, row, chat)
     finally:
         state.in_flight -= 1
         if not job.finished:
@@ -94,9 +92,7 @@ def _headers(state: ServerState, rid: str) -> dict[str, str]:
     return {"X-Request-Id": rid} if state.cfg.request_id_headers else {}
 
 
-async def _whole(
-    request: web.Request, state: ServerState, job: Job, row: TruthRow, chat: bool
-) -> web.Response:
+async def _whole(state: ServerState, job: Job, row: TruthRow, chat: bool) -> Response:
     while True:
         step = await job.out.get()
         if step is None:
@@ -107,7 +103,7 @@ async def _whole(
     _truth(state, job, row)
     if job.plan.finish_reason == "error":
         _generation_failed(state, job)
-        return web.json_response(dumps=dumps, data=GENERATION_ERROR, status=500)
+        return json_response(GENERATION_ERROR, 500)
     model = state.cfg.model_label
     if chat:
         payload = api.chat_response(
@@ -117,7 +113,7 @@ async def _whole(
         payload = api.completion_response(job.rid, model, job.plan, _usage(state, job))
     if state.dialect.chunk_extras:
         payload = body_026(payload, _fingerprint(state), chat)
-    return web.json_response(dumps=dumps, data=payload, headers=_headers(state, job.rid))
+    return json_response(payload, headers=_headers(state, job.rid))
 
 
 def _step_choice(
@@ -174,12 +170,12 @@ ENGINE_CORE_ERROR = (
 
 
 async def _stream(
-    request: web.Request, state: ServerState, body: dict[str, Any], job: Job, row: TruthRow, chat: bool
-) -> web.StreamResponse:
-    response = web.StreamResponse(
-        headers={"Content-Type": "text/event-stream; charset=utf-8", **_headers(state, job.rid)}
+    request: Request, state: ServerState, body: dict[str, Any], job: Job, row: TruthRow, chat: bool
+) -> StreamResponse:
+    response = StreamResponse(
+        headers={"content-type": "text/event-stream; charset=utf-8", **_headers(state, job.rid)}
     )
-    await response.prepare(request)
+    await response.start(request)
     form = _StreamForm.of(state, body, chat)
     if chat:
         await response.write(_role_chunk(job, form))
@@ -191,7 +187,7 @@ async def _stream(
                 api.chunk(job.rid, form.created, form.model, [], form.obj, usage, form.stamp)
             )
         await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
+    await response.end()  # whichever way it went: an engine death's error event has no `[DONE]`
     return response
 
 
@@ -208,7 +204,7 @@ def _role_chunk(job: Job, form: _StreamForm) -> bytes:
 
 
 async def _write_steps(
-    response: web.StreamResponse, state: ServerState, job: Job, row: TruthRow, form: _StreamForm
+    response: StreamResponse, state: ServerState, job: Job, row: TruthRow, form: _StreamForm
 ) -> bool:
     """One chunk per engine step that shows something; False where the stream ended in an error
     event instead (the engine died, or the request finished with "error")."""

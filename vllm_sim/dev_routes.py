@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from typing import Any
-
-from aiohttp import web
 
 from vllm_sim import openai_api as api
 from vllm_sim.engine_link import EngineCallFailed, EngineDead
-from vllm_sim.openai_api import dumps
-from vllm_sim.server_state import STATE, ServerState
+from vllm_sim.http_messages import Request, Response, Router, json_response
+from vllm_sim.server_state import ServerState
 
 DEV_ROUTES: tuple[tuple[str, str], ...] = (
     ("/reset_prefix_cache", "POST"),
@@ -30,20 +29,17 @@ DEV_ROUTES: tuple[tuple[str, str], ...] = (
 _TRUE, _FALSE = ("1", "true", "on", "yes", "t", "y"), ("0", "false", "off", "no", "f", "n")
 
 
-def _error(message: str, status: int, err_type: str, param: str | None = None) -> web.Response:
-    return web.json_response(
-        dumps=dumps, data=api.error_body(message, err_type, status, param), status=status
-    )
+def _error(message: str, status: int, err_type: str, param: str | None = None) -> Response:
+    return json_response(api.error_body(message, err_type, status, param), status)
 
 
-def _failed(err: Exception) -> web.Response:
+def _failed(err: Exception) -> Response:
     """vLLM's generic exception handler: a failed call or a dead engine is a 500."""
     return _error(str(err), 500, "InternalServerError")
 
 
-async def sleep(request: web.Request) -> web.Response:
+async def sleep(state: ServerState, request: Request) -> Response:
     """`POST /sleep?level=1&mode=abort` (0.26.0 entrypoints/serve/dev/sleep/api_router.py:21-29)."""
-    state = request.app[STATE]
     raw_level, mode = request.query.get("level", "1"), request.query.get("mode", "abort")
     try:
         level = int(raw_level)
@@ -54,8 +50,8 @@ async def sleep(request: web.Request) -> web.Response:
     except (EngineCallFailed, EngineDead) as err:
         return _failed(err)
     if state.dialect.sleep_replies:
-        return web.json_response(dumps=dumps, data={"status": "sleeping", "level": level})
-    return web.Response(status=200)
+        return json_response({"status": "sleeping", "level": level})
+    return Response(status=200)
 
 
 async def _sleep(state: ServerState, level: int, mode: str) -> None:
@@ -75,10 +71,9 @@ async def _sleep(state: ServerState, level: int, mode: str) -> None:
     state.metrics.sleep_state = (1, level)
 
 
-async def wake_up(request: web.Request) -> web.Response:
+async def wake_up(state: ServerState, request: Request) -> Response:
     """`POST /wake_up[?tags=weights&tags=kv_cache]` (api_router.py:32-42)."""
-    state = request.app[STATE]
-    tags = request.query.getall("tags", []) or None
+    tags = request.query.getall("tags") or None
     state.log.info(state.dialect.src("wake_tags"), f"wake up the engine with tags: {tags}")
     try:
         resumed, weights_valid = await state.engine.call("wake_up", tags)
@@ -89,22 +84,19 @@ async def wake_up(request: web.Request) -> web.Response:
         state.scheduler.resume()
     state.metrics.sleep_state = (0, 0)  # AsyncLLM.wake_up records "awake" after any wake-up call
     if state.dialect.sleep_replies:
-        return web.json_response(
-            dumps=dumps, data={"status": "awake" if resumed else "sleeping", "tags": tags}
-        )
-    return web.Response(status=200)
+        return json_response({"status": "awake" if resumed else "sleeping", "tags": tags})
+    return Response(status=200)
 
 
-async def is_sleeping(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+async def is_sleeping(state: ServerState, request: Request) -> Response:
     try:
         asleep = await state.engine.call("is_sleeping")
     except (EngineCallFailed, EngineDead) as err:
         return _failed(err)
-    return web.json_response(dumps=dumps, data={"is_sleeping": bool(asleep)})
+    return json_response({"is_sleeping": bool(asleep)})
 
 
-def _query_bool(request: web.Request, name: str) -> bool:
+def _query_bool(request: Request, name: str) -> bool:
     raw = request.query.get(name, "false")
     if raw.lower() in _TRUE:
         return True
@@ -119,10 +111,9 @@ def _query_bool(request: web.Request, name: str) -> bool:
     raise ValueError(f"1 validation error:\n  {detail}", name)
 
 
-async def reset_prefix_cache(request: web.Request) -> web.Response:
+async def reset_prefix_cache(state: ServerState, request: Request) -> Response:
     """`POST /reset_prefix_cache` (dev/cache/api_router.py:20-43): `{"success": bool}`; it fails
     while running requests hold blocks, unless `reset_running_requests=true` preempts them."""
-    state = request.app[STATE]
     try:
         running = _query_bool(request, "reset_running_requests")
         _query_bool(request, "reset_external")  # no KV connector here: nothing external to reset
@@ -137,15 +128,14 @@ async def reset_prefix_cache(request: web.Request) -> web.Response:
         return _failed(err)
     if ok:
         state.scheduler.reset_prefix_cache()
-    return web.json_response(dumps=dumps, data={"success": bool(ok)})
+    return json_response({"success": bool(ok)})
 
 
-async def collective_rpc(request: web.Request) -> web.Response:
+async def collective_rpc(state: ServerState, request: Request) -> Response:
     """`POST /collective_rpc {"method": "reload_weights"}` (dev/rpc/api_router.py:23-54): how a
     level-2 sleeper gets real weights back; one result per worker."""
-    state = request.app[STATE]
     try:
-        body: Any = json.loads(await request.read())
+        body: Any = request.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         return _error(f"JSON decode error: {err}", 400, "Bad Request")
     method = body.get("method") if isinstance(body, dict) else None
@@ -157,12 +147,15 @@ async def collective_rpc(request: web.Request) -> web.Response:
         return _failed(err)
     if method == "reload_weights":
         state.scheduler.garbage_weights = False
-    return web.json_response(dumps=dumps, data={"results": results})
+    return json_response({"results": results})
 
 
-def add_dev_routes(app: web.Application) -> None:
-    app.router.add_post("/reset_prefix_cache", reset_prefix_cache)
-    app.router.add_post("/collective_rpc", collective_rpc)
-    app.router.add_post("/sleep", sleep)
-    app.router.add_post("/wake_up", wake_up)
-    app.router.add_get("/is_sleeping", is_sleeping)
+def add_dev_routes(router: Router, state: ServerState) -> None:
+    for method, path, handler in (
+        ("POST", "/reset_prefix_cache", reset_prefix_cache),
+        ("POST", "/collective_rpc", collective_rpc),
+        ("POST", "/sleep", sleep),
+        ("POST", "/wake_up", wake_up),
+        ("GET", "/is_sleeping", is_sleeping),
+    ):
+        router.add(method, path, partial(handler, state))

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-import psutil
-
 PRESSURE_CAP_MIB = 8192
 PRESSURE_FLOOR_MIB = 1024
 MIB = 1024 * 1024
@@ -65,6 +63,8 @@ def check_pressure(mib: int, available_bytes: int | None = None) -> None:
         raise BadFaultFlag(f"argument --sim-host-pressure-mib: must be 0..{PRESSURE_CAP_MIB}, not {mib}")
     if mib == 0:
         return
+    import psutil  # here, not at the top: the engine core imports this module, never this check
+
     available = psutil.virtual_memory().available if available_bytes is None else available_bytes
     room = available // MIB - PRESSURE_FLOOR_MIB
     if mib > room:

@@ -1,19 +1,20 @@
-"""The aiohttp app: vLLM's routes, API-key check, uvicorn-style access log (vllm-facts.md §2 #26, §7)."""
+"""The app: vLLM's routes, the API-key check, uvicorn's access log and the instrumentator's counts
+(vllm-facts.md §2 #26, §7, §15), served by `http_server`. The middlewares are plain wrapping functions:
+the access log's line goes out with the response's head, as uvicorn writes it."""
 
 from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Awaitable, Callable
-
-from aiohttp import web
+from functools import partial
 
 from vllm_sim import serving
 from vllm_sim.dev_routes import DEV_ROUTES, add_dev_routes
 from vllm_sim.host_metrics import gc_lines, http_lines, process_lines
+from vllm_sim.http_messages import Handler, Reply, Request, Response, Router, json_response, phrase
+from vllm_sim.http_server import HttpServer, Limits
 from vllm_sim.metrics_text import MetricsText
-from vllm_sim.openai_api import dumps
-from vllm_sim.server_state import STATE, ServerState
+from vllm_sim.server_state import ServerState
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 # In the order 0.26.0 lists them (tiny.log), one line per method a route was registered with.
@@ -29,7 +30,7 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("/v1/chat/completions", "POST"),
     ("/v1/completions", "POST"),
 )
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_BODY_BYTES = 64 * 1024 * 1024  # the simulator's own bound: vLLM (uvicorn, FastAPI) sets none
 
 
 def routes_for(dev_mode: bool) -> tuple[tuple[str, str], ...]:
@@ -41,54 +42,50 @@ def routes_for(dev_mode: bool) -> tuple[tuple[str, str], ...]:
     return (*ROUTES[:split], *DEV_ROUTES, *ROUTES[split:])
 
 
-@web.middleware
-async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    keys = request.app[STATE].cfg.api_keys
+async def authenticate(state: ServerState, handler: Handler, request: Request) -> Reply:
+    """vLLM's API-key middleware: only the guarded prefixes, `Bearer KEY` exactly."""
+    keys = state.cfg.api_keys
     if keys and request.path.startswith(AUTH_PREFIXES):
         given = request.headers.get("Authorization", "")
         if given not in {f"Bearer {k}" for k in keys}:
-            return web.json_response(dumps=dumps, data={"error": "Unauthorized"}, status=401)
+            return json_response({"error": "Unauthorized"}, 401)
     return await handler(request)
 
 
-@web.middleware
-async def access_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def instrumented(state: ServerState, router: Router, handler: Handler, request: Request) -> Reply:
+    """prometheus-fastapi-instrumentator's view: requests to a route that passed the key check."""
     started = time.monotonic()
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        body = {"detail": "Not Found"} if exc.status == 404 else {"detail": exc.reason}
-        response = web.json_response(dumps=dumps, data=body, status=exc.status)
-    state = request.app[STATE]
-    if response.status != 401 and request.match_info.route.resource is not None:  # the instrumentator's view
-        sizes = (request.content_length or 0, response.body_length)
-        state.http.observe(request.path, request.method, response.status, sizes, time.monotonic() - started)
+    reply = await handler(request)
+    if reply.status != 401 and router.has(request):
+        sizes = (request.content_length or 0, reply.body_length)
+        state.http.observe(request.path, request.method, reply.status, sizes, time.monotonic() - started)
+    return reply
+
+
+def access_line(state: ServerState, request: Request, status: int) -> None:
+    """uvicorn's access log: `HOST:PORT - "METHOD PATH HTTP/V" STATUS PHRASE`, on stdout."""
     if state.cfg.access_log and request.path not in state.cfg.access_log_skip:
-        peer = request.transport.get_extra_info("peername") if request.transport else None
-        host, port = (peer[0], peer[1]) if peer else ("127.0.0.1", 0)
-        version = f"{request.version.major}.{request.version.minor}"
+        host, port = request.peer
         state.log.raw(
-            f'INFO:     {host}:{port} - "{request.method} {request.path_qs} HTTP/{version}" '
-            f"{response.status} {response.reason}",
+            f'INFO:     {host}:{port} - "{request.method} {request.path_qs} HTTP/{request.http_version}" '
+            f"{status} {phrase(status)}",
             stderr=False,
         )
-    return response
 
 
-async def health(request: web.Request) -> web.Response:
-    return web.Response(status=503 if request.app[STATE].engine_dead else 200)
+async def health(state: ServerState, request: Request) -> Response:
+    return Response(status=503 if state.engine_dead else 200)
 
 
-async def version(request: web.Request) -> web.Response:
-    return web.json_response(dumps=dumps, data={"version": request.app[STATE].dialect.version})
+async def version(state: ServerState, request: Request) -> Response:
+    return json_response({"version": state.dialect.version})
 
 
-async def load(request: web.Request) -> web.Response:
-    return web.json_response(dumps=dumps, data={"server_load": 0})
+async def load(state: ServerState, request: Request) -> Response:
+    return json_response({"server_load": 0})
 
 
-async def models(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+async def models(state: ServerState, request: Request) -> Response:
     cfg = state.cfg
     cards = [
         {
@@ -118,11 +115,10 @@ async def models(request: web.Request) -> web.Response:
         }
         for i, name in enumerate(cfg.card_names)
     ]
-    return web.json_response(dumps=dumps, data={"object": "list", "data": cards})
+    return json_response({"object": "list", "data": cards})
 
 
-async def metrics(request: web.Request) -> web.Response:
-    state = request.app[STATE]
+async def metrics(state: ServerState, request: Request) -> Response:
     major, minor, patch = platform.python_version_tuple()
     text = (
         "\n".join(gc_lines())
@@ -148,28 +144,37 @@ async def metrics(request: web.Request) -> web.Response:
     if state.cfg.tool_parser and state.dialect.created_families:  # 0.26.0: after the HTTP families
         renderer.tool_counter(state.metrics)
         text += renderer.text()
-    return web.Response(
-        text=text, content_type="text/plain", charset="utf-8", headers={"X-Content-Type-Options": "nosniff"}
+    return Response(
+        body=text.encode("utf-8"),
+        content_type="text/plain; charset=utf-8",
+        headers=(("x-content-type-options", "nosniff"),),
     )
 
 
-async def not_found(request: web.Request) -> web.Response:
-    return web.json_response(dumps=dumps, data={"detail": "Not Found"}, status=404)
-
-
-def build_app(state: ServerState) -> web.Application:
-    app = web.Application(middlewares=[access_log, authenticate], client_max_size=64 * 1024 * 1024)
-    app[STATE] = state
-    app.router.add_get("/health", health)
-    app.router.add_get("/ping", health)
-    app.router.add_post("/ping", health)
-    app.router.add_get("/version", version)
-    app.router.add_get("/load", load)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/v1/models", models)
-    app.router.add_post("/v1/chat/completions", serving.chat_completions)
-    app.router.add_post("/v1/completions", serving.completions)
-    app.router.add_post("/tokenize", serving.tokenize)
+def routes(state: ServerState) -> Router:
+    """The routes in the order vLLM's app registers them (FastAPI answers 405 from the first)."""
+    router = Router()
+    for method, path, handler in (
+        ("GET", "/health", health),
+        ("GET", "/ping", health),
+        ("POST", "/ping", health),
+        ("GET", "/version", version),
+        ("GET", "/load", load),
+        ("GET", "/metrics", metrics),
+        ("GET", "/v1/models", models),
+        ("POST", "/v1/chat/completions", serving.chat_completions),
+        ("POST", "/v1/completions", serving.completions),
+        ("POST", "/tokenize", serving.tokenize),
+    ):
+        router.add(method, path, partial(handler, state))
     if state.cfg.dev_mode:
-        add_dev_routes(app)
-    return app
+        add_dev_routes(router, state)
+    return router
+
+
+def build_server(state: ServerState) -> HttpServer:
+    """The app behind its middlewares (the instrumentator outside the key check), on the server."""
+    router = routes(state)
+    app = partial(instrumented, state, router, partial(authenticate, state, router.dispatch))
+    limits = Limits(state.cfg.keep_alive_s, MAX_BODY_BYTES, state.cfg.h11_max_event_bytes)
+    return HttpServer(app, limits, state.log.raw, partial(access_line, state))

@@ -95,11 +95,6 @@ def usage(prompt_tokens: int, completion: int, cached: int | None) -> dict[str, 
     return out
 
 
-def dumps(obj: Any) -> str:
-    """FastAPI's JSONResponse encoding: compact, UTF-8 kept."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-
-
 def error_body(message: str, err_type: str, code: int, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": err_type, "param": param, "code": code}}
 

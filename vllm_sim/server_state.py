@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiohttp import web
-
 from vllm_sim.config import SimConfig
 from vllm_sim.engine_link import EngineLink
 from vllm_sim.groundtruth import GroundTruth
@@ -39,6 +37,3 @@ class ServerState:
         if not self.served_first:
             self.served_first = True
             self.on_first_request()
-
-
-STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)

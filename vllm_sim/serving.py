@@ -11,15 +11,13 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-
 from vllm_sim import openai_api as api
 from vllm_sim.answers import Answer, compose, is_chinese
 from vllm_sim.delivery import deliver, engine_dead
 from vllm_sim.generation import Plan, build_plan
-from vllm_sim.openai_api import dumps
+from vllm_sim.http_messages import Reply, Request, Response, json_response
 from vllm_sim.request_errors import log_parse_failure, log_unknown_model, raw_tool_text
-from vllm_sim.server_state import STATE, ServerState
+from vllm_sim.server_state import ServerState
 from vllm_sim.structured import forced_text, hermes_calls, hermes_raw_calls
 from vllm_sim.toolcalls import (
     PlannedCall,
@@ -32,15 +30,13 @@ from vllm_sim.toolcalls import (
 )
 
 
-def _error(message: str, status: int, err_type: str, param: str | None = None) -> web.Response:
-    return web.json_response(
-        dumps=dumps, data=api.error_body(message, err_type, status, param), status=status
-    )
+def _error(message: str, status: int, err_type: str, param: str | None = None) -> Response:
+    return json_response(api.error_body(message, err_type, status, param), status)
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+def _body(request: Request) -> dict[str, Any]:
     try:
-        body = await request.json()
+        body = request.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RequestInvalid(f"Invalid JSON body: {err}") from err
     if not isinstance(body, dict):
@@ -73,7 +69,7 @@ def _max_tokens(state: ServerState, body: dict[str, Any], prompt_len: int) -> in
     return asked
 
 
-def _refused(err: RequestInvalid | LookupError) -> web.Response:
+def _refused(err: RequestInvalid | LookupError) -> Response:
     """vLLM's 400 for a request its checks refused, or its 404 for a model it does not serve."""
     if isinstance(err, RequestInvalid):
         return _error(err.message, 400, "BadRequestError", err.param)
@@ -125,12 +121,11 @@ class _ChatAsk:
         return self.parser_ready and bool(self.tools) and self.choice in (None, "auto")
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
+async def chat_completions(state: ServerState, request: Request) -> Reply:
     if state.engine_dead:
         return engine_dead()
     try:
-        ask = _checked_chat(state, await _body(request))
+        ask = _checked_chat(state, _body(request))
     except RequestInvalid as err:
         return _refused(err)
     except LookupError as err:
@@ -220,12 +215,11 @@ def _forced(
     return Answer("tool_text", text.split("<tool_call>", 1)[0] if calls else text), calls
 
 
-async def completions(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
+async def completions(state: ServerState, request: Request) -> Reply:
     try:
         if state.engine_dead:
             return engine_dead()
-        body = await _body(request)
+        body = _body(request)
         _check_common(state, body)
         prompt = api.render_completion(body.get("prompt"))
         max_tokens = _max_tokens(state, body, len(prompt.ids))
@@ -241,12 +235,11 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await deliver(request, state, body, rid, prompt, plan, chat=False)
 
 
-async def tokenize(request: web.Request) -> web.Response:
+async def tokenize(state: ServerState, request: Request) -> Response:
     """`POST /tokenize` (vLLM 0.26.0 `serve/tokenize`): `messages` (chat template applied) or
     `prompt`; answers `{"count", "max_model_len", "tokens", "token_strs"}`, as recorded on the H200."""
-    state = request.app[STATE]
     try:
-        body = await _body(request)
+        body = _body(request)
         _check_common(state, body)
         if "messages" in body:
             prompt = api.render_chat(body.get("messages"), body.get("tools") or None)
@@ -256,4 +249,4 @@ async def tokenize(request: web.Request) -> web.Response:
         return _refused(err)
     ids = list(prompt.ids)
     data = {"count": len(ids), "max_model_len": state.cfg.max_model_len, "tokens": ids, "token_strs": None}
-    return web.json_response(dumps=dumps, data=data)
+    return json_response(data)

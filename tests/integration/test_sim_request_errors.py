@@ -1,16 +1,21 @@
 """Request-time errors as vLLM 0.26.0 logs them: a chat request for a model not served, and a tool
 call the hermes parser cannot load (returned as text, with the parser's ERROR and traceback), each
-against the real 0.26.0 log (tests/data/real-vllm-0.26/tiny.log holds two hermes failures)."""
+against the real 0.26.0 log (tests/data/real-vllm-0.26/tiny.log holds two hermes failures). And a
+client that leaves before its answer: vLLM aborts the request (vllm-facts.md §15)."""
 
 from __future__ import annotations
 
+import json
 import re
+import socket
+import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.simserver import running_sim
+from tests.integration.sim_support import metric
+from tests.simserver import HANG_S, SimHandle, running_sim
 
 pytestmark = pytest.mark.integration
 REAL = Path(__file__).resolve().parents[2] / "tests" / "data" / "real-vllm-0.26" / "tiny.log"
@@ -95,3 +100,26 @@ def test_a_chat_request_for_a_model_not_served_logs_an_error() -> None:
         "Error with model error=ErrorInfo(message='The model `nope` does not exist.', type='NotFoundError', "
         "param='model', code=404)"
     )
+
+
+def _wait_for_metric(sim: SimHandle, name: str, labels: str, value: float) -> None:
+    deadline = time.monotonic() + HANG_S  # only a hang reaches it
+    while metric(sim, name, labels) != value:
+        assert time.monotonic() < deadline, f"{name}{{{labels}}} never reached {value}"
+        time.sleep(0.05)
+
+
+def test_a_client_that_leaves_before_a_whole_answer_aborts_the_request() -> None:
+    """`with_cancellation`: the handler is cancelled at the disconnect and the engine aborts the
+    request; the answer's head never went out, so uvicorn logged no access line for it."""
+    body = json.dumps({"messages": [{"role": "user", "content": "a long story"}], "max_tokens": 100,
+                       "ignore_eos": True}).encode()  # fmt: skip
+    head = "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
+    head += f"content-length: {len(body)}\r\n\r\n"
+    with running_sim(["--sim-decode-ms", "1000"], speed=1) as sim:  # 100 s of tokens: it is left early
+        with socket.create_connection(("127.0.0.1", sim.port)) as client:
+            client.sendall(head.encode() + body)
+            _wait_for_metric(sim, "vllm:num_requests_running", "", 1)
+        _wait_for_metric(sim, "vllm:request_success_total", 'finished_reason="abort"', 1)
+        _wait_for_metric(sim, "vllm:num_requests_running", "", 0)  # published by the next step
+        assert '"POST /v1/chat/completions HTTP/1.1"' not in sim.tail.text()

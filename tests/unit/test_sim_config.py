@@ -110,6 +110,16 @@ def test_frontend_settings() -> None:
     assert not config("--disable-log-stats").log_stats and config().log_stats
 
 
+def test_the_http_servers_settings_are_vllms() -> None:
+    """uvicorn's keep-alive from VLLM_HTTP_TIMEOUT_KEEP_ALIVE (int(), 5) and h11's head bound from
+    `--h11-max-incomplete-event-size` (4 MiB) (vllm-facts.md §15); a non-integer variable stops vLLM."""
+    assert (config().keep_alive_s, config().h11_max_event_bytes) == (5.0, 4194304)
+    cfg = config("--h11-max-incomplete-event-size", "65536", env={"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "30"})
+    assert (cfg.keep_alive_s, cfg.h11_max_event_bytes) == (30.0, 65536)
+    lines = refusal(env={"VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "5s"})
+    assert lines == ["ValueError: invalid literal for int() with base 10: '5s'"]
+
+
 def test_engine_settings() -> None:
     cfg = config("--kv-cache-memory-bytes", "2g", "--gpu-memory-utilization", "0.5", "-tp", "2")
     assert (cfg.kv_cache_memory_bytes, cfg.util, cfg.tp) == (2_000_000_000, 0.5, 2)

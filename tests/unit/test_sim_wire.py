@@ -14,11 +14,11 @@ from launcher.bench.exchange import Exchange, Phase, Tag
 from launcher.bench.record import build_record
 from launcher.bench.sse import read_stream
 from vllm_sim.generation import Channel, Plan, Tok
+from vllm_sim.http_messages import json_response
 from vllm_sim.openai_api import (
     chat_delta,
     chat_message,
     chunk,
-    dumps,
     error_body,
     message_text,
     render_chat,
@@ -99,7 +99,7 @@ def test_an_error_body_is_vllms_and_the_bench_quotes_its_message() -> None:
     body = error_body("max_tokens must be at least 1, got 0.", "BadRequestError", 400, "max_tokens")
     assert body == {"error": {"message": "max_tokens must be at least 1, got 0.", "type": "BadRequestError",
                               "param": "max_tokens", "code": 400}}  # fmt: skip
-    raw = dumps(body).encode()
+    raw = json_response(body, 400).body
     assert raw.startswith(b'{"error":{"message":"') and b'","type":"BadRequestError","param":' in raw, (
         "compact"
     )
