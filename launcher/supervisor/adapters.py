@@ -48,7 +48,21 @@ class RequestsHttp:
         return session
 
     def get(self, path: str, timeout_s: float) -> HttpReply:
-        return self._call(lambda: self.session.get(self.base_url + path, timeout=timeout_s))
+        """A GET that loses its connection before any answer is sent once more, on a new one: the
+        watch reads /health and /metrics every 5 s and uvicorn closes a connection idle for 5 s
+        (`--timeout-keep-alive`), so a kept connection can close under the request. A timeout is not
+        retried (the server is slow, and the deadline is the caller's), and nothing but a GET is."""
+        import requests
+
+        def send() -> requests.Response:
+            return self.session.get(self.base_url + path, timeout=timeout_s)
+
+        try:
+            return self._reply(send())
+        except requests.Timeout as err:
+            return self._failure(err)
+        except requests.ConnectionError:
+            return self._call(send)
 
     def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
         return self._call(lambda: self.session.post(self.base_url + path, json=body, timeout=timeout_s))
@@ -71,17 +85,24 @@ class RequestsHttp:
         except requests.RequestException as err:
             yield json.dumps({"error": {"status": 0, "body": str(err)}})
 
-    @staticmethod
-    def _call(send: Callable[[], requests.Response]) -> HttpReply:
+    @classmethod
+    def _call(cls, send: Callable[[], requests.Response]) -> HttpReply:
         import requests
 
         try:
-            reply = send()
+            return cls._reply(send())
         except requests.RequestException as err:
-            return HttpReply(
-                0, "", f"{type(err).__name__}: {err}", timed_out=isinstance(err, requests.Timeout)
-            )
+            return cls._failure(err)
+
+    @staticmethod
+    def _reply(reply: requests.Response) -> HttpReply:
         return HttpReply(reply.status_code, reply.text)
+
+    @staticmethod
+    def _failure(err: requests.RequestException) -> HttpReply:
+        import requests
+
+        return HttpReply(0, "", f"{type(err).__name__}: {err}", timed_out=isinstance(err, requests.Timeout))
 
     def close(self) -> None:
         with self._sessions_lock:
