@@ -60,9 +60,12 @@ def measure_host() -> tuple[int, int]:
     return psutil.virtual_memory().available, psutil.swap_memory().used
 
 
-def check_port(host: str, port: int, serving: frozenset[int] = frozenset()) -> CheckResult:
+def check_port(
+    host: str, port: int, serving: frozenset[int] = frozenset(), *, name_holders: bool = True
+) -> CheckResult:
     """Bind host:port as vLLM will (SO_REUSEADDR: a TIME_WAIT leftover does not block vLLM either).
-    Held by `serving` (the engine a reload will stop first) counts as free."""
+    Held by `serving` (the engine a reload will stop first) counts as free. `name_holders=False`:
+    only whether it binds — finding the holder walks every process's sockets, too dear for a poll."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -82,6 +85,8 @@ def check_port(host: str, port: int, serving: frozenset[int] = frozenset()) -> C
                     f"port: cannot bind {host}:{port}: {err.strerror}",
                     "fix engine.host/engine.port",
                 )
+            if not name_holders:
+                return refused(CheckName.PORT, f"port: {host}:{port} is in use", "")
             listeners = _listeners(port)
             if serving and listeners and set(listeners) <= serving:
                 return ok(CheckName.PORT, f"port: {host}:{port} is held by the serving engine, stopped first")

@@ -53,12 +53,12 @@ def wait_released(
     """Return once `plan` could start here (port bindable, GPU memory back); raise at the deadline.
     `port`: where the arm will listen when not the plan's (production sleeps on its own)."""
     started = clock.monotonic()
-    port_override = port
+    listen_port = plan.port if port is None else port
     demand = gpu_demand(HostRequest.from_plan(plan))
     with probe_factory() as probe:
 
         def look() -> tuple[bool, str, bool, str]:
-            port = check_port(plan.host, plan.port if port_override is None else port_override)
+            port = check_port(plan.host, listen_port, name_holders=False)  # polled every POLL_S
             port_free = port.status is not CheckStatus.REFUSED
             if demand.uses_gpu:
                 gpus_ok, gpu_text = _gpus(probe, demand, gone_pids)
@@ -66,18 +66,21 @@ def wait_released(
                 gpus_ok, gpu_text = True, f"GPU memory not checked: {demand.no_gpu_reason}"
             return port_free, port.detail, gpus_ok, gpu_text
 
+        def holder() -> str:  # said every WAIT_NOTE_EVERY_S and at the end, not at every poll
+            return check_port(plan.host, listen_port).detail
+
         said = [started]
 
         def tell(state: RetryCallState) -> None:  # a wait of up to 300 s is never silent
             if on_wait is None or clock.monotonic() - said[0] < WAIT_NOTE_EVERY_S or state.outcome is None:
                 return
             said[0] = clock.monotonic()
-            port_free, port_detail, gpus_ok, gpu_text = state.outcome.result()
-            held = ([] if port_free else [port_detail]) + ([] if gpus_ok else [gpu_text])
+            port_free, _, gpus_ok, gpu_text = state.outcome.result()
+            held = ([] if port_free else [holder()]) + ([] if gpus_ok else [gpu_text])
             on_wait(f"waiting {said[0] - started:.0f} s for the stopped server to let go: " + "; ".join(held))
 
         # tenacity polls; its stop reads *our* clock (a fake one in tests), and sleeps through it
-        port_free, port_detail, gpus_ok, gpu_text = Retrying(
+        port_free, _, gpus_ok, gpu_text = Retrying(
             before_sleep=tell,
             retry=retry_if_result(lambda seen: not (seen[0] and seen[2])),
             stop=lambda _state: clock.monotonic() >= deadline,
@@ -87,7 +90,7 @@ def wait_released(
         )(look)
     if port_free and gpus_ok:
         return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
-    held = ([] if port_free else [port_detail]) + ([] if gpus_ok else [gpu_text])
+    held = ([] if port_free else [holder()]) + ([] if gpus_ok else [gpu_text])
     raise NotReleased(
         f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: " + "; ".join(held),
         hint="an arm must never start on GPUs another model still holds; "

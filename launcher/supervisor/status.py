@@ -32,10 +32,10 @@ from launcher.errors import GateError
 from launcher.state.metrics import LauncherMetrics
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from launcher.state.store import StateStore
-from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.history import Event, History, utc_now
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the daemon's parts: `launch status` and `check` only read the board
+    from launcher.supervisor.bookkeeping import Bookkeeping
     from launcher.supervisor.progress import Progress
     from launcher.supervisor.seams import Notifier
 

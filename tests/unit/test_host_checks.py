@@ -59,6 +59,14 @@ def test_a_port_in_use_names_its_listener(listening: socket.socket) -> None:
     assert result.hint == "stop what listens there, or give the profile another engine.port"
 
 
+def test_a_poll_asks_only_whether_the_port_binds(listening: socket.socket) -> None:
+    """A release wait polls every 0.1 s: naming the holder walks every process's sockets, so a poll
+    learns only that the port is in use, and the holder is named when the wait speaks."""
+    port = listening.getsockname()[1]
+    result = check_port("127.0.0.1", port, name_holders=False)
+    assert (result.status, result.detail) == (CheckStatus.REFUSED, f"port: 127.0.0.1:{port} is in use")
+
+
 def test_the_port_of_the_engine_a_reload_stops_first_counts_as_free(listening: socket.socket) -> None:
     port = listening.getsockname()[1]
     result = check_port("127.0.0.1", port, serving=frozenset({os.getpid()}))

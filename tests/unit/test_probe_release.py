@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def test_a_held_port_blocks_until_the_deadline_and_says_so(profiles_dir: Path) -
         with pytest.raises(NotReleased) as err:
             wait_released(plan(profiles_dir, port), gone_pids=(), deadline=clock.now + 1, clock=clock,
                           probe_factory=FakeGpuProbe)  # fmt: skip
-    assert f"127.0.0.1:{port} is in use" in err.value.message and clock.now >= 1001
+    assert f"127.0.0.1:{port} is in use by pid {os.getpid()}" in err.value.message and clock.now >= 1001
 
 
 def test_gpu_memory_still_held_by_the_stopped_server_blocks_the_arm(profiles_dir: Path) -> None:
@@ -91,5 +92,5 @@ def test_a_long_wait_says_what_is_still_held_every_few_seconds(profiles_dir: Pat
     assert len(said) == 2  # at 5 s and 10 s of a 12 s wait, not at every 0.1 s poll
     assert (
         said[0].startswith("waiting 5 s for the stopped server to let go: ")
-        and f":{port} is in use" in said[0]
+        and f":{port} is in use by pid {os.getpid()}" in said[0]
     )
