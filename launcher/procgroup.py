@@ -15,15 +15,19 @@ def group_members(pgid: int, *, created_after: float | None = None) -> list[int]
     """Live (non-zombie) processes of group `pgid`; with `created_after`, only those started
     after it (a reused group id belongs to something older: not ours)."""
     found = []
-    for proc in psutil.process_iter(["status", "create_time"]):
+    for pid in psutil.pids():  # getpgid is one syscall; /proc/PID/stat is read for members only
         try:
-            if os.getpgid(proc.pid) != pgid or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            if os.getpgid(pid) != pgid:
                 continue
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            created = proc.create_time()
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
-        if created_after is not None and proc.info["create_time"] < created_after - PID_REUSE_SLACK_S:
+        if created_after is not None and created < created_after - PID_REUSE_SLACK_S:
             continue
-        found.append(proc.pid)
+        found.append(pid)
     return found
 
 
