@@ -28,6 +28,11 @@ class Ballast:
         self.pressure_s = 60.0
 
     @property
+    def grows(self) -> bool:
+        """Whether anything here grows with time (then the engine ticks it often)."""
+        return self.leak_mib_per_min > 0 or self.warmup_mib > 0 or self.pressure_mib > 0
+
+    @property
     def held_mib(self) -> int:
         return len(self._chunks)
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -56,18 +58,22 @@ class EngineProcess:
         self.inflight = 0
         self.serving: ServingLoop | None = None
         self._remote: RemoteRanks | None = None
+        self._wakeup: int | None = None  # readable when a signal arrived (TermPolicy.install)
 
     # --- waiting: every sleep watches the parent and the signals ---
-    def wait(self, seconds: float) -> None:
+    def wait(self, seconds: float, *, until: Callable[[], bool] | None = None) -> None:
+        """Block until `seconds` pass (or `until()` holds after a message), answering messages and
+        acting on SIGTERM as soon as it is due: a signal wakes the wait, it is not polled for."""
         deadline = time.monotonic() + seconds
         while True:
             if self.serving is not None and self.serving.stuck:
                 return  # wedged: from now on nothing but SIGKILL ends it (engine_loop.py)
             self.check_term()
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (until is not None and until()):
                 return
-            self._poll(min(left, 0.02))
+            due_in = self.term.due_in()
+            self._poll(left if due_in is None else min(left, max(due_in, 0.001)))
 
     def check_term(self) -> None:
         if self.term.due():
@@ -82,12 +88,20 @@ class EngineProcess:
             self.wait(3600)
 
     def _poll(self, timeout: float) -> None:
-        if self.conn is None:
+        """Wait up to `timeout` for a message or a signal; handle one message if one came."""
+        waited_on: list[Connection | int] = [self._wakeup] if self._wakeup is not None else []
+        if self.conn is not None:
+            waited_on.append(self.conn)
+        if not waited_on:
             time.sleep(timeout)
             return
+        ready = multiprocessing.connection.wait(waited_on, timeout)
+        if self._wakeup is not None and self._wakeup in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wakeup, 64)  # the signal's own handler has run: check_term() sees it
+        if self.conn is None or self.conn not in ready:
+            return
         try:
-            if not self.conn.poll(timeout):
-                return
             message = wire.decode(self.conn.recv_bytes())
         except (EOFError, OSError):
             self._parent_gone()
@@ -107,7 +121,7 @@ class EngineProcess:
     # --- the life of the engine ---
     def run(self) -> int:
         set_title(self.dialect.engine_name)
-        self.term.install()
+        self._wakeup = self.term.install()
         try:
             ranks = self._ranks()
             Startup(self.cfg, self.dialect, self.log, ranks, self.wait, self.hang).run()

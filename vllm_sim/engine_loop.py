@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from vllm_sim.engine_core import EngineProcess
     from vllm_sim.ranks import Ranks
 
-TICK_S = 0.05
+TICK_S = 0.05  # while something runs on the clock: memory that grows, a timed crash, a marker to print
+IDLE_S = 1.0  # otherwise: messages and signals wake the engine, as vLLM's busy loop blocks on its queue
 
 
 class ServingLoop:
@@ -30,7 +31,6 @@ class ServingLoop:
         self.faults = engine.cfg.faults
         self.sleep = SleepMode(engine.cfg, engine.dialect, engine.log, ranks, self._busy, engine.resize_gpu)
         self.stuck = False
-        self.crash_now = False
         self.first_request = False
 
     # --- messages from the API server ---
@@ -43,7 +43,7 @@ class ServingLoop:
         elif kind == "call":
             self._call(int(message[1]), str(message[2]), tuple(message[3]))
         elif kind == "crash":
-            self.crash_now = True
+            self.engine.die(after_requests=True)  # at once: --sim-crash-after-requests
         elif kind == "first_request":
             self.first_request = True
 
@@ -115,17 +115,19 @@ class ServingLoop:
         crash_at = None
         if faults.crash_at == "serving":
             crash_at = time.monotonic() + self.cfg.timing.scaled(faults.crash_after_s)
-        marker_done = False
+        marker = faults.marker if faults.marker_phase == "serving" else None  # printed at the first request
         while not self.stuck:
-            engine.wait(TICK_S)
+            timed = engine.ballast.grows or crash_at is not None
+            until = (lambda: self.first_request) if marker else None
+            engine.wait(TICK_S if timed else IDLE_S, until=until)
             if self.first_request:
                 engine.ballast.start_warmup(time.monotonic())
             engine.ballast.tick(time.monotonic())
-            if self.first_request and not marker_done and faults.marker and faults.marker_phase == "serving":
-                engine.log.info(engine.dialect.src("marker"), faults.marker)
-                marker_done = True
-            if self.crash_now or (crash_at is not None and time.monotonic() >= crash_at):
-                engine.die(self.crash_now)
+            if self.first_request and marker:
+                engine.log.info(engine.dialect.src("marker"), marker)
+                marker = None
+            if crash_at is not None and time.monotonic() >= crash_at:
+                engine.die(after_requests=False)
         self._stuck_forever()
 
     def _stuck_forever(self) -> None:

@@ -27,13 +27,20 @@ class TermPolicy:
         self.first_at: float | None = None
         self.signal_name = "SIGTERM"
 
-    def install(self) -> None:
+    def install(self) -> int | None:
+        """Handle the signals; returns a descriptor that turns readable when one arrives (Python's
+        wakeup fd), so a wait can block on it instead of polling the flag (None: immune)."""
         if self.immune:  # --sim-orphans: a stuck child that only SIGKILL removes
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            return
+            return None
         signal.signal(signal.SIGTERM, self._record)
         signal.signal(signal.SIGINT, self._record)
+        readable, writable = os.pipe()
+        os.set_blocking(writable, False)
+        os.set_blocking(readable, False)
+        signal.set_wakeup_fd(writable)
+        return readable
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
         if self.first_at is None:
@@ -47,3 +54,9 @@ class TermPolicy:
 
     def due(self) -> bool:
         return self.first_at is not None and time.monotonic() >= self.first_at + self.ignore_s
+
+    def due_in(self) -> float | None:
+        """Seconds until a signal already received is acted on (None: none received)."""
+        if self.first_at is None:
+            return None
+        return max(0.0, self.first_at + self.ignore_s - time.monotonic())
