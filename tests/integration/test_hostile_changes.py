@@ -64,23 +64,26 @@ def _holder_pid(lock: Path) -> int | None:
 def test_a_rollback_sent_while_a_set_applies_is_refused_naming_it(serving: Launcher) -> None:
     """Was: both exited 0 and said the launcher serves the profile as it is, but only the last write
     served: the set's max_num_seqs=2 was silently lost."""
-    # the candidate starts in ~12 s, not 0.06 s: the rollback below is sent while the set still
-    # holds the change, however slowly this host starts a second `launch`
-    set_args = ("set", "svc", "max_num_seqs=2", "sim_startup_speed=5", "--tag", "seqs", "--apply",
-                "--timeout-s", "90")  # fmt: skip
+    set_args = ("set", "svc", "max_num_seqs=2", "--tag", "seqs", "--apply", "--timeout-s", "90")
     first = _popen(serving.profiles, serving.state, *set_args)
     lock = serving.state / "profiles" / "svc" / "change.lock"
     deadline = time.monotonic() + 60
     while _holder_pid(lock) != first.pid:  # the set holds the profile's change from here to its verdict
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0]
         time.sleep(0.01)
-    second = _launch(
-        serving.profiles, serving.state, "rollback", "orig", "--profile", "svc", "--timeout-s", "90"
-    )
+    # Held still while the rollback is sent: a stopped process keeps its flock, so the rollback meets
+    # the set in the middle of its change however slowly this host starts a second `launch`.
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = _launch(
+            serving.profiles, serving.state, "rollback", "orig", "--profile", "svc", "--timeout-s", "90"
+        )
+    finally:
+        first.send_signal(signal.SIGCONT)
     out, _ = first.communicate(timeout=120)
     assert second.returncode == 4, second.stdout + second.stderr
     assert "another change to profile 'svc' is in progress" in second.stderr
-    assert f"`launch set svc (max_num_seqs, sim_startup_speed) --apply` (pid {first.pid})" in second.stderr
+    assert f"`launch set svc (max_num_seqs) --apply` (pid {first.pid})" in second.stderr
     assert "Traceback" not in second.stderr
     assert first.returncode == 0, out
     assert "reloaded: the launcher serves the profile as it is now" in out

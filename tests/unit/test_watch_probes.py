@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psutil
@@ -92,11 +93,10 @@ def test_a_real_stopped_process_is_named_by_its_pid(tmp_path: Path) -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:
         child.send_signal(signal.SIGSTOP)
-        watch = probes.ProcessStates(("VLLM",), long_d_s=10.0)
-        for _ in range(200):  # the kernel stops it asynchronously
-            found = watch.observe([child.pid], 0.0)
-            if found.kind is Kind.BAD_PROCESS:
-                break
+        # The kernel stops it asynchronously: wait for the stop itself (a spin lost the race on a busy host).
+        _, how = os.waitpid(child.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(how)
+        found = probes.ProcessStates(("VLLM",), long_d_s=10.0).observe([child.pid], 0.0)
         assert found.kind is Kind.BAD_PROCESS
         assert f"pid {child.pid} is stopped (state T)" in found.detail
     finally:
