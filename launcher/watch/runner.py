@@ -34,7 +34,7 @@ from launcher.watch.incident import write_incident
 from launcher.watch.verdict import Judge, Judgement, Observation, Rules, Verdict
 
 TICK_S = 1.0
-FREE_EVERY_S = 5.0
+FREE_EVERY_S = 5.0  # /health, /metrics, host RAM: this often, or at the canary's pace when that is faster
 PIDS_EVERY_S = 30.0  # the group's processes are read again this often (walking them scans /proc)
 MIN_CANARY_GAP_S = 1.0  # a server that errors at once is retried, not hammered
 KEPT_OBSERVATIONS = 100
@@ -99,7 +99,7 @@ class ServingWatch:
         gpu_bytes: Callable[[Sequence[int]], int | None] | None = None,
         host: Callable[[], tuple[int, int]] = measure_host,
         tick_s: float = TICK_S,
-        free_every_s: float = FREE_EVERY_S,
+        free_every_s: float | None = None,
     ) -> None:
         self.plan = plan
         self.pids = pids
@@ -107,7 +107,9 @@ class ServingWatch:
         self.gpu_bytes = gpu_bytes
         self.host = host
         self.tick_s = tick_s
-        self.free_every_s = free_every_s
+        # A watch asked to call a hang within seconds reads its free signals as often: a stalled
+        # decode or two low-RAM samples are then told at the canary's pace, not five seconds apart.
+        self.free_every_s = min(FREE_EVERY_S, plan.interval_s) if free_every_s is None else free_every_s
         self.judge = Judge(plan.rules)
         self.http = RequestsHttp(plan.base_url, plan.api_key)
         self.observations: deque[tuple[float, Observation]] = deque(maxlen=KEPT_OBSERVATIONS)
