@@ -169,6 +169,9 @@ class GroupWatch:
         return fresh
 
     def _wait(self, timeout_s: float) -> Death | None:
+        """Until `timeout_s` passes, a wake (stop, refresh_now) or a watched process's death. The
+        host's other exits only fill the connector's memory: waking to re-read the process table on
+        each of them cost a launcher 0.4 CPU-s in an 8 s start beside 50 exits a second."""
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         if self.exits.fileno() >= 0:
@@ -176,14 +179,16 @@ class GroupWatch:
         by_fd = {fd: (pid, title) for pid, (fd, title) in self._watched.items()}
         for fd in by_fd:
             poller.register(fd, select.POLLIN)
-        for fd, _ in poller.poll(int(timeout_s * 1000)):
-            if fd == self._wake_r:
-                os.read(self._wake_r, 64)  # a stop, or refresh_now(): the loop reads the table again
-            elif fd == self.exits.fileno():
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            for fd, _ in poller.poll(max(1, int(left * 1000))):
+                if fd == self._wake_r:
+                    os.read(self._wake_r, 64)  # a stop, or refresh_now(): the loop reads the table again
+                    return None
+                if fd in by_fd:
+                    pid, title = by_fd[fd]
+                    return self._death_of(pid, title)
                 self.exits.drain()  # the host's exits, kept a while: one of ours may be among them
-            elif fd in by_fd:
-                pid, title = by_fd[fd]
-                return self._death_of(pid, title)
         return None
 
     def _death_of(self, pid: int, title: str) -> Death:

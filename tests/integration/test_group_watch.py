@@ -155,3 +155,34 @@ def test_a_core_its_parent_reaps_at_once_is_still_named_with_its_signal() -> Non
             assert parent.stdout.readline().strip() == "reaped"
             assert death.describe() == f"VLLM::EngineCore pid {core} killed by SIGKILL"
             assert death.source in ("/proc/PID/stat", "process connector")
+
+
+def test_the_hosts_other_exits_do_not_make_the_watch_read_the_process_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was: every exit on the host woke the watch, which then re-read the whole process table; a
+    launcher beside 50 exits a second spent 0.4 CPU-s of an 8 s start there. Only a wake, a death or
+    the re-read pace may read it."""
+    from launcher.host.exit_events import ExitEvents
+    from launcher.supervisor import group_watch
+
+    probe = ExitEvents()
+    if not probe.open():
+        pytest.skip(f"the kernel's process connector is not open to this test: {probe.unavailable}")
+    probe.close()
+    monkeypatch.setattr(group_watch, "SETTLED_REFRESH_S", 3600.0)  # no timed re-read during the test
+    parent = subprocess.Popen(
+        [sys.executable, "-c", LATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    watch = GroupWatch(parent.pid, ("VLLM",), lambda death: None)
+    reads: list[bool] = []
+    read_table = watch._refresh
+    monkeypatch.setattr(watch, "_refresh", lambda: reads.append(True) or read_table())
+    with ended_after(watch, parent):
+        watch.start()
+        assert watch.refresh_now() and watch.settled
+        before = len(reads)
+        for _ in range(30):
+            subprocess.run(["true"], check=True)  # another process of the host, gone at once
+        assert watch.refresh_now()  # the one re-read asked for, after every exit was announced
+        assert len(reads) == before + 1
