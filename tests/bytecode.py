@@ -1,7 +1,7 @@
 """pytest plugin: the suite keeps compiled bytecode even where the host says not to write it.
 
 A host that sets `PYTHONDONTWRITEBYTECODE=1` (this project's CI machines do) makes every one of the
-four xdist workers rewrite and compile every test module, and every `launch`, `vllm-sim` and engine
+xdist workers rewrite and compile every test module, and every `launch`, `vllm-sim` and engine
 process the tests start compile the product modules again: about a fifth of the suite's CPU
 (docs/decisions/0010). The suite writes the caches Python would write by default — `__pycache__/`
 beside the sources of this checkout, ignored by git — and nothing anywhere else:
