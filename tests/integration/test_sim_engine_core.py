@@ -69,7 +69,9 @@ def test_stopping_the_engine_core_mid_stream_freezes_the_stream_and_the_gauges()
             seen, generated = len(stream.events), metric(sim, GENERATED)
             assert metric(sim, RUNNING) == 1  # the last figures the engine published
             time.sleep(0.5)  # an observation window: a running engine makes ~250 steps in it
-            assert len(stream.events) - seen <= 2 and metric(sim, GENERATED) == generated
+            # The API server grants one step at a time: the one in flight at the stop may still land
+            # after the first reading (a busy host was seen to read 20, then 21).
+            assert len(stream.events) - seen <= 2 and metric(sim, GENERATED) - generated <= 1
             assert health(sim) == 200
         events = stream.finish()
         assert (
