@@ -1,6 +1,6 @@
-"""The timing figures the test suite no longer judges (docs/decisions/0011), measured with a tolerance.
+"""The timing figures the test suite no longer judges (docs/decisions/0013), measured with a tolerance.
 
-    .venv/bin/python bench/bench_figures.py [--only cells,queued,slow,spec,probe] [--json]
+    .venv/bin/python bench/bench_figures.py [--only cells,queued,slow,spec,eager,probe] [--json]
 
 A test asserts what `launch bench` and `launch probe` measured, flagged or refused; how close the
 measured times come to the simulator's model of time is a figure, and a figure depends on how busy
@@ -157,6 +157,33 @@ def spec(work: Path) -> Iterator[Figure]:
     )
 
 
+def eager(work: Path) -> Iterator[Figure]:
+    """--sim-capture-fallback: graphs for batches of 1 and 2 only, so a batch of 4 runs eager, its
+    steps 3x as long by the simulator's rule; the tokens' gaps, alone against in the batch of 4."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.integration.sim_support import chat
+
+    truth = work / "eager.jsonl"
+    args = ["--sim-capture-fallback", "--sim-ground-truth", str(truth), "--sim-decode-ms", "60"]
+    with running_sim(args, speed=10) as sim:
+
+        def story(i: int) -> object:
+            return chat(sim, f"Story {i} about ships", max_tokens=40, ignore_eos=True)
+
+        story(0)  # alone
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(story, range(1, 5)))  # a batch of 4
+    rows = [json.loads(line) for line in truth.read_text(encoding="utf-8").splitlines()]
+
+    def itl(row: dict[str, Any]) -> float:
+        times = [t[0] for t in row["tokens"]][10:]  # past the batch's staggered start
+        return statistics.median(b - a for a, b in zip(times, times[1:], strict=False))
+
+    ratio = statistics.median(itl(r) for r in rows[1:]) / itl(rows[0])
+    yield Figure("eager", "ITL in a batch of 4 / alone", ratio, "> 2 (the rule: 3x)", within(ratio, 2))
+
+
 def probe(work: Path) -> Iterator[Figure]:
     """An arm with 2.5x slower decode steps, against production: worse, by more than 40 %."""
     from tests.integration.probe_support import PROFILE, TINY_BENCH, Box
@@ -193,6 +220,7 @@ SCENARIOS: dict[str, Callable[[Path], Iterator[Figure]]] = {
     "queued": queued,
     "slow": slow,
     "spec": spec,
+    "eager": eager,
     "probe": probe,
 }
 

@@ -38,8 +38,10 @@ def test_requests_queued_behind_max_num_seqs_are_in_the_cell_chk_judges(tmp_path
     assert len(timed) == entry["requests"] == 4
     # the sim's own record: each request's first token came after the previous one's last
     assert all(later["first_token_mono"] >= earlier["finish_mono"] for earlier, later in pairwise(timed))
-    assert entry["chk"] == pytest.approx(entry["decode_tok_s"] * 4 / entry["total_tok_s"])
-    assert ("queued" in flags(entry)) == (entry["chk"] > CHK_QUEUED)
+    # decode is 1 / ITL median: None where a busy client read most chunks in one go, and chk with it
+    decode, chk = entry["decode_tok_s"], entry["chk"]
+    assert chk == (None if decode is None else pytest.approx(decode * 4 / entry["total_tok_s"]))
+    assert ("queued" in flags(entry)) == (chk is not None and chk > CHK_QUEUED)
 
 
 def test_identical_greedy_prompts_are_one_sequence_and_mixed_acceptance_differs(tmp_path: Path) -> None:
@@ -92,7 +94,7 @@ def test_degenerate_answers_are_flagged_and_every_token_the_sim_wrote_is_measure
     assert "degenerate" in flags(entry) and entry["answer_score_median"] < 0.2
     rows = {r["id"]: r for r in map(json.loads, truth.read_text(encoding="utf-8").splitlines())}
     timed = requests_of(tmp_path / "d", phase="timed")
-    assert len(timed) == 2 and entry["decode_tok_s"] > 0
+    assert len(timed) == 2 and (entry["decode_tok_s"] is None or entry["decode_tok_s"] > 0)  # None: as below
     for request in timed:
         written = rows[request["response_id"]]["tokens"]
         assert request["output_tokens"] == len(written) == request["events"]  # one token per step

@@ -56,17 +56,20 @@ def test_two_arm_probe_measures_the_slow_arm_and_restores_production(box: Box, t
     assert "rejected by tool_call" in bad["detail"] and bad["metrics"] == []
     decode = next(m for m in slow["metrics"] if m["metric"] == "decode_tok_s")
     base = next(m for m in prod["metrics"] if m["metric"] == "decode_tok_s")
-    assert len(decode["runs"]) == 2 and all(run > 0 for run in decode["runs"])
+    # a run's decode is 1 / ITL median: None where a busy client read most chunks in one go
+    assert len(decode["runs"]) == 2 and all(run is None or run > 0 for run in decode["runs"])
     # A first run the probe finds cold (run 1's TTFT an outlier: the clock decides) is left out, and
     # with it the run-to-run spread; either way the value and the spread are those of the runs kept.
     cold_first = any(f["flag"] == "warm-up" for f in slow["flags"])
     assert decode["runs_used"] == ([2] if cold_first else [1, 2])
-    assert (decode["run_spread"] is None) == cold_first
-    assert decode["delta"] == pytest.approx((decode["value"] - base["value"]) / base["value"])
+    kept = [run for i, run in enumerate(decode["runs"], 1) if i in decode["runs_used"] and run is not None]
+    assert (decode["run_spread"] is None) == (len(kept) < 2)
     change, band = decode["delta"], decode["noise_band"]
-    if band is None:
+    assert (change is None) == (decode["value"] is None or base["value"] is None)
+    if change is None or band is None:  # nothing to compare, or no spread to judge the change by
         assert decode["verdict"] == "unknown"
     else:
+        assert change == pytest.approx((decode["value"] - base["value"]) / base["value"])
         assert decode["verdict"] == ("noise" if abs(change) <= band else "worse" if change < 0 else "better")
     assert "| slow |" in report and "short c1 decode tok/s" in report
     assert (out / "report.md").read_text() == report

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import statistics
 import time
 from pathlib import Path
 
@@ -166,14 +165,11 @@ def test_capture_fallback_and_a_marker_at_warmup(tmp_path: Path) -> None:
                     lambda i: chat(sim, f"Story {i} about ships", max_tokens=40, ignore_eos=True), range(4)
                 )
             )
+    # A batch of 4 falls out of the [1, 2] graphs and runs eager: its steps are 3x as long by the
+    # rule (tests/unit/test_sim_rules.py); how that shows in the tokens' times is a figure
+    # (bench/bench_figures.py `eager`). Here: each request, alone or in the batch, got every token.
     rows = [json.loads(x) for x in truth.read_text().splitlines()]
-
-    def itl(row: dict[str, object]) -> float:
-        times = [t[0] for t in row["tokens"]]  # type: ignore[attr-defined]
-        return statistics.median(b - a for a, b in zip(times[10:], times[11:], strict=False))
-
-    single, batch = itl(rows[0]), statistics.median(itl(r) for r in rows[1:])
-    assert batch > 2 * single  # a batch of 4 falls out of the [1, 2] graphs and runs eager
+    assert [(r["output_tokens"], len(r["tokens"])) for r in rows] == [(40, 40)] * 5
 
 
 def test_eager_fallback_and_a_marker_on_first_request() -> None:
