@@ -13,8 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from tests.conftest import REPO
-from tests.simserver import HANG_S
+from tests.simserver import HANG_S, wait_gone
 
 BURNER = REPO / ".ci" / "burner.py"
 
@@ -46,14 +48,6 @@ def wait_for(path: Path) -> str:
     return path.read_text()
 
 
-def gone_by(pid: int) -> None:
-    """Wait until a signalled process is gone or a zombie (an event; failing only on a hang)."""
-    deadline = time.monotonic() + HANG_S
-    while alive(pid):
-        assert time.monotonic() < deadline, f"pid {pid} still runs {HANG_S:.0f} s after SIGKILL"
-        time.sleep(0.01)
-
-
 def test_burners_run_until_ended_by_their_pids(tmp_path: Path) -> None:
     pidfile = tmp_path / "burners.json"
     started = burner("start", "2", str(pidfile), "--watch", str(os.getpid()))
@@ -70,8 +64,9 @@ def test_a_burner_that_was_signalled_fails_the_run(tmp_path: Path) -> None:
     pidfile = tmp_path / "burners.json"
     assert burner("start", "2", str(pidfile), "--watch", str(os.getpid())).returncode == 0
     victim, survivor = pids(pidfile)
+    doomed = psutil.Process(victim)
     os.kill(victim, signal.SIGKILL)  # what a test that signalled a foreign process would do
-    gone_by(victim)  # the kill lands when the victim is next scheduled: on a busy host, later
+    assert wait_gone([doomed], HANG_S) == []  # the kill lands when the victim is next scheduled
     ended = burner("end", str(pidfile))
     assert ended.returncode == 1
     assert f"FAIL: burner(s) {victim} (gone, no note: signalled) ended before the suite did" in ended.stderr
