@@ -71,6 +71,9 @@ class ServerView(Protocol):
     def process_tree(self) -> Sequence[int]: ...
 
 
+GpuBytesFn = Callable[[Sequence[int]], "int | None"]  # GPU memory held by these pids (None: no NVML)
+
+
 class MemoryProbe(Protocol):
     def rss_bytes(self, pids: Sequence[int]) -> int: ...
 

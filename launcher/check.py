@@ -20,8 +20,8 @@ from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
 from gates.registry import GATES, build_chain
 from launcher.errors import BadInput
-from launcher.supervisor.adapters import ProcessMemory, RequestsHttp
-from launcher.supervisor.candidate import Candidate
+from launcher.host.adapters import ProcessMemory, RequestsHttp
+from launcher.profile.candidate import Candidate
 
 CHECKABLE: tuple[str, ...] = ("health", "tool_call", "smoke", "canary")
 # The probe set: /health, the served model name (both in `health`) and one tool call.

@@ -6,20 +6,36 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from basis.clock import Waitable
 from gates.context import Expectations, GateContext, HttpReply
 
 
 @dataclass
 class FakeClock:
+    """basis.clock.Clock on a fake time line: a sleep, or a wait on an event that is not set, moves
+    `now` by its length at once; nothing sleeps. `epoch` is the wall clock at `now` = 0."""
+
     now: float = 1000.0
     slept: list[float] = field(default_factory=list)
+    epoch: float = 1_790_000_000.0
 
     def monotonic(self) -> float:
         return self.now
 
+    def time(self) -> float:
+        return self.epoch + self.now
+
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        self.now += seconds
+        self.now += max(0.0, seconds)
+
+    def wait(self, event: Waitable, timeout_s: float | None) -> bool:
+        if event.is_set():
+            return True
+        if timeout_s is None:
+            raise AssertionError("an unbounded wait on a fake clock would never end")
+        self.sleep(timeout_s)
+        return event.is_set()
 
 
 @dataclass

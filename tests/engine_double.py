@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gates.chain import ChainReport
+from gates.context import GpuBytesFn
 from gates.outcome import GateResult, Verdict
 from launcher.errors import GateError
 from launcher.supervisor.progress import Progress
-from launcher.supervisor.seams import Attempt, Death, GpuBytesFn, LineSink, StopReport
+from launcher.supervisor.seams import Attempt, Death, LineSink, StopReport
 from launcher.watch.verdict import Judgement
 from launcher.watch.verdict import Verdict as JudgedVerdict
 

@@ -68,8 +68,8 @@ def check_cmd(
     gate_list = (
         ",".join(LIVE_GATES) if live else (gate_list if gate_list is not None else ",".join(DEFAULT_GATES))
     )
+    from launcher.profile.candidate import Candidate
     from launcher.profile.plan import build_plan
-    from launcher.supervisor.candidate import Candidate
 
     request = CheckRequest(
         gates=parse_gate_names(gate_list),

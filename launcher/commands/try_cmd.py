@@ -37,10 +37,10 @@ def try_cmd(
     change before `launch set --apply`.
     """
     from launcher.errors import ExitCode
+    from launcher.profile.candidate import Candidate
     from launcher.profile.plan import build_plan
     from launcher.state.store import StateStore
     from launcher.supervisor.attempt import SignalInbox, StopOnSignal, gate_attempt, launch_attempt
-    from launcher.supervisor.candidate import Candidate
     from launcher.supervisor.history import Event, History
     from launcher.supervisor.lock import ProfileLock
     from launcher.supervisor.progress import Progress, configure_logging

@@ -30,10 +30,10 @@ from launcher.probe.recovery import Restored, bring_back
 from launcher.probe.results import ArmOutcome, ArmRun, ProbeResult, Settings
 from launcher.probe.trial import Trial
 from launcher.procgroup import process_tree
+from launcher.profile.candidate import Candidate
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import SignalInbox, StopOnSignal
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.control import control_and_wait, running_launcher_pid
 from launcher.supervisor.history import Event, History, utc_now
 from launcher.supervisor.lock import ProfileLock

@@ -23,8 +23,8 @@ from launcher.probe.journal import MARKER_ENV, Step
 from launcher.probe.measure import Interrupted, Measure
 from launcher.probe.release import NotReleased, wait_released
 from launcher.probe.results import ArmOutcome, ArmRun, Settings
+from launcher.profile.candidate import Candidate
 from launcher.supervisor.attempt import gate_attempt, launch_attempt
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import Event, History
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.seams import Attempt, Hooks

@@ -25,11 +25,11 @@ from types import FrameType, TracebackType
 from basis.clock import SystemClock
 from basis.setting import SettingValues
 from gates.chain import ChainReport, ChainRunner
-from gates.context import GateContext
+from gates.context import GateContext, GpuBytesFn
 from gates.registry import GATE_SETTINGS, build_chain
+from launcher.host.adapters import ProcessMemory, RequestsHttp
 from launcher.host.orphans import mark_env
-from launcher.supervisor.adapters import ProcessMemory, RequestsHttp
-from launcher.supervisor.candidate import Candidate
+from launcher.profile.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
@@ -38,7 +38,6 @@ from launcher.supervisor.seams import (
     EngineFactory,
     EngineHandle,
     GateProgress,
-    GpuBytesFn,
     GpuLocksFn,
 )
 

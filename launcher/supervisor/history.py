@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from basis.clock import SYSTEM_CLOCK, Clock, utc_stamp
 from launcher.atomicfile import append_line
 from launcher.errors import BadInput
 from launcher.state.records import HISTORY, HISTORY_OPTIONAL, shape_problem
@@ -61,8 +61,9 @@ class Event(StrEnum):
     PROBE_RECOVERED = "probe_recovered"  # the next start restored production after a killed probe
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def utc_now(clock: Clock = SYSTEM_CLOCK) -> str:
+    """Now, as every record of ours writes a moment (read through the clock, which a test may fake)."""
+    return utc_stamp(clock.time())
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from launcher.errors import ExitCode, PreflightRefused
+from launcher.profile.candidate import Candidate
 from launcher.supervisor import reload_requests
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import Event, utc_now
 from launcher.supervisor.reload_requests import Action, ControlRequest, Outcome, Verdict
 from launcher.supervisor.sleep import (

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from launcher.errors import BadInput, ExitCode, PreflightRefused
-from launcher.supervisor.candidate import Candidate
+from launcher.profile.candidate import Candidate
 from launcher.supervisor.history import Event, utc_now
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog

@@ -13,9 +13,9 @@ import time
 from typing import TYPE_CHECKING
 
 from launcher.errors import ExitCode, GateError, PreflightRefused
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.supervisor import reload_requests
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import Event
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.status import Phase

@@ -26,17 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gates.context import LogView
+from gates.context import GpuBytesFn, LogView
 from launcher.supervisor.history import utc_now
 
 if TYPE_CHECKING:
     from gates.chain import ChainReport
     from gates.outcome import Outcome
-    from launcher.supervisor.candidate import Candidate
+    from launcher.profile.candidate import Candidate
     from launcher.watch.verdict import Judgement
 
 LineSink = Callable[[str, str], None]  # (stream name, text chunk)
-GpuBytesFn = Callable[[Sequence[int]], "int | None"]  # GPU memory held by these pids (None: no NVML)
 SOURCE_WAIT = "waitpid"  # the launcher's own child
 SOURCE_ZOMBIE = "/proc/PID/stat"  # read while it was a zombie
 SOURCE_CONNECTOR = "process connector"  # the kernel's exit event

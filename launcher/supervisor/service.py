@@ -19,6 +19,7 @@ from typing import Any
 from gates.chain import ChainReport
 from launcher.errors import BadInput, ExitCode, PreflightRefused
 from launcher.host.orphans import deployment_id
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv
 from launcher.settings import GlobalOptions
@@ -26,7 +27,6 @@ from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import SignalInbox, StopOnSignal, launch_attempt
 from launcher.supervisor.bookkeeping import Bookkeeping
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import Event, History, utc_now
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.park import Parking

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 
 from basis.setting import SettingValues
+from launcher.host.adapters import RequestsHttp
+from launcher.profile.candidate import Candidate
 from launcher.profile.keys import PREFLIGHT
-from launcher.supervisor.adapters import RequestsHttp
-from launcher.supervisor.candidate import Candidate
 
 GIB = 1 << 30
 MIB = 1 << 20

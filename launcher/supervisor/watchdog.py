@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from launcher.host.adapters import RequestsHttp
 from launcher.host.notify import watchdog_interval_s
-from launcher.supervisor.adapters import RequestsHttp
-from launcher.supervisor.candidate import Candidate
+from launcher.profile.candidate import Candidate
 from launcher.supervisor.seams import Notifier
 
 IDLE_TICK_S = 3600.0

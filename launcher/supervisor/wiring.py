@@ -19,9 +19,9 @@ from launcher.host.policy import HostPolicy
 from launcher.host.preflight import run_preflight
 from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
+from launcher.profile.candidate import Candidate
 from launcher.settings import GlobalOptions
 from launcher.supervisor.attempt import gate_attempt
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess
 from launcher.supervisor.seams import EngineHandle, Execute, Hooks
 from launcher.supervisor.sleep import VllmSleep

@@ -24,11 +24,11 @@ from gates.leak_rule import LeakRule
 from gates.memory_leak import MemoryLeakGate
 from gates.registry import GATE_SETTINGS
 from gates.tool_cases import CASES, ToolCase, judge_reply
+from launcher.host.adapters import RequestsHttp
 from launcher.host.host_checks import measure_host
 from launcher.host.orphans import prefixes_for
+from launcher.profile.candidate import Candidate
 from launcher.profile.keys import PREFLIGHT
-from launcher.supervisor.adapters import RequestsHttp
-from launcher.supervisor.candidate import Candidate
 from launcher.watch import probes
 from launcher.watch.incident import write_incident
 from launcher.watch.verdict import Judge, Judgement, Observation, Rules, Verdict

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from launcher.procgroup import group_members
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.supervisor.attempt import launch_attempt
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
 from tests.launcher_run import write_profile

@@ -11,8 +11,8 @@ import pytest
 from gates.graph_capture import GraphCaptureGate
 from gates.outcome import Verdict
 from launcher.logfacts.logfile import parse_file
+from launcher.profile.candidate import expectations
 from launcher.profile.plan import build_plan
-from launcher.supervisor.candidate import expectations
 from tests.doubles import FakeClock, ScriptedLog, make_context
 from tests.integration.test_sim_parser_agree import run_sim
 from tests.launcher_run import free_port, write_profile

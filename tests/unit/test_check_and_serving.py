@@ -12,9 +12,9 @@ import pytest
 from launcher.check import CheckRequest, check_tables, parse_gate_names
 from launcher.commands.status_cmd import PROBE_DETAIL, without_launcher
 from launcher.errors import BadInput
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.state.serving import drift, exit_code, serving_entry
-from launcher.supervisor.candidate import Candidate
 from tests.launcher_run import write_profile
 
 

@@ -12,8 +12,8 @@ from launcher.host.host_checks import check_host_memory, check_model_path, check
 from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
 from launcher.host.report import CheckStatus
 from launcher.host.request import HostRequest
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.wiring import host_request
 
 

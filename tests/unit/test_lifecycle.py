@@ -16,10 +16,10 @@ import pytest
 
 from launcher.errors import AlreadyRunning, BadInput
 from launcher.procgroup import process_tree
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import StopOnSignal, launch_attempt
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.lock import ProfileLock
 from launcher.supervisor.progress import Progress
 from tests.doubles import FakeClock

@@ -116,8 +116,8 @@ def test_the_change_that_turns_park_on_stops_the_engine_that_cannot_sleep(tmp_pa
 
 
 def test_sleep_mode_and_the_port_to_alternate_to_are_read_from_the_launch(tmp_path: Path) -> None:
+    from launcher.profile.candidate import Candidate
     from launcher.profile.plan import build_plan
-    from launcher.supervisor.candidate import Candidate
     from launcher.supervisor.sleep import can_sleep, other_port
 
     box = parked_box(tmp_path)

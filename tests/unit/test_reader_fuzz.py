@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launcher.errors import BadInput
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.state.store import StateStore
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import History
 from launcher.supervisor.status import read_status
 

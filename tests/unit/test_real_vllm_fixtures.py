@@ -18,8 +18,8 @@ from gates.kernel_marker import KernelMarkerGate
 from gates.leak_rule import LeakRule, judge
 from gates.outcome import Verdict
 from launcher.logfacts.logfile import parse_file
+from launcher.profile.candidate import expectations
 from launcher.profile.plan import build_plan
-from launcher.supervisor.candidate import expectations
 from tests.conftest import REPO
 from tests.doubles import FakeClock, FakeServer, ScriptedLog, make_context
 

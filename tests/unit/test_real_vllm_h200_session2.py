@@ -14,10 +14,10 @@ import pytest
 from gates.graph_capture import GraphCaptureGate
 from gates.outcome import Verdict
 from launcher.logfacts.logfile import parse_file
+from launcher.profile.candidate import expectations
 from launcher.profile.plan import build_plan
 from launcher.profile.semantics import capture_config
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
-from launcher.supervisor.candidate import expectations
 from launcher.supervisor.history import History
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context

@@ -25,9 +25,9 @@ from launcher.bench import checks
 from launcher.bench.checks import Flag
 from launcher.bench.server_metrics import MetricsDelta
 from launcher.logfacts.logfile import parse_file
+from launcher.profile.candidate import expectations
 from launcher.profile.plan import build_plan
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
-from launcher.supervisor.candidate import expectations
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context
 from tests.recorded_bench import Cells, read_cells, rescore

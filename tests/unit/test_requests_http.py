@@ -4,7 +4,7 @@ sent once more on a new connection (uvicorn closes connections idle for 5 s, the
 
 from __future__ import annotations
 
-from launcher.supervisor.adapters import RequestsHttp
+from launcher.host.adapters import RequestsHttp
 from tests.scripted_http import HANG, HANG_UP, Reply, Request, in_thread, json_reply
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gates.registry import build_chain
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
-from launcher.supervisor.candidate import Candidate
 from tests.conftest import REPO
 from vllm_sim.timing import STARTUP_S
 

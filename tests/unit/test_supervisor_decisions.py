@@ -21,11 +21,11 @@ import pytest
 
 from launcher.errors import BadInput, PreflightRefused
 from launcher.host.restart_guard import RestartGuard
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
-from launcher.supervisor.candidate import Candidate
 from launcher.supervisor.history import Event, History
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.reload_requests import Outcome, Verdict

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.supervisor.candidate import Candidate
+from launcher.profile.candidate import Candidate
 from launcher.supervisor.history import Event
 from launcher.supervisor.watchdog import Watchdog
 from launcher.watch.verdict import Check, Judgement, Verdict

@@ -1,4 +1,4 @@
-"""The real implementations of the gates' interfaces: system clock, HTTP over requests, psutil memory.
+"""The real implementations of the gates' HTTP and memory interfaces: requests, psutil, NVML's seam.
 
 `requests` is imported when the first request is made, not when `launch` starts: on the serve path
 that import (~0.1 s) then overlaps the engine's own start instead of delaying its spawn.
@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from gates.context import HttpReply
-from launcher.supervisor.seams import GpuBytesFn
+from gates.context import GpuBytesFn, HttpReply
 
 if TYPE_CHECKING:
     import requests
