@@ -13,11 +13,11 @@ watch after promotion (launcher/watch/), so there is one canary, never a copy.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import Setting
 from gates.base import GateBase
 from gates.context import GateContext, HttpClient
@@ -54,11 +54,11 @@ def canary_request(model: str) -> dict[str, Any]:
     return {"model": model, "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0}
 
 
-def send_canary(http: HttpClient, model: str, timeout_s: float) -> CanaryAnswer:
+def send_canary(http: HttpClient, model: str, timeout_s: float, clock: Clock = SYSTEM_CLOCK) -> CanaryAnswer:
     """POST one short completion; never raises (the HTTP client reports network errors as 0)."""
-    started = time.monotonic()
+    started = clock.monotonic()
     reply = http.post_json("/v1/completions", canary_request(model), timeout_s)
-    seconds = time.monotonic() - started
+    seconds = clock.monotonic() - started
     if reply.status == 0:
         if reply.timed_out:
             return CanaryAnswer(Answer.TIMEOUT, 0, seconds, f"no answer within {timeout_s:g} s")
@@ -106,7 +106,7 @@ class CanaryGate(GateBase):
         model = ctx.expect.served_model_names[0] if ctx.expect.served_model_names else None
         if model is None:
             return Outcome.failed("the profile names no served model: the canary has nothing to ask")
-        result = send_canary(ctx.http, model, float(self.setting("request_timeout_s")))
+        result = send_canary(ctx.http, model, float(self.setting("request_timeout_s")), ctx.clock)
         evidence = result.to_json()
         if result.answer is Answer.REFUSED:
             return Outcome.not_yet(f"canary: {result.detail}", **evidence)

@@ -250,7 +250,7 @@ class ScriptedSleeps:
         self.calls: list[tuple[str, int]] = []
         self.asleep: set[int] = set()
 
-    def __call__(self, candidate: object) -> ScriptedSleep:
+    def __call__(self, candidate: object, clock: object = None) -> ScriptedSleep:
         return ScriptedSleep(self, int(getattr(candidate, "port", 0)))
 
 

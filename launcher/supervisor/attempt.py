@@ -22,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType, TracebackType
 
-from basis.clock import SystemClock
+from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import SettingValues
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext, GpuBytesFn
@@ -100,7 +100,7 @@ def gate_attempt(
     candidate = attempt.candidate
     http = RequestsHttp(candidate.base_url, candidate.api_key())
     ctx = GateContext(
-        clock=SystemClock(),
+        clock=SYSTEM_CLOCK,
         http=http,
         log=attempt.log,
         server=EngineView(attempt.engine),
@@ -182,8 +182,16 @@ class StopOnSignal:
     as soon as `requested` is set (serve, try and probe: end the engine, so that a gate blocked in
     HTTP returns at once). After the block, `action` never starts; leaving waits for a running one."""
 
-    def __init__(self, requested: threading.Event, action: Callable[[], object], *, name: str) -> None:
+    def __init__(
+        self,
+        requested: threading.Event,
+        action: Callable[[], object],
+        *,
+        name: str,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self._requested = requested
+        self._clock = clock
         self._action = action
         self._name = name
         self._closed = False
@@ -200,7 +208,7 @@ class StopOnSignal:
             self._closed = True  # the thread sees it within CLOSE_CHECK_S and ends; no need to wait
 
     def _wait(self) -> None:
-        while not self._requested.wait(timeout=CLOSE_CHECK_S):
+        while not self._clock.wait(self._requested, CLOSE_CHECK_S):
             if self._closed:
                 return
         with self._lock:

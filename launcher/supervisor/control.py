@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import psutil
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.errors import GateFailed
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
@@ -55,8 +55,7 @@ def reload_and_wait(
     profile: str,
     timeout_s: float,
     *,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = SYSTEM_CLOCK,
     on_status: Callable[[dict[str, Any]], None] | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> Verdict:
@@ -66,8 +65,16 @@ def reload_and_wait(
     GateFailed when no verdict comes, with what the state dir says of why. `on_status` sees each
     status read while waiting, `on_progress` each progress line the launcher wrote for this
     request (what `launch try` shows; a wait may last 30 minutes)."""
-    return _ask_and_wait(state_dir, profile, reload_requests.request, timeout_s, "reload",
-                         clock=clock, sleep=sleep, on_status=on_status, on_progress=on_progress)  # fmt: skip
+    return _ask_and_wait(
+        state_dir,
+        profile,
+        reload_requests.request,
+        timeout_s,
+        "reload",
+        clock=clock,
+        on_status=on_status,
+        on_progress=on_progress,
+    )
 
 
 def control_and_wait(
@@ -88,8 +95,7 @@ def _ask_and_wait(
     timeout_s: float,
     what: str,
     *,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = SYSTEM_CLOCK,
     on_status: Callable[[dict[str, Any]], None] | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> Verdict:
@@ -103,7 +109,7 @@ def _ask_and_wait(
     reloads = store.reloads_dir(profile)
     rid = make_request(reloads)
     os.kill(pid, signal.SIGHUP)
-    deadline = clock() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     with reload_requests.ProgressTail(reloads, rid, on_progress) as tail:
         while True:
             _show_status(store, profile, on_status)
@@ -111,14 +117,14 @@ def _ask_and_wait(
             found = _verdict_unless_gone(state_dir, profile, pid, rid, what)
             if found is not None:
                 return found
-            if clock() >= deadline:
+            if clock.monotonic() >= deadline:
                 phase = (read_status(store.status_path(profile)) or {}).get("phase")
                 who = f"launcher pid {pid} of {profile!r}"
                 raise GateFailed(
                     f"{who} gave no verdict within {timeout_s:g} s (phase: {phase})",
                     hint="the launcher carries on; follow it with `launch status`",
                 )
-            sleep(POLL_S)
+            clock.sleep(POLL_S)
 
 
 def _show_status(store: StateStore, profile: str, on_status: Callable[[dict[str, Any]], None] | None) -> None:

@@ -18,17 +18,19 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.host.orphans import prefixes_for
 from launcher.procgroup import group_members, process_tree
 from launcher.redact import LineRedactor, secret_values
 from launcher.supervisor.group_watch import GroupWatch
 from launcher.supervisor.logkeeper import start_keeper, whole_line_chunks
 from launcher.supervisor.seams import Death, LineSink, StopReport
+
+GONE_POLL_S = 0.05  # how often a stop looks whether the group is gone
 
 
 def resolve_program(program: str, env: Mapping[str, str]) -> str:
@@ -77,8 +79,14 @@ class EngineProcess:
     file and outlives the launcher; the sink gets the same lines from it."""
 
     def __init__(
-        self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink, log_path: Path | None = None
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        sink: LineSink,
+        log_path: Path | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.argv = list(argv)
         self.env = dict(env)
         self.sink = sink
@@ -135,7 +143,7 @@ class EngineProcess:
         reader.start()
         self._readers.append(reader)
         threading.Thread(target=self._watch, name="engine-waiter", daemon=True).start()
-        self._group_watch = GroupWatch(self._proc.pid, prefixes_for(self.env), self._member_died)
+        self._group_watch = GroupWatch(self._proc.pid, prefixes_for(self.env), self._member_died, self.clock)
         self._group_watch.start()
 
     def _spawn(self, program: str, keeper_pipe: int | None) -> subprocess.Popen[bytes]:
@@ -181,7 +189,7 @@ class EngineProcess:
     def _watch(self) -> None:
         assert self._proc is not None
         code = self._proc.wait()
-        self._record(Death.from_returncode(self._proc.pid, "API server", code))
+        self._record(Death.from_returncode(self._proc.pid, "API server", code, self.clock.monotonic()))
         for reader in self._readers:  # the last lines before death belong to the log
             reader.join(timeout=0.3)
         self._finish()
@@ -233,7 +241,8 @@ class EngineProcess:
         return [] if self.pgid is None else group_members(self.pgid)
 
     def stop(self, grace_s: float, kill_wait_s: float = 10.0) -> StopReport:
-        started = time.monotonic()
+        clock = self.clock
+        started = clock.monotonic()
         if self._proc is None:
             return StopReport(True, False, (), 0.0)
         if self._group_watch is not None:
@@ -245,13 +254,13 @@ class EngineProcess:
         if not graceful:
             killed = True
             self._signal_group(signal.SIGKILL)
-            self._wait_group_gone(time.monotonic() + kill_wait_s)
-        self.exited.wait(timeout=kill_wait_s)
+            self._wait_group_gone(clock.monotonic() + kill_wait_s)
+        clock.wait(self.exited, kill_wait_s)
         for reader in self._readers:  # the group is gone: the pipe is closed, drain what is left
             reader.join(timeout=1.0)
         self._finish()
         leftovers = tuple(self.group_members())
-        return StopReport(graceful, killed, leftovers, time.monotonic() - started)
+        return StopReport(graceful, killed, leftovers, clock.monotonic() - started)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         assert self._proc is not None
@@ -259,11 +268,11 @@ class EngineProcess:
             os.killpg(self._proc.pid, sig)
 
     def _wait_group_gone(self, deadline: float) -> bool:
-        while time.monotonic() < deadline:
+        while self.clock.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is None:
-                self.exited.wait(timeout=0.05)
+                self.clock.wait(self.exited, GONE_POLL_S)
                 continue
             if not self.group_members():
                 return True
-            time.sleep(0.05)
+            self.clock.sleep(GONE_POLL_S)
         return not self.group_members() and (self._proc is None or self._proc.poll() is not None)

@@ -26,11 +26,11 @@ import contextlib
 import os
 import select
 import threading
-import time
 from collections.abc import Callable, Sequence
 
 import psutil
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.host.exit_events import ExitEvents
 from launcher.host.process_view import vllm_title
 from launcher.supervisor.seams import SOURCE_CONNECTOR, SOURCE_ZOMBIE, Death
@@ -62,8 +62,15 @@ class GroupWatch:
 
     Constructing starts nothing; `start()` starts the thread, `stop()` ends it (idempotent)."""
 
-    def __init__(self, leader_pid: int, prefixes: Sequence[str], on_death: Callable[[Death], None]) -> None:
+    def __init__(
+        self,
+        leader_pid: int,
+        prefixes: Sequence[str],
+        on_death: Callable[[Death], None],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.leader_pid = leader_pid
+        self.clock = clock
         self.prefixes = tuple(prefixes)
         self.on_death = on_death
         self._stopped = threading.Event()
@@ -179,8 +186,8 @@ class GroupWatch:
         by_fd = {fd: (pid, title) for pid, (fd, title) in self._watched.items()}
         for fd in by_fd:
             poller.register(fd, select.POLLIN)
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
+        deadline = self.clock.monotonic() + timeout_s
+        while (left := deadline - self.clock.monotonic()) > 0:
             for fd, _ in poller.poll(max(1, int(left * 1000))):
                 if fd == self._wake_r:
                     os.read(self._wake_r, 64)  # a stop, or refresh_now(): the loop reads the table again
@@ -192,7 +199,7 @@ class GroupWatch:
         return None
 
     def _death_of(self, pid: int, title: str) -> Death:
-        noticed = time.monotonic()
+        noticed = self.clock.monotonic()
         status = zombie_wait_status(pid)
         if status is not None:
             return Death(pid, title, status, noticed, SOURCE_ZOMBIE)

@@ -16,7 +16,6 @@ import os
 import re
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from gates.outcome import Outcome
 from launcher.errors import BadInput
 from launcher.logfacts.events import EventKind, LogEvent
@@ -176,11 +176,14 @@ STARTING_PHASES = frozenset({Phase.STARTING, Phase.GATING, Phase.ROLLING_BACK})
 
 
 class Progress:
-    def __init__(self, stream: TextIO = sys.stderr, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self, stream: TextIO = sys.stderr, notifier: Notifier | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.stream = stream
         self.notifier = notifier
+        self.clock = clock
         self.tty = live_line_wanted(stream)
-        self.started = time.monotonic()
+        self.started = clock.monotonic()
         self.phase = "starting"
         self.step = ""
         self._lock = threading.Lock()
@@ -230,7 +233,7 @@ class Progress:
 
     def _show(self, text: str, transient: bool = False, event: str = "message", **fields: Any) -> None:
         """One line on a TTY; else one event: a stable name, its level, its fields, the text in `msg`."""
-        elapsed = time.monotonic() - self.started
+        elapsed = self.clock.monotonic() - self.started
         fields = {k: v for k, v in fields.items() if v is not None}
         if self.engine_log is not None and level_of(event) in ("warning", "error"):
             fields.setdefault("vllm_log", str(self.engine_log))

@@ -4,101 +4,84 @@ can really start.
 A candidate equal to what serves (same fingerprint) restarts nothing: "already serving <fp>". A
 candidate the restart guard or preflight refuses, judged while the serving engine still serves
 (what it holds counts as free), leaves that engine serving: exit 4 for the requester. Only then is
-the engine stopped and the candidate started, gated, promoted, or replaced by last-good.
+the engine parked (park = "sleep") or stopped and the candidate started, gated, promoted, or
+replaced by last-good. Control requests (park, wake: `launch probe`) ride on the same SIGHUP and
+are answered first (lending.py).
 """
 
 from __future__ import annotations
-
-import time
-from typing import TYPE_CHECKING
 
 from launcher.errors import ExitCode, GateError, PreflightRefused
 from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.supervisor import reload_requests
+from launcher.supervisor.bringup import Bringup
+from launcher.supervisor.context import Context
 from launcher.supervisor.history import Event
+from launcher.supervisor.lending import Lending
+from launcher.supervisor.park import Parker
 from launcher.supervisor.reload_requests import Outcome, Verdict
+from launcher.supervisor.stage import Stage
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog
 
-if TYPE_CHECKING:
-    from launcher.settings import GlobalOptions
-    from launcher.state.store import StateStore
-    from launcher.supervisor.progress import Progress
-    from launcher.supervisor.seams import Attempt, Hooks
-    from launcher.supervisor.status import StatusBoard, Transitions
 
+class Reloader:
+    def __init__(
+        self, ctx: Context, stage: Stage, bringup: Bringup, parker: Parker, lending: Lending
+    ) -> None:
+        self.ctx = ctx
+        self.stage = stage
+        self.bringup = bringup
+        self.parker = parker
+        self.lending = lending
 
-class Reloading:
-    """The reload half of `service.Supervisor` (which provides these attributes and methods)."""
-
-    options: GlobalOptions
-    profile: str
-    allow_unknown: bool
-    hooks: Hooks
-    store: StateStore
-    board: StatusBoard
-    transitions: Transitions
-    progress: Progress
-    current: Attempt | None
-    parked: Attempt | None
-    serving_last_good: bool
-
-    if TYPE_CHECKING:  # provided by service.Supervisor and the other halves; a stub here would shadow them
-
-        def _stop_current(self, why: str) -> None: ...
-
-        def _bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None: ...
-
-        def _park_for(self, candidate: Candidate) -> Candidate | None: ...
-
-        def _back_to_parked(self, candidate: Candidate) -> bool: ...
-
-        def _control(self, request: reload_requests.ControlRequest) -> int | None: ...
-
-        lent_to: int | None
-
-    def _reload(self) -> int | None:
+    def reload(self) -> int | None:
         """Re-plan the profile and serve it; each request's verdict goes to its requester. Control
-        requests (park, wake: `launch probe`) are answered first; a SIGHUP that brought only those
-        re-plans nothing."""
-        seq = self.board.current.reload_seq + 1
-        reloads = self.store.reloads_dir(self.profile)
+        requests are answered first; a SIGHUP that brought only those re-plans nothing."""
+        ctx = self.ctx
+        seq = ctx.transitions.board.current.reload_seq + 1
+        reloads = ctx.store.reloads_dir(ctx.profile)
         controls = reload_requests.take_control(reloads)
         for control in controls:
-            code = self._control(control)
+            code = self.lending.answer(control)
             if code is not None:
                 return code
         ids = reload_requests.take(reloads)  # before rendering: each request's edit is in the plan
         if controls and not ids:
             return None
-        if self.lent_to is not None:  # the probe's arms run on these GPUs: a reload must wait for it
-            detail = f"reload refused: the engine is parked for launch probe pid {self.lent_to}; still parked"
-            self.transitions.record(Event.RELOAD_REFUSED, reason=detail, tell=detail)
-            reload_requests.answer(
-                reloads, ids, Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
+        if ctx.state.lent_to is not None:  # the probe's arms run on these GPUs: a reload must wait for it
+            detail = (
+                f"reload refused: the engine is parked for launch probe pid {ctx.state.lent_to}; still parked"
             )
+            ctx.transitions.record(Event.RELOAD_REFUSED, reason=detail, tell=detail)
+            refused = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
+            reload_requests.answer(reloads, ids, refused)
             return None
-        self.hooks.notifier.reloading()
-        self.progress.mirror = reload_requests.ProgressFiles(reloads, ids)  # their live progress
+        ctx.hooks.notifier.reloading()
+        ctx.progress.mirror = reload_requests.ProgressFiles(reloads, ids)  # their live progress
         # why, in the journal: `systemctl reload`, `kill -HUP` and the leak monitor leave no request
-        self.progress.message("reload requested", event="launcher.reload", signal="SIGHUP",
-                              requests=",".join(ids) or "none")  # fmt: skip
+        ctx.progress.message(
+            "reload requested", event="launcher.reload", signal="SIGHUP", requests=",".join(ids) or "none"
+        )
         try:
             verdict, code = self._reload_once()
         except GateError as err:  # the launcher is about to exit with it: the requesters hear why first
             reload_requests.answer(reloads, ids, Verdict(Outcome.FAILED, int(err.exit_code), err.message))
             raise
         finally:
-            self.progress.mirror = None
-        self.transitions.record(status={"reload_seq": seq})
+            ctx.progress.mirror = None
+        ctx.transitions.record(status={"reload_seq": seq})
         reload_requests.answer(reloads, ids, verdict)
         return code
 
     def _reload_once(self) -> tuple[Verdict, int | None]:
         """The reload's verdict for its requesters, and an exit code when the launcher must leave."""
+        state = self.ctx.state
         try:
-            plan = build_plan(self.options.profiles_dir, self.profile, allow_unknown=self.allow_unknown)
+            plan = build_plan(
+                self.ctx.options.profiles_dir, self.ctx.profile, allow_unknown=self.ctx.allow_unknown
+            )
             plan.raise_for_errors()
         except GateError as err:
             detail = f"reload refused: {err}; still serving"
@@ -106,10 +89,10 @@ class Reloading:
                 Event.RELOAD_REFUSED, Verdict(Outcome.INVALID, int(ExitCode.BAD_INPUT), detail)
             )
         candidate = Candidate.from_plan(plan)
-        serving = self.current.candidate if self.current is not None else None
-        if serving is not None and serving.same_launch(candidate):
+        serving = state.serving
+        if serving is not None and serving.candidate.same_launch(candidate):
             return self._unchanged(candidate)
-        if self.parked is not None and self.parked.candidate.same_launch(candidate):
+        if state.parked is not None and state.parked.candidate.same_launch(candidate):
             return self._reload_to_parked(candidate)
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:
@@ -121,66 +104,72 @@ class Reloading:
     def _unchanged(self, candidate: Candidate) -> tuple[Verdict, int | None]:
         """A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200)."""
         detail = f"already serving {candidate.fingerprint}"
-        if self.serving_last_good:  # the file matches what serves again (`launch rollback`)
-            self.serving_last_good = False
-            self.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
+        if self.ctx.state.on_last_good:  # the file matches what serves again (`launch rollback`)
+            self.ctx.state.mark_profile_launch()
+            self.ctx.transitions.record(phase=Phase.SERVING, status={"rollback_reason": None})
         return self._keep_serving(Event.RELOAD_NOOP, Verdict(Outcome.UNCHANGED, int(ExitCode.OK), detail))
 
     def _reload_to_parked(self, candidate: Candidate) -> tuple[Verdict, int | None]:
         """`keep_parked`: the launch asked for sleeps beside what serves; woken, else started."""
-        self.transitions.record(Event.RELOAD, label=candidate.label)
-        stopping_at = time.monotonic()
-        with Watchdog(self.hooks.notifier).keepalive():
-            if self._back_to_parked(candidate):
+        self.ctx.transitions.record(Event.RELOAD, label=candidate.label)
+        stopping_at = self.ctx.clock.monotonic()
+        with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
+            if self.parker.back_to_parked(candidate):
                 return self._reload_verdict(stopping_at), None
-            code = self._bring_up(self._park_for(candidate) or candidate, reloading=True)
+            code = self.bringup.bring_up(self.parker.park_for(candidate) or candidate, reloading=True)
         return self._reload_verdict(stopping_at), code
 
     def _reload_to(self, candidate: Candidate) -> tuple[Verdict, int | None]:
         """What serves sleeps beside the candidate (park = "sleep") or stops; the candidate is brought up."""
-        self.transitions.record(Event.RELOAD, label=candidate.label)
-        stopping_at = time.monotonic()
-        with Watchdog(self.hooks.notifier).keepalive():
-            moved = self._park_for(candidate)
+        self.ctx.transitions.record(Event.RELOAD, label=candidate.label)
+        stopping_at = self.ctx.clock.monotonic()
+        with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
+            moved = self.parker.park_for(candidate)
             if moved is None:
-                self.progress.message(
+                self.ctx.progress.message(
                     f"stopping what serves for {candidate.label}", event="launcher.reload_stop"
                 )
-                self._stop_current("reload")
-            code = self._bring_up(moved or candidate, reloading=True)
+                self.stage.stop_running("reload")
+            code = self.bringup.bring_up(moved or candidate, reloading=True)
         return self._reload_verdict(stopping_at), code
 
     def _refusal_before_stop(self, candidate: Candidate) -> str | None:
         """Why the candidate cannot start, judged while the serving engine still serves (whatever
         it holds counts as free): a refusal keeps it, rather than leave the box with nothing."""
-        guard = self.hooks.restart_guard(candidate) if self.hooks.restart_guard else None
+        hooks, state = self.ctx.hooks, self.ctx.state
+        guard = hooks.restart_guard(candidate) if hooks.restart_guard else None
         if guard is not None and not guard.should_retry(candidate.fingerprint):
             return f"{candidate.label} not retried: {guard.status(candidate.fingerprint).describe()}"
-        if self.hooks.preflight is None:
+        if hooks.preflight is None:
             return None
-        serving = frozenset(self.current.engine.group_members()) if self.current is not None else frozenset()
-        if self.parked is not None:  # a sleeper kept beside it is stopped (or the candidate moved) first
-            serving |= frozenset(self.parked.engine.group_members())
+        serving = (
+            frozenset(state.serving.engine.group_members()) if state.serving is not None else frozenset()
+        )
+        if state.parked is not None:  # a sleeper kept beside it is stopped (or the candidate moved) first
+            serving |= frozenset(state.parked.engine.group_members())
         try:
-            self.hooks.preflight(candidate, serving=serving)
+            hooks.preflight(candidate, serving=serving)
         except PreflightRefused as refused:
             return refused.message
         return None
 
     def _keep_serving(self, event: Event, verdict: Verdict) -> tuple[Verdict, int | None]:
-        self.transitions.record(
+        self.ctx.transitions.record(
             event, status={"detail": verdict.detail}, ready=verdict.detail, reason=verdict.detail
         )
         return verdict, None
 
     def _reload_verdict(self, stopping_at: float) -> Verdict:
-        status = self.board.current
+        status = self.ctx.transitions.board.current
         why = status.rollback_reason or status.detail or ""
         if status.phase not in (Phase.SERVING, Phase.SERVING_LAST_GOOD):
             return Verdict(Outcome.FAILED, int(ExitCode.GATE_FAILED), why or f"phase {status.phase}")
-        down_s = time.monotonic() - stopping_at
-        self.progress.message(f"engine down {down_s:.1f} s: from the stop for the reload to {status.phase}",
-                              event="launcher.downtime", down_s=round(down_s, 3))  # fmt: skip
+        down_s = self.ctx.clock.monotonic() - stopping_at
+        self.ctx.progress.message(
+            f"engine down {down_s:.1f} s: from the stop for the reload to {status.phase}",
+            event="launcher.downtime",
+            down_s=round(down_s, 3),
+        )
         if status.phase == Phase.SERVING:
             detail = f"serving {status.serving_fingerprint}"
             return Verdict(Outcome.PROMOTED, int(ExitCode.OK), detail, down_s)

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import stat
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.atomicfile import write_atomic
 
 STALE_S = 86400.0  # verdicts nobody came for (a requester that was killed) are removed after a day
@@ -143,7 +143,8 @@ def take(reloads: Path) -> list[str]:
     return taken
 
 
-def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
+def answer(reloads: Path, ids: list[str], verdict: Verdict, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Each request's verdict, by id; verdicts and progress files older than STALE_S are pruned."""
     for rid in ids:
         body = {
             "id": rid,
@@ -154,7 +155,7 @@ def answer(reloads: Path, ids: list[str], verdict: Verdict) -> None:
             **({"down_s": round(verdict.down_s, 3)} if verdict.down_s is not None else {}),
         }
         write_atomic(reloads / f"{rid}.verdict.json", json.dumps(body) + "\n")
-    cutoff = time.time() - STALE_S
+    cutoff = clock.time() - STALE_S
     for old in [*reloads.glob("*.verdict.json"), *reloads.glob("*.progress.jsonl")]:
         with contextlib.suppress(OSError):
             if old.stat().st_mtime < cutoff:

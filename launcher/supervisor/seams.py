@@ -19,13 +19,13 @@ import contextlib
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from basis.clock import Clock
 from gates.context import GpuBytesFn, LogView
 from launcher.supervisor.history import utc_now
 
@@ -49,13 +49,13 @@ class Death:
     pid: int
     name: str
     wait_status: int | None  # as waitpid(2) reports it; None when it could not be read
-    noticed_at: float  # time.monotonic() when the launcher saw it
+    noticed_at: float  # the clock's monotonic() when the launcher saw it
     source: str | None = None  # what told the status: SOURCE_* above
 
     @classmethod
-    def from_returncode(cls, pid: int, name: str, returncode: int) -> Death:
+    def from_returncode(cls, pid: int, name: str, returncode: int, noticed_at: float) -> Death:
         status = (-returncode) & 0x7F if returncode < 0 else (returncode & 0xFF) << 8
-        return cls(pid, name, status, time.monotonic(), SOURCE_WAIT)
+        return cls(pid, name, status, noticed_at, SOURCE_WAIT)
 
     def how(self) -> str:
         if self.wait_status is None:
@@ -191,7 +191,7 @@ class SleepControl(Protocol):
     def reset_prefix_cache(self, timeout_s: float) -> str | None: ...
 
 
-SleepFactory = Callable[["Candidate"], SleepControl]
+SleepFactory = Callable[["Candidate", Clock], SleepControl]  # vLLM's routes of one engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,13 @@ class Execute:
     sleep: SleepFactory
 
 
-# ---- the host-safety layer and systemd --------------------------------------------------------------
+# ---- the host-safety layer, the operator and systemd -----------------------------------------------
+class PhaseLine(Protocol):
+    """Where a phase change is announced to the operator (progress.Progress)."""
+
+    def set_phase(self, phase: str, **fields: Any) -> None: ...
+
+
 class Notifier(Protocol):
     """What the supervisor tells the service manager (sd_notify: launcher/host/notify.py)."""
 

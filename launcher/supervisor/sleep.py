@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Callable
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import SettingValues
 from launcher.host.adapters import RequestsHttp
 from launcher.profile.candidate import Candidate
@@ -24,7 +24,7 @@ SLEEP_FLAG = "--enable-sleep-mode"
 DEV_MODE = "VLLM_SERVER_DEV_MODE"
 RESIDUE_SHARE = 0.5  # asleep = its GPU memory fell below half of what it held awake …
 RESIDUE_FLOOR = 4 * GIB  # … or under 4 GiB (measured: 0.9 GiB tiny, 1.6 GiB for 2.84 B params)
-RESET_TRIES = 5
+RESET_RETRY_S = 0.2  # `success: false` while requests hold blocks: vLLM says callers may retry
 
 
 def asleep_enough(awake_bytes: int, asleep_bytes: int) -> bool:
@@ -38,8 +38,9 @@ class VllmSleep:
     `/sleep` and `/wake_up` answer 200 with an empty body, `/is_sleeping` `{"is_sleeping": bool}`,
     `/reset_prefix_cache` `{"success": bool}` (false while blocks are still held: retried)."""
 
-    def __init__(self, candidate: Candidate) -> None:
+    def __init__(self, candidate: Candidate, clock: Clock = SYSTEM_CLOCK) -> None:
         self.http = RequestsHttp(candidate.base_url, candidate.api_key())
+        self.clock = clock
 
     def sleep(self, timeout_s: float) -> str | None:
         return self._post("/sleep?level=1", timeout_s)
@@ -56,17 +57,21 @@ class VllmSleep:
         return value if isinstance(value, bool) else None
 
     def reset_prefix_cache(self, timeout_s: float) -> str | None:
-        why = "no answer"
-        for _ in range(RESET_TRIES):
-            reply = self.http.post_json("/reset_prefix_cache", {}, timeout_s)
+        """Retried until it succeeds or `timeout_s` passed: vLLM answers `success: false` while running
+        requests still hold blocks, and its docstring says callers may retry (vllm-facts.md §12)."""
+        deadline = self.clock.monotonic() + timeout_s
+        while True:
+            left = max(deadline - self.clock.monotonic(), 0.1)
+            reply = self.http.post_json("/reset_prefix_cache", {}, left)
             try:
                 if reply.status == 200 and json.loads(reply.body).get("success") is True:
                     return None
             except (ValueError, AttributeError):
                 pass
             why = f"/reset_prefix_cache answered {reply.status or reply.error}: {reply.body[:200]}"
-            time.sleep(0.2)
-        return why
+            if self.clock.monotonic() + RESET_RETRY_S >= deadline:
+                return f"{why} (for {timeout_s:g} s)"
+            self.clock.sleep(RESET_RETRY_S)
 
     def _post(self, path: str, timeout_s: float) -> str | None:
         reply = self.http.post_json(path, {}, timeout_s)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.atomicfile import remove_stray_temps, write_atomic
 from launcher.errors import GateError
 from launcher.state.metrics import LauncherMetrics
@@ -36,8 +37,7 @@ from launcher.supervisor.history import Event, History, utc_now
 
 if TYPE_CHECKING:  # the daemon's parts: `launch status` and `check` only read the board
     from launcher.supervisor.bookkeeping import Bookkeeping
-    from launcher.supervisor.progress import Progress
-    from launcher.supervisor.seams import Notifier
+    from launcher.supervisor.seams import Notifier, PhaseLine
 
 
 class Phase(StrEnum):
@@ -70,15 +70,20 @@ class Status:
 
 class StatusBoard:
     def __init__(
-        self, path: Path, profile: str, write: Callable[[Path, str], None] = write_atomic
+        self,
+        path: Path,
+        profile: str,
+        write: Callable[[Path, str], None] = write_atomic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:  # `write`: the serve loop passes one that queues a failed write for a retry
         self.path = path
-        self.current = Status(phase=Phase.STARTING, profile=profile)
+        self.clock = clock
+        self.current = Status(phase=Phase.STARTING, profile=profile, phase_since=utc_now(clock))
         self._write = write
 
     def update(self, **changes: Any) -> Status:
         if "phase" in changes and changes["phase"] != self.current.phase:
-            changes.setdefault("phase_since", utc_now())
+            changes.setdefault("phase_since", utc_now(self.clock))
         self.current = replace(self.current, **changes)
         self._write(self.path, json.dumps(asdict(self.current), indent=2, default=str) + "\n")
         return self.current
@@ -91,9 +96,14 @@ def read_status(path: Path) -> dict[str, Any] | None:
 
 class Transitions:
     def __init__(
-        self, profile: str, board: StatusBoard, history: History, progress: Progress, notifier: Notifier,
+        self,
+        profile: str,
+        board: StatusBoard,
+        history: History,
+        progress: PhaseLine,
+        notifier: Notifier,
         metrics: LauncherMetrics | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.profile = profile
         self.board = board
         self.history = history
@@ -123,6 +133,11 @@ class Transitions:
             self.notifier.status(tell)
         if ready is not None:
             self.notifier.ready(ready)
+
+    def refresh_metrics(self) -> None:
+        """Rewrite the textfile now and then while nothing changes (its timestamps stay fresh)."""
+        if self.metrics is not None:
+            self.metrics.maybe_refresh()
 
     def _write(
         self,

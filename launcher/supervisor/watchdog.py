@@ -6,10 +6,10 @@ it 200 while its engine core is stopped and while every request fails."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.host.adapters import RequestsHttp
 from launcher.host.notify import watchdog_interval_s
 from launcher.profile.candidate import Candidate
@@ -19,18 +19,19 @@ IDLE_TICK_S = 3600.0
 
 
 class Watchdog:
-    def __init__(self, notifier: Notifier) -> None:
+    def __init__(self, notifier: Notifier, clock: Clock = SYSTEM_CLOCK) -> None:
         interval = watchdog_interval_s()
         self.notifier = notifier
+        self.clock = clock
         self.tick_s = interval / 2 if interval else IDLE_TICK_S
         self.enabled = interval is not None
-        self._next = time.monotonic()
+        self._next = clock.monotonic()
 
     def maybe_ping(self, candidate: Candidate, serves: Callable[[], bool] | None = None) -> bool:
         """`serves`: the watch's verdict; None where no watch runs (then /health decides)."""
-        if not self.enabled or time.monotonic() < self._next:
+        if not self.enabled or self.clock.monotonic() < self._next:
             return False
-        self._next = time.monotonic() + self.tick_s
+        self._next = self.clock.monotonic() + self.tick_s
         healthy = serves() if serves is not None else self._health(candidate)
         if healthy:
             self.notifier.watchdog()
@@ -53,7 +54,7 @@ class Watchdog:
         done = threading.Event()
 
         def ping() -> None:
-            while not done.wait(self.tick_s):
+            while not self.clock.wait(done, self.tick_s):
                 self.notifier.watchdog()
 
         thread = threading.Thread(target=ping, name="watchdog-keepalive", daemon=True)

@@ -9,7 +9,6 @@ Reads are bounded (the log's tail from its last MiB, each /proc file to 64 KiB).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +39,10 @@ def write_incident(
     prefixes: Sequence[str],
     observations: Sequence[tuple[float, Observation]],
     engine_log: Path,
+    now: float,
 ) -> Path:
-    """The bundle's path; OSError when it cannot be written (the caller says so and goes on)."""
-    now = time.time()
+    """The bundle's path; OSError when it cannot be written (the caller says so and goes on).
+    `now`: the epoch seconds it is written at (the watch's clock)."""
     name = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S%fZ") + f"-{judgement.verdict}.txt"
     parts = [
         f"vllm-gate incident: {judgement.verdict} — profile {profile} — {stamp(now)}",

@@ -12,14 +12,15 @@ flight returns by its own deadline, or at once when the engine is stopped).
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import SettingValues
 from gates.canary import send_canary
+from gates.context import HttpClient
 from gates.leak_rule import LeakRule
 from gates.memory_leak import MemoryLeakGate
 from gates.registry import GATE_SETTINGS
@@ -100,8 +101,13 @@ class ServingWatch:
         host: Callable[[], tuple[int, int]] = measure_host,
         tick_s: float = TICK_S,
         free_every_s: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        http: HttpClient | None = None,
     ) -> None:
+        """`http`: how the server is reached (the real client to `plan.base_url` unless a test passes
+        its own); `clock`: what every wait and every observation's time reads."""
         self.plan = plan
+        self.clock = clock
         self.pids = pids
         self.on_change = on_change
         self.gpu_bytes = gpu_bytes
@@ -111,7 +117,8 @@ class ServingWatch:
         # decode or two low-RAM samples are then told at the canary's pace, not five seconds apart.
         self.free_every_s = min(FREE_EVERY_S, plan.interval_s) if free_every_s is None else free_every_s
         self.judge = Judge(plan.rules)
-        self.http = RequestsHttp(plan.base_url, plan.api_key)
+        self._own_http = http is None
+        self.http: HttpClient = http if http is not None else RequestsHttp(plan.base_url, plan.api_key)
         self.observations: deque[tuple[float, Observation]] = deque(maxlen=KEPT_OBSERVATIONS)
         self.canaries = 0
         self._lock = threading.Lock()
@@ -125,6 +132,8 @@ class ServingWatch:
         self._last_reading: probes.MetricsReading | None = None
         self._pids: Sequence[int] = ()
         self._pids_at = -PIDS_EVERY_S
+        now = clock.monotonic()
+        self._next_free, self._next_leak = now + self.free_every_s, now + plan.leak_window_s
 
     # ---- life ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -139,7 +148,8 @@ class ServingWatch:
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=0.2)  # an HTTP call in flight ends by its own deadline
-        self.http.close()
+        if self._own_http and isinstance(self.http, RequestsHttp):
+            self.http.close()
 
     @property
     def judgement(self) -> Judgement:
@@ -160,6 +170,7 @@ class ServingWatch:
         return write_incident(
             directory, profile=profile, label=label, judgement=judgement, action=action,
             pids=self.pids(), prefixes=self.plan.prefixes, observations=self.recent(), engine_log=engine_log,
+            now=self.clock.time(),
         )  # fmt: skip
 
     def recent(self) -> list[tuple[float, Observation]]:
@@ -174,7 +185,7 @@ class ServingWatch:
             if self._stopped.is_set():
                 return obs
             self.judge.observe(obs)
-            self.observations.append((time.time(), obs))
+            self.observations.append((self.clock.time(), obs))
             now = self.judge.judgement()
             changed = not now.same_as(self._shown)
             self._shown = now
@@ -186,51 +197,60 @@ class ServingWatch:
 
     # ---- the canary's thread --------------------------------------------------------------------------
     def _canary_loop(self) -> None:
-        due = time.monotonic() + self.plan.interval_s
+        due = self.clock.monotonic() + self.plan.interval_s
         while not self._stopped.is_set():
-            self._canary_now.wait(timeout=max(0.0, due - time.monotonic()))
+            self.clock.wait(self._canary_now, max(0.0, due - self.clock.monotonic()))
             if self._stopped.is_set():
                 return
-            self._canary_now.clear()
-            obs = self.observe(self._one_canary(), retry=True)
-            if not obs.ok:
-                self._stopped.wait(MIN_CANARY_GAP_S)  # retried, not hammered: an error may come at once
-            due = time.monotonic() + self.plan.interval_s
+            due = self.canary_round()
+
+    def canary_round(self) -> float:
+        """One canary now (or a tool-call canary); when the next one is due."""
+        self._canary_now.clear()
+        obs = self.observe(self._one_canary(), retry=True)
+        if not obs.ok:
+            self.clock.wait(
+                self._stopped, MIN_CANARY_GAP_S
+            )  # retried, not hammered: an error may come at once
+        return self.clock.monotonic() + self.plan.interval_s
 
     def _one_canary(self) -> Observation:
         self.canaries += 1
         every = self.plan.tool_call_every
         if every and self.plan.tool_case is not None and self.canaries % every == 0:
             return self._tool_call(self.plan.tool_case)
-        answer = send_canary(self.http, self.plan.model, self.plan.timeout_s)
-        return probes.canary_observation(answer, time.monotonic(), self.plan.timeout_s)
+        answer = send_canary(self.http, self.plan.model, self.plan.timeout_s, clock=self.clock)
+        return probes.canary_observation(answer, self.clock.monotonic(), self.plan.timeout_s)
 
     def _tool_call(self, case: ToolCase) -> Observation:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         body = case.request(self.plan.model, self.plan.tool_max_tokens)
         reply = self.http.post_json("/v1/chat/completions", body, self.plan.tool_timeout_s)
-        waited = time.monotonic() - started
+        waited = self.clock.monotonic() - started
         result = judge_reply(case, reply.status, reply.body)
         timeout = self.plan.tool_timeout_s
         return probes.tool_call_observation(
-            result, reply.timed_out, time.monotonic(), timeout if reply.timed_out else waited
+            result, reply.timed_out, self.clock.monotonic(), timeout if reply.timed_out else waited
         )
 
     # ---- the free signals' thread -----------------------------------------------------------------------
     def _free_loop(self) -> None:
-        next_free = time.monotonic() + self.free_every_s
-        next_leak = time.monotonic() + self.plan.leak_window_s
-        while not self._stopped.wait(self.tick_s):
-            now = time.monotonic()
-            self._check_processes(now)
-            if now >= next_free:
-                next_free = now + self.free_every_s
-                self._check_health()
-                self._check_metrics()
-                self._check_host()
-            if now >= next_leak:
-                next_leak += self.plan.leak_window_s
-                self._check_leak()
+        now = self.clock.monotonic()
+        self._next_free, self._next_leak = now + self.free_every_s, now + self.plan.leak_window_s
+        while not self.clock.wait(self._stopped, self.tick_s):
+            self.signals_round(self.clock.monotonic())
+
+    def signals_round(self, now: float) -> None:
+        """The process states at every tick; /health, /metrics and host RAM, and the leak window, when due."""
+        self._check_processes(now)
+        if now >= self._next_free:
+            self._next_free = now + self.free_every_s
+            self._check_health()
+            self._check_metrics()
+            self._check_host()
+        if now >= self._next_leak:
+            self._next_leak += self.plan.leak_window_s
+            self._check_leak()
 
     def _group(self, now: float) -> Sequence[int]:
         if now - self._pids_at >= PIDS_EVERY_S:
@@ -241,16 +261,16 @@ class ServingWatch:
         self.observe(self._processes.observe(self._group(now), now))
 
     def _check_health(self) -> None:
-        started = time.monotonic()
+        started = self.clock.monotonic()
         reply = self.http.get("/health", self.plan.timeout_s)
-        self.observe(probes.health_observation(reply, time.monotonic(), time.monotonic() - started,
-                                               self.plan.timeout_s))  # fmt: skip
+        now = self.clock.monotonic()
+        self.observe(probes.health_observation(reply, now, now - started, self.plan.timeout_s))
 
     def _check_metrics(self) -> None:
         reply = self.http.get("/metrics", self.plan.timeout_s)
         if reply.status != 200:
             return  # /metrics absent (--disable-log-stats has no vllm:*) or slow: other checks speak
-        reading = probes.read_metrics(reply.body, time.monotonic())
+        reading = probes.read_metrics(reply.body, self.clock.monotonic())
         self.observe(self._progress.observe(reading))
         if self._last_reading is not None:
             self.observe(probes.traffic_observation(self._last_reading, reading))
@@ -259,9 +279,10 @@ class ServingWatch:
     def _check_host(self) -> None:
         available, swap = self.host()
         self.observe(probes.host_memory_observation(
-            available, swap, self.plan.min_available_gib, self.plan.max_swap_gib, time.monotonic()
+            available, swap, self.plan.min_available_gib, self.plan.max_swap_gib, self.clock.monotonic()
         ))  # fmt: skip
 
     def _check_leak(self) -> None:
-        used, source = probes.group_memory(self._group(time.monotonic()), self.gpu_bytes)
-        self.observe(self._leak.observe(used, source, time.monotonic()))
+        now = self.clock.monotonic()
+        used, source = probes.group_memory(self._group(now), self.gpu_bytes)
+        self.observe(self._leak.observe(used, source, now))

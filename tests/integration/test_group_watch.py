@@ -109,8 +109,8 @@ def test_refresh_now_watches_a_core_titled_after_the_last_re_read() -> None:
 
 
 def test_death_descriptions_from_wait_statuses() -> None:
-    assert Death.from_returncode(7, "API server", -9).how() == "killed by SIGKILL"
-    assert Death.from_returncode(7, "API server", 0).how() == "exited with code 0"
+    assert Death.from_returncode(7, "API server", -9, 0.0).how() == "killed by SIGKILL"
+    assert Death.from_returncode(7, "API server", 0, 0.0).how() == "exited with code 0"
     unknown = Death(8, "VLLM::Worker_TP1", None, 0.0).describe()
     assert unknown.startswith("VLLM::Worker_TP1 pid 8 exited (status not readable")
 

@@ -1,5 +1,6 @@
-"""launcher/supervisor/ stays consolidated (issue 34 point 3): fewer than 31 modules, and one seam
-module whose Protocols know no implementer.
+"""launcher/supervisor/ stays consolidated: fewer than 31 modules, none over 350 lines, no class
+assembled from mixins, collaborators over one serving state that import each other in one order,
+and one seam module whose Protocols know no implementer.
 
 `seams.py` declares what crosses between the serve loop and what it drives (the engine, its judge,
 vLLM's sleep routes, the host hooks, systemd). A seam that imports its implementer is a cycle in
@@ -23,6 +24,9 @@ MOST_MODULES = 30  # issue 34: fewer than 31, after the serving watch and park l
 IMPLEMENTERS = frozenset(
     {"engine", "group_watch", "attempt", "livelog", "sleep", "park", "wiring", "service"}
 )
+LARGEST_MODULE_LINES = 350
+# The collaborators over the serving state, each allowed to import only those before it.
+COLLABORATORS = ("state", "context", "stage", "park", "bringup", "recovery", "lending", "reload", "service")
 
 
 def _modules() -> list[str]:
@@ -107,3 +111,39 @@ def test_the_scan_sees_type_checking_imports_and_the_package_form() -> None:
         "from launcher.watch.verdict import Judgement\n"
     )
     assert _supervisor_imports(tree) == {"reload_requests", "attempt", "engine"}
+
+
+def test_no_module_is_over_350_lines() -> None:
+    sizes = {m: len((SUPERVISOR / f"{m}.py").read_text(encoding="utf-8").splitlines()) for m in _modules()}
+    over = {m: n for m, n in sizes.items() if n > LARGEST_MODULE_LINES}
+    assert not over, f"split by responsibility: {over}"
+
+
+def test_no_class_is_assembled_from_mixins_or_stubs_its_siblings() -> None:
+    for module in _modules():
+        tree = ast.parse((SUPERVISOR / f"{module}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b) for b in node.bases]
+                plain = [b for b in bases if b not in ("Protocol", "Exception", "StrEnum")]
+                assert len(plain) <= 1, f"{module}.{node.name} is assembled from {bases}: pass collaborators"
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                defs = [n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef)]
+                assert not defs, f"{module} stubs {defs} under TYPE_CHECKING: a sibling's method, by hand"
+
+
+def test_the_collaborators_import_each_other_in_one_order() -> None:
+    for index, module in enumerate(COLLABORATORS):
+        later = set(COLLABORATORS[index + 1 :])
+        assert not _imports_of(module) & later, f"{module} imports {sorted(_imports_of(module) & later)}"
+
+
+def test_only_the_serving_state_holds_what_serves() -> None:
+    # `serving`, `parked`, `trial`, `lent_to` are the state's: no collaborator keeps a copy of its own.
+    owned = ("serving", "parked", "trial", "lent_to", "current")
+    for module in COLLABORATORS[1:]:
+        tree = ast.parse((SUPERVISOR / f"{module}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            stored = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+            if stored and isinstance(node.value, ast.Name) and node.value.id == "self":
+                assert node.attr not in owned, f"{module} sets self.{node.attr}: change the state instead"

@@ -34,6 +34,7 @@ def bundle(directory: Path, **overrides: object) -> str:
         "prefixes": ("VLLM",),
         "observations": [],
         "engine_log": REAL_LOG,
+        "now": 1_790_000_000.0,
     }
     args.update(overrides)
     return write_incident(directory, **args).read_text(encoding="utf-8")  # type: ignore[arg-type]

@@ -1,0 +1,140 @@
+"""The stage: what every collaborator does to the engines on it — stop what runs, drop the sleeper,
+put an engine on as what serves (recorded, the proxy told, the serving watch started) — in one
+place, so that each change of the serving state is followed by the same effects in the same order.
+
+Stops hold one lock from taking the engine out of the record until its whole group is gone and the
+stop is recorded: the signal helper thread and the serve loop may both stop what runs, and the
+second must find it stopped, not half-stopped. The watch starts under the same lock, so a stop from
+the helper either comes first (nothing serves: no watch) or stops this watch with its engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from launcher.errors import BadInput
+from launcher.profile.candidate import Candidate
+from launcher.supervisor.context import Context
+from launcher.supervisor.history import Event, utc_now
+from launcher.supervisor.seams import Attempt
+from launcher.supervisor.sleep import run_switch, switch_argv
+from launcher.supervisor.status import Phase
+from launcher.watch.verdict import Judgement, Verdict
+
+
+class Stage:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._stop_lock = threading.RLock()
+        self._news: Judgement | None = None  # the watch's latest change, for the serve loop
+        self._news_lock = threading.Lock()
+
+    # ---- stopping --------------------------------------------------------------------------------
+    def stop_running(self, why: str) -> None:
+        """Stop the trial and what serves (the sleeper stays), each recorded with `why`."""
+        with self._stop_lock:
+            self.stop_watch()  # what is stopped now is no news
+            for attempt in self.ctx.state.take_running():
+                self.stop(attempt, why)
+
+    def drop_parked(self, why: str) -> None:
+        """Stop the engine asleep beside what serves, if any."""
+        parked = self.ctx.state.take_parked()
+        if parked is not None:
+            self.stop(parked, f"parked engine: {why}")
+
+    def stop(self, attempt: Attempt, why: str) -> None:
+        """End `attempt`'s whole group (TERM, grace, KILL) and record how it went."""
+        report = attempt.stop(grace_s=attempt.candidate.settings.stop_grace_s)
+        self.ctx.transitions.record(
+            Event.ENGINE_STOPPED,
+            label=attempt.candidate.label,
+            why=why,
+            graceful=report.graceful,
+            killed=report.killed,
+            leftovers=list(report.leftovers),
+            seconds=round(report.seconds, 3),
+        )
+
+    # ---- what serves -----------------------------------------------------------------------------
+    def record_serving(self, event: Event, *, phase: Phase, status: dict[str, Any], **fields: Any) -> None:
+        """Record that what the serving state holds as serving now serves: `event` in the history,
+        `phase` and `status` on the board with a fresh watch verdict (an old one must not stay)."""
+        self.ctx.transitions.record(event, phase=phase, status={**status, **self.fresh_watch()}, **fields)
+
+    def go_live(self, serving: Candidate) -> None:
+        """`serving` is told to the proxy in front, and watched (unless a stop took it meanwhile)."""
+        self.switched(serving)
+        self.start_watch()
+
+    def record_promotion(self, candidate: Candidate, gates: list[dict[str, Any]] | None) -> None:
+        """`candidate` is last-good now; the launch promoted before it stays on record
+        (`previous_good.json`), so a rollback after a wedge can start it."""
+        try:
+            old = self.ctx.store.last_good_to_start(self.ctx.profile)
+        except BadInput:
+            old = None  # a corrupt record is no rollback target
+        if old is not None and old.get("fingerprint") != candidate.fingerprint:
+            self.ctx.store.write_previous_good(self.ctx.profile, old)
+        record = {**candidate.to_record(), "promoted_at": utc_now(self.ctx.clock)}
+        if gates is not None:
+            record["gates"] = gates
+        self.ctx.store.write_last_good(self.ctx.profile, record)
+
+    def switched(self, serving: Candidate) -> None:
+        """What serves moved (or may have): run `on_switch` with its address (docs/park.md)."""
+        self.ctx.state.pointed(serving.port)
+        argv = switch_argv(serving)
+        if argv is None:
+            return
+        code, output = run_switch(argv)
+        self.ctx.transitions.record(Event.SWITCHED, port=serving.port, label=serving.label, argv=argv,
+                                    exit_code=code, output=output)  # fmt: skip
+        if code != 0:
+            self.ctx.progress.message(f"on_switch exited {code}: {output}", event="park.switch_failed")
+
+    # ---- the serving watch -----------------------------------------------------------------------
+    def start_watch(self) -> None:
+        """Watch what serves now (a watch already running is stopped first)."""
+        with self._stop_lock:
+            self.stop_watch()
+            attempt = self.ctx.state.serving
+            make = self.ctx.hooks.watch
+            if attempt is None or make is None or not attempt.candidate.settings.watch:
+                return
+            watch = make(attempt.candidate, attempt.engine, self.on_watch_change)
+            self.ctx.state.set_watch(watch)
+            watch.start()
+
+    def stop_watch(self) -> None:
+        watch = self.ctx.state.take_watch()
+        if watch is not None:
+            watch.stop()
+        with self._news_lock:
+            self._news = None
+
+    def fresh_watch(self) -> dict[str, Any]:
+        """The status's `watch` as serving begins: a fresh verdict when a watch will run, else none."""
+        attempt = self.ctx.state.serving
+        if attempt is None or self.ctx.hooks.watch is None or not attempt.candidate.settings.watch:
+            return {"watch": None}
+        return {"watch": {**Judgement(Verdict.SERVING).to_json(), "since": utc_now(self.ctx.clock)}}
+
+    def on_watch_change(self, judgement: Judgement) -> None:
+        """Called from the watch's threads: hand the news over, the serve loop acts on it."""
+        with self._news_lock:
+            self._news = judgement
+        self.ctx.wake.set()
+
+    def take_news(self) -> Judgement | None:
+        with self._news_lock:
+            news, self._news = self._news, None
+        if self.ctx.state.watch is None or self.ctx.state.serving is None:
+            return None  # news of a watch that was stopped since
+        return news
+
+    def watch_serves(self) -> bool:
+        """What systemd's watchdog pings on: the watch's verdict (no watch: True)."""
+        watch = self.ctx.state.watch
+        return watch is None or watch.judgement.verdict.serves
