@@ -14,8 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from basis.setting import SettingValues
 from launcher.profile.findings import Findings, did_you_mean, where
-from launcher.profile.keys import engine_settings
+from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
 from vllm_flags.schema import OptionSpec, VllmSchema
 
@@ -24,9 +25,12 @@ DEV_MODE_VAR = "VLLM_SERVER_DEV_MODE"  # vLLM registers /sleep, /wake_up, /is_sl
 
 
 def _parks(profile: ResolvedProfile) -> bool:
-    """`[supervisor] park = "sleep"`: vLLM starts with `--enable-sleep-mode` and the dev-mode routes."""
-    supervisor = profile.data.get("supervisor", {})
-    return isinstance(supervisor, dict) and supervisor.get("park") == "sleep"
+    """`[supervisor] park = "sleep"`: vLLM starts with `--enable-sleep-mode` and the dev-mode routes.
+    Read through the declared setting, as the supervisor reads it (a table of the wrong type is the
+    structure check's error: rendered as the default, `stop`)."""
+    supervisor = profile.data.get("supervisor")
+    park = SettingValues.of(SUPERVISOR, supervisor if isinstance(supervisor, dict) else None).value("park")
+    return bool(park == "sleep")
 
 
 @dataclass(frozen=True, slots=True)
