@@ -23,8 +23,7 @@ from gates.chain import ChainReport
 from gates.context import GpuBytesFn
 from gates.outcome import GateResult, Verdict
 from launcher.errors import GateError
-from launcher.supervisor.progress import Progress
-from launcher.supervisor.seams import Attempt, Death, LineSink, StopReport
+from launcher.supervisor.seams import Attempt, Death, GateProgress, LineSink, StopReport
 from launcher.watch.verdict import Judgement
 from launcher.watch.verdict import Verdict as JudgedVerdict
 
@@ -153,7 +152,7 @@ class ScriptedEngines:
     def report(
         self,
         attempt: Attempt,
-        progress: Progress,
+        progress: GateProgress,
         should_stop: Callable[[], bool],
         gpu_bytes: GpuBytesFn | None = None,
         only: frozenset[str] | None = None,
@@ -194,11 +193,14 @@ class ScriptedWatch:
         self.started = False
         self.stopped = False
         self.evidence: list[tuple[str, str]] = []  # (verdict, action) of each bundle kept
+        self.after_start: Callable[[], None] | None = None
 
     def start(self) -> None:
         self.started = True
         if self.scripted is not None:
             self.report(self.scripted)
+        if self.after_start is not None:
+            self.after_start()
 
     def report(self, judgement: Judgement) -> None:
         self.judgement = judgement
@@ -231,6 +233,7 @@ class ScriptedWatches:
     def __init__(self, *judgements: Judgement | None) -> None:
         self.judgements = list(judgements)
         self.made: list[ScriptedWatch] = []
+        self.at_start: dict[int, Callable[[], None]] = {}  # the Nth watch (from 1) runs this once started
 
     def __call__(
         self, candidate: object, engine: object, on_change: Callable[[Judgement], None]
@@ -238,6 +241,9 @@ class ScriptedWatches:
         judgement = self.judgements.pop(0) if self.judgements else None
         watch = ScriptedWatch(judgement, on_change, str(getattr(candidate, "label", "")))
         self.made.append(watch)
+        step = self.at_start.pop(len(self.made), None)
+        if step is not None:
+            watch.after_start = step
         return watch
 
 
@@ -249,6 +255,7 @@ class ScriptedSleeps:
         self.fail = dict(fail)  # "sleep" | "wake" | "reset" -> why
         self.calls: list[tuple[str, int]] = []
         self.asleep: set[int] = set()
+        self.on_call: Callable[[str], None] | None = None  # runs at each call (a fake clock moves on)
 
     def __call__(self, candidate: object, clock: object = None) -> ScriptedSleep:
         return ScriptedSleep(self, int(getattr(candidate, "port", 0)))
@@ -260,6 +267,8 @@ class ScriptedSleep:
 
     def _call(self, name: str) -> str | None:
         self.sleeps.calls.append((name, self.port))
+        if self.sleeps.on_call is not None:
+            self.sleeps.on_call(name)
         return self.sleeps.fail.get(name)
 
     def sleep(self, timeout_s: float) -> str | None:

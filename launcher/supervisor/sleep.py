@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import SettingValues
+from gates.context import HttpClient
 from launcher.host.adapters import RequestsHttp
 from launcher.profile.candidate import Candidate
 from launcher.profile.keys import PREFLIGHT
@@ -38,8 +39,10 @@ class VllmSleep:
     `/sleep` and `/wake_up` answer 200 with an empty body, `/is_sleeping` `{"is_sleeping": bool}`,
     `/reset_prefix_cache` `{"success": bool}` (false while blocks are still held: retried)."""
 
-    def __init__(self, candidate: Candidate, clock: Clock = SYSTEM_CLOCK) -> None:
-        self.http = RequestsHttp(candidate.base_url, candidate.api_key())
+    def __init__(
+        self, candidate: Candidate, clock: Clock = SYSTEM_CLOCK, http: HttpClient | None = None
+    ) -> None:
+        self.http = http if http is not None else RequestsHttp(candidate.base_url, candidate.api_key())
         self.clock = clock
 
     def sleep(self, timeout_s: float) -> str | None:

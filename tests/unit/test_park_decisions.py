@@ -9,7 +9,8 @@ from typing import Any
 from launcher.errors import PreflightRefused
 from launcher.supervisor.history import Event
 from tests.engine_double import Script, ScriptedSleeps, passes, rejected_by
-from tests.unit.test_supervisor_decisions import PORT, Box, box_with, without_stops
+from tests.supervisor_rig import PORT
+from tests.unit.test_supervisor_decisions import Box, box_with, without_stops
 
 PARK = {"park": "sleep", "park_port": PORT + 1}
 

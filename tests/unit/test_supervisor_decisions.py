@@ -9,11 +9,9 @@ the wiring with `vllm-sim`; these prove each decision and what it writes.
 from __future__ import annotations
 
 import dataclasses
-import io
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ import pytest
 
 from launcher.errors import BadInput, PreflightRefused
 from launcher.host.restart_guard import RestartGuard
-from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
@@ -34,87 +31,10 @@ from launcher.supervisor.service import Supervisor
 from launcher.supervisor.status import read_status
 from tests.engine_double import ScriptedEngines, ScriptedSleeps, fails_to_start, passes, rejected_by
 from tests.launcher_run import write_profile
+from tests.supervisor_rig import PORT, GpuLocks, Notices, Preflight, Terminal
 
 DEADLINE_S = 20.0  # a decision that never comes ends the run with a SIGTERM, and the test fails
-PORT = 18123  # nothing listens: the engine is scripted and preflight is a double
 KV_LINE = "INFO 11-29 06:26:59 [kv_cache_utils.py:1147] GPU KV cache size: 180,224 tokens"
-
-
-class Notices:
-    """The notifier seam: records what systemd would hear, and runs the test's next step at each
-    READY=1 (a promotion, last-good serving, a reload that kept the engine)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-        self.at_ready: list[Callable[[], None]] = []
-        self.at_status: list[tuple[str, Callable[[], None]]] = []  # (STATUS= prefix, step), in order
-
-    def ready(self, status: str) -> None:
-        self.calls.append(("ready", status))
-        if self.at_ready:
-            self.at_ready.pop(0)()
-
-    def status(self, text: str) -> None:
-        self.calls.append(("status", text))
-        if self.at_status and text.startswith(self.at_status[0][0]):
-            self.at_status.pop(0)[1]()
-
-    def reloading(self) -> None:
-        self.calls.append(("reloading", ""))
-
-    def stopping(self) -> None:
-        self.calls.append(("stopping", ""))
-
-    def watchdog(self) -> None:
-        self.calls.append(("watchdog", ""))
-
-    def extend_timeout(self, seconds: float) -> None:
-        pass
-
-
-class Preflight:
-    """The preflight seam: refuses the candidates whose fingerprint is listed, records each call."""
-
-    def __init__(self) -> None:
-        self.refuse: dict[str, str] = {}  # fingerprint -> why
-        self.refuse_once_stopped: dict[str, str] = {}  # only when no serving engine is counted as free
-        self.calls: list[tuple[str, frozenset[int]]] = []
-        self.parked_calls: list[frozenset[int]] = []
-
-    def __call__(
-        self, candidate: Candidate, *, serving: frozenset[int] = frozenset(), parked: frozenset[int] = frozenset()
-    ) -> None:
-        self.calls.append((candidate.fingerprint, serving))
-        self.parked_calls.append(parked)
-        why = self.refuse.get(candidate.fingerprint)
-        if why is None and not serving:
-            why = self.refuse_once_stopped.get(candidate.fingerprint)
-        if why is not None:
-            raise PreflightRefused(f"preflight refused: {why}")
-
-
-class GpuLocks:
-    """The GPU-lock seam: records when each candidate's locks are taken and given back."""
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-
-    @contextmanager
-    def __call__(self, candidate: Candidate, *, sharing: Candidate | None = None) -> Iterator[None]:
-        if sharing is not None:
-            self.log.append(f"share {sharing.label} with {candidate.label}")
-            yield
-            return
-        self.log.append(f"take {candidate.label}")
-        try:
-            yield
-        finally:
-            self.log.append(f"release {candidate.label}")
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:  # one progress line per step, no structlog
-        return True
 
 
 class Box:

@@ -1,0 +1,159 @@
+"""Park as a unit (launcher/supervisor/park.py) on the rig's fake clock: the seconds a sleep and a
+wake took, the deadline of the wait for the rejected candidate's GPU memory, when parking is
+skipped and why, and the swap back to an engine kept asleep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher.supervisor.history import Event
+from tests.engine_double import passes
+from tests.supervisor_rig import PORT, Rig
+
+PARK = {"park": "sleep", "park_port": PORT + 1, "wake_timeout_s": 10}
+GIB = 1 << 30
+WEIGHTS = "INFO 11-29 06:26:59 [gpu_model_runner.py:2653] Model loading took 5.08 GiB and 3.1 seconds"
+
+
+def parked_rig(tmp_path: Path, *log: str, **supervisor: object) -> Rig:
+    rig = Rig(tmp_path, passes(*log), passes(), passes(), supervisor={**PARK, **supervisor})
+    rig.serve(rig.candidate())
+    return rig
+
+
+def test_a_sleep_s_seconds_are_the_clock_s_and_the_candidate_moves_to_the_other_port(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    serving = rig.state.serving
+    assert serving is not None
+    rig.sleeps.on_call = lambda name: rig.clock.sleep(2.5 if name == "sleep" else 0.25)
+    moved = rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    assert moved is not None and moved.port == PORT + 1
+    assert rig.state.parked is serving and rig.state.serving is None
+    parked = rig.record(Event.PARKED)
+    assert parked["seconds"] == 2.5  # the sleep call; is_sleeping is a GET, no clock step
+    assert rig.sleeps.calls == [("sleep", PORT), ("is_sleeping", PORT)]
+
+
+def test_a_sleep_that_frees_too_little_gpu_memory_is_no_park_and_the_engine_is_woken(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    serving = rig.state.serving
+    assert serving is not None
+    pid = rig.engine(serving).pid
+    assert pid is not None
+    rig.gpu_memory.by_pid[pid] = 40 * GIB
+
+    def sleep_frees_a_quarter(name: str) -> None:
+        if name == "sleep":
+            rig.gpu_memory.by_pid[pid] = 30 * GIB
+
+    rig.sleeps.on_call = sleep_frees_a_quarter
+    assert rig.parker.park_for(rig.candidate(max_num_seqs=8)) is None
+    skipped = rig.record(Event.PARK_SKIPPED)
+    assert skipped["reason"].startswith("sleep failed: still holds 30720 MiB of GPU memory (40960 MiB awake)")
+    assert ("wake", PORT) in rig.sleeps.calls and rig.state.serving is serving and rig.state.parked is None
+
+
+def test_an_engine_started_without_sleep_mode_is_not_parked(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, passes())
+    rig.serve(rig.candidate())  # park = "stop": no --enable-sleep-mode in its argv
+    assert rig.parker.park_for(rig.candidate(supervisor=PARK)) is None
+    assert rig.sleeps.calls == [] and Event.PARK_SKIPPED not in rig.events()  # the profile said stop
+
+
+def test_a_host_that_cannot_hold_the_weights_does_not_park(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = parked_rig(tmp_path, WEIGHTS)
+    monkeypatch.setattr(
+        "launcher.supervisor.park.host_available_gib", lambda: 6.0
+    )  # the host's RAM, a number
+    assert rig.parker.park_for(rig.candidate(max_num_seqs=8)) is None
+    reason = rig.record(Event.PARK_SKIPPED)["reason"]
+    assert reason.startswith("host RAM: 6.0 GiB available cannot hold the 5.1 GiB of weights")
+    assert rig.sleeps.calls == []
+
+
+def test_the_wake_waits_for_the_rejected_candidate_s_memory_until_its_deadline(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.gpu_memory.by_pid[99_999] = 8 * GIB  # the rejected candidate's, never let go
+    began = rig.clock.now
+    assert rig.parker.wake_parked([99_999], "rejected by health")
+    assert rig.clock.now - began == pytest.approx(10.0, abs=0.11)  # wake_timeout_s, in 0.1 s polls
+    assert rig.state.serving is not None and rig.state.on_last_good
+    assert rig.record(Event.WOKEN)["port"] == PORT
+
+
+def test_the_wake_goes_on_as_soon_as_the_memory_is_back(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.gpu_memory.by_pid[99_999] = 8 * GIB
+
+    def let_go_on_the_third_read() -> None:
+        if rig.gpu_memory.reads >= 3:
+            rig.gpu_memory.by_pid[99_999] = 0
+
+    rig.gpu_memory.reads = 0  # the park read it twice (awake, asleep)
+    rig.gpu_memory.on_read = let_go_on_the_third_read
+    began = rig.clock.now
+    assert rig.parker.wake_parked([99_999], "rejected")
+    assert rig.clock.now - began == pytest.approx(0.2)  # two polls of 0.1 s, then the wake
+
+
+def test_a_failed_wake_is_recorded_with_the_clock_s_seconds_and_the_sleeper_stopped(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    sleeper = rig.state.serving
+    assert sleeper is not None
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.sleeps.fail["wake"] = "POST /wake_up: no answer within 10 s"
+    rig.sleeps.on_call = lambda name: rig.clock.sleep(10.0 if name == "wake" else 0.0)
+    assert not rig.parker.wake_parked([], "rejected")
+    failed = rig.record(Event.WAKE_FAILED)
+    assert failed["reason"] == "POST /wake_up: no answer within 10 s" and failed["seconds"] == 10.0
+    assert rig.engine(sleeper).stops and rig.state.parked is None and rig.state.serving is None
+
+
+def test_a_sleeper_that_died_asleep_is_not_woken(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    sleeper = rig.state.serving
+    assert sleeper is not None
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.engine(sleeper).die()
+    assert not rig.parker.wake_parked([], "rejected")
+    assert rig.record(Event.WAKE_FAILED)["reason"].startswith("the parked engine is gone: ")
+    assert ("wake", PORT) not in rig.sleeps.calls
+
+
+def test_a_wake_re_gates_only_the_gates_that_speak_http(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    assert rig.parker.wake_parked([], "rejected")
+    assert rig.engines.asked == [frozenset({"health", "tool_call", "smoke", "canary"})]
+    assert [c[0] for c in rig.sleeps.calls[-3:]] == ["wake", "is_sleeping", "reset"]
+
+
+def test_back_to_the_engine_kept_asleep_swaps_the_two_and_hands_over_the_gpu_locks(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path, keep_parked=True)
+    old = rig.state.serving
+    assert old is not None
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    new = rig.bringup.spawn(rig.candidate(max_num_seqs=8).at_port(PORT + 1))
+    rig.state.promote_trial(last_good=False)
+    rig.parker.after_promotion()  # keep_parked: the old one stays asleep, its locks go to the new one
+    assert rig.state.parked is old and rig.state.serving is new
+    assert rig.parker.back_to_parked(old.candidate)
+    assert rig.state.serving is old and rig.state.parked is new  # the new one sleeps in its place
+    woken = rig.record(Event.WOKEN)
+    assert woken["why"] == "back to the parked launch" and woken["port"] == PORT
+    last_good = rig.store.last_good("svc")
+    assert last_good is not None and last_good["fingerprint"] == old.candidate.fingerprint
+
+
+def test_back_to_parked_is_nothing_when_another_launch_sleeps(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path, keep_parked=True)
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.serve(rig.candidate(max_num_seqs=8).at_port(PORT + 1))
+    assert not rig.parker.back_to_parked(rig.candidate(max_num_seqs=16))
+    assert Event.WOKEN not in rig.events()
