@@ -1,8 +1,10 @@
-"""What every gate shares: its settings read from `[gates.NAME]`, with declared defaults."""
+"""What every gate shares: its settings read from `[gates.NAME]`, with declared defaults, and what
+it needs to judge (`Need`), from which follows where it can run (`registry.http_only`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from basis.setting import Setting, SettingValues
@@ -32,10 +34,38 @@ COMMON: tuple[Setting, ...] = (
 )
 
 
+class Need(StrEnum):
+    """What a gate cannot judge without. HTTP reaches any server; the rest only the launcher that
+    starts the engine has: the log it watched from the first line, the processes it started, and a
+    server it may put under load before the server takes real traffic."""
+
+    HTTP = "http"
+    LOG = "log"
+    PROCESSES = "processes"
+    LOAD = "load"
+
+    @property
+    def meaning(self) -> str:
+        """What the gate does with it, as a phrase after "it": `it reads the start's log`."""
+        return _MEANINGS[self]
+
+
+_MEANINGS: dict[Need, str] = {
+    Need.HTTP: "asks the server over HTTP",
+    Need.LOG: "reads the start's log",
+    Need.PROCESSES: "watches the engine's processes and their memory",
+    Need.LOAD: "puts minutes of generated load on the server",
+}
+
+
 class GateBase:
-    """Reads settings once, at construction; starts nothing (gates act only inside `check`)."""
+    """Reads settings once, at construction; starts nothing (gates act only inside `check`).
+
+    Each gate declares `NEEDS`, what its `check` reads of the context (no default: a gate that
+    forgot it cannot be registered, `registry.HTTP_ONLY` reads it at import)."""
 
     name: ClassVar[str]
+    NEEDS: ClassVar[frozenset[Need]]
     SETTINGS: ClassVar[tuple[Setting, ...]] = ()
     DEFAULT_TIMEOUT_S: ClassVar[float] = 60.0
 

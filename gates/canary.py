@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import GateContext, HttpClient
 from gates.outcome import Outcome
 
@@ -89,6 +89,7 @@ def _excerpt(body: str, limit: int = 300) -> str:
 
 class CanaryGate(GateBase):
     name = "canary"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.HTTP})
     DEFAULT_TIMEOUT_S = 60.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

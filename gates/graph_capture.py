@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import Expectations, GateContext
 from gates.outcome import Outcome
 from vllm_flags.cudagraph_sizes import (
@@ -75,6 +75,7 @@ def graphs_stop_note(
 
 class GraphCaptureGate(GateBase):
     name = "graph_capture"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.LOG})
     DEFAULT_TIMEOUT_S = 1800.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import GateContext
 from gates.outcome import Outcome
 
 
 class HealthGate(GateBase):
     name = "health"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.HTTP})
     DEFAULT_TIMEOUT_S = 1800.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

@@ -10,13 +10,14 @@ import re
 from typing import Any, ClassVar
 
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import GateContext
 from gates.outcome import Outcome
 
 
 class KernelMarkerGate(GateBase):
     name = "kernel_marker"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.LOG})
     DEFAULT_TIMEOUT_S = 1800.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

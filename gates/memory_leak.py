@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import GateContext, interruption
 from gates.leak_rule import LeakJudgement, LeakRule, judge
 from gates.outcome import Outcome
@@ -22,6 +22,7 @@ MIB = 1024 * 1024
 
 class MemoryLeakGate(GateBase):
     name = "memory_leak"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.HTTP, Need.PROCESSES, Need.LOAD})
     TIMEOUT_NOTE = "windows × window_s × 1.5 + 60"
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

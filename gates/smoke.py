@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import GateContext
 from gates.needle import ESTIMATED, TokenizeFailed, fit
 from gates.outcome import Outcome
@@ -39,6 +39,7 @@ class Answer:
 
 class SmokeGate(GateBase):
     name = "smoke"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.HTTP})
     DEFAULT_TIMEOUT_S = 600.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

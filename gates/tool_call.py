@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from basis.setting import Setting
-from gates.base import GateBase
+from gates.base import GateBase, Need
 from gates.context import GateContext
 from gates.outcome import Outcome
 from gates.tool_cases import CASES, CaseResult, ToolCase, judge_reply, judge_stream
@@ -25,6 +25,7 @@ MIN_REASONING_BUDGET = 1024
 
 class ToolCallGate(GateBase):
     name = "tool_call"
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({Need.HTTP})
     DEFAULT_TIMEOUT_S = 300.0
     SETTINGS: ClassVar[tuple[Setting, ...]] = (
         Setting(

@@ -2,9 +2,10 @@
 
 The same gates and the same chain runner as a start, seen through a context with no engine of
 our own: no log (the start's log belongs to the launcher that watched it), no process to watch.
-So only the gates that speak HTTP can run here; kernel_marker, graph_capture and memory_leak read
-the start's log or the engine's processes and are refused by name. Nothing is started, stopped,
-promoted or written: a Kubernetes probe or an Ansible task may call it as often as it likes.
+So only the gates that need nothing but HTTP can run here (`gates.registry.http_only`, read from
+what each gate declares it needs); the others are refused by name, saying what they need. Nothing
+is started, stopped, promoted or written: a Kubernetes probe or an Ansible task may call it as
+often as it likes.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from typing import Any
 
 from basis.clock import SystemClock
 from basis.setting import SettingValues
+from gates.base import Need
 from gates.chain import ChainReport, ChainRunner
 from gates.context import GateContext
-from gates.registry import GATES, build_chain
+from gates.registry import GATES, HTTP_ONLY, build_chain, http_only
 from launcher.errors import BadInput
 from launcher.host.adapters import ProcessMemory, RequestsHttp
 from launcher.profile.candidate import Candidate
 
-CHECKABLE: tuple[str, ...] = ("health", "tool_call", "smoke", "canary")
 # The probe set: /health, the served model name (both in `health`) and one tool call.
 DEFAULT_GATES: tuple[str, ...] = ("health", "tool_call")
 # `--live`, the liveness probe: /health and one short generation with a deadline (a hung engine
@@ -71,24 +72,31 @@ class RemoteServer:
 
 
 def parse_gate_names(text: str) -> tuple[str, ...]:
-    """`health,tool_call` → the names, checked: unknown names and log-reading gates are bad input."""
+    """`health,tool_call` → the names, checked: unknown names and gates that need more than HTTP are
+    bad input."""
     names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
     if not names:
         raise BadInput("--gates is empty", hint=f"for example --gates {','.join(DEFAULT_GATES)}")
+    checkable = ", ".join(http_only(GATES))
     for name in names:
         if name not in GATES:
             close = get_close_matches(name, list(GATES), n=1)
             raise BadInput(
                 f"--gates names {name!r}, which is no gate",
-                hint=f"did you mean {close[0]}?" if close else f"checkable gates: {', '.join(CHECKABLE)}",
+                hint=f"did you mean {close[0]}?" if close else f"checkable gates: {checkable}",
             )
-        if name not in CHECKABLE:
+        if name not in HTTP_ONLY:
             raise BadInput(
-                f"gate {name!r} cannot run against a server that is already running: it reads the "
-                "start's log or the engine's processes, which only the launcher that started it has",
-                hint=f"checkable gates: {', '.join(CHECKABLE)}; its last verdict is in `launch status`",
+                f"gate {name!r} cannot run against a server that is already running: it "
+                f"{_beyond_http(name)}; only the chain of a start runs it",
+                hint=f"checkable gates: {checkable}; its last verdict is in `launch status`",
             )
     return names
+
+
+def _beyond_http(gate: str) -> str:
+    """What the gate needs besides HTTP, as it declares it: `reads the start's log`."""
+    return " and ".join(need.meaning for need in Need if need in GATES[gate].NEEDS - {Need.HTTP})
 
 
 def check_tables(candidate: Candidate, request: CheckRequest) -> dict[str, dict[str, Any]]:

@@ -12,20 +12,48 @@ on no SIGTERM (vLLM's handler only sets a state its busy loop reads between step
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from vllm_sim.ballast import Ballast
+from vllm_sim.config import SimConfig
+from vllm_sim.lifecycle import TermPolicy
+from vllm_sim.logline import LogWriter
+from vllm_sim.ranks import Ranks
 from vllm_sim.sleep_mode import SleepMode, UtilityFailed
-
-if TYPE_CHECKING:
-    from vllm_sim.engine_core import EngineProcess
-    from vllm_sim.ranks import Ranks
+from vllm_sim.versions import Dialect
 
 TICK_S = 0.05  # while something runs on the clock: memory that grows, a timed crash, a marker to print
 IDLE_S = 1.0  # otherwise: messages and signals wake the engine, as vLLM's busy loop blocks on its queue
 
 
+class Engine(Protocol):
+    """The engine core process as its serving loop drives it (`engine_core.EngineProcess`): the loop
+    declares what it uses, so the process that runs the loop is not imported back by it."""
+
+    cfg: SimConfig
+    dialect: Dialect
+    log: LogWriter
+    ballast: Ballast
+    term: TermPolicy
+
+    def wait(self, seconds: float, *, until: Callable[[], bool] | None = None) -> None: ...
+
+    def poll_only(self, seconds: float) -> None: ...
+
+    def check_term(self) -> None: ...
+
+    def send(self, message: tuple[object, ...]) -> None: ...
+
+    def die(self, after_requests: bool) -> None: ...
+
+    def resize_gpu(self, gib: float | None) -> None: ...
+
+    def log_term_trigger(self) -> None: ...
+
+
 class ServingLoop:
-    def __init__(self, engine: EngineProcess, ranks: Ranks) -> None:
+    def __init__(self, engine: Engine, ranks: Ranks) -> None:
         self.engine = engine
         self.cfg = engine.cfg
         self.faults = engine.cfg.faults

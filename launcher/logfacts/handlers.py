@@ -1,6 +1,8 @@
 """What each message the parser reads does to the startup's facts (needle → handler).
 
-Handlers are plain functions of the `Collector`; `DISPATCH` pairs each with a cheap substring test
+Handlers are plain functions of the collector, seen as `CollectorView`: the handlers declare what
+they touch and `collector.Collector` satisfies it, so the collector imports its dispatch table and
+nothing here imports the collector back. `DISPATCH` pairs each handler with a cheap substring test
 so a record runs only the regexes that can match it. Patterns live in `patterns.py`.
 """
 
@@ -8,19 +10,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from launcher.logfacts import configline
 from launcher.logfacts import patterns as p
 from launcher.logfacts.events import EventKind
+from launcher.logfacts.history import History
 from launcher.logfacts.lines import Record
+from launcher.logfacts.markers import MarkerSet
 from launcher.logfacts.pyrepr import parse_dict, parse_namespace
 from launcher.logfacts.startup import ASKED, COMMAND, STATED, Startup
 
-if TYPE_CHECKING:
-    from launcher.logfacts.collector import Collector
 
-Handler = Callable[["Collector", Record, int], None]
+class CollectorView(Protocol):
+    """What a handler reads and writes of the collector: the startup it fills, the summaries of the
+    startups before it, the last echoed command line, and the events it emits."""
+
+    markers: MarkerSet
+    startup: Startup
+    startups_seen: int
+    history: History
+    command: dict[str, Any]
+
+    def emit(self, kind: EventKind, rec: Record, line_no: int, **detail: Any) -> None: ...
+
+    def once(self, kind: EventKind, rec: Record, line_no: int, **detail: Any) -> None: ...
+
+    def set_all(self, values: dict[str, Any], rank: int) -> None: ...
+
+
+Handler = Callable[[CollectorView, Record, int], None]
 
 
 def banner(rec: Record) -> re.Match[str] | None:
@@ -31,7 +50,7 @@ def banner(rec: Record) -> re.Match[str] | None:
     return m
 
 
-def version(c: Collector, rec: Record, line_no: int) -> None:
+def version(c: CollectorView, rec: Record, line_no: int) -> None:
     m = banner(rec)
     if m is None:
         return
@@ -51,7 +70,7 @@ def version(c: Collector, rec: Record, line_no: int) -> None:
     c.emit(EventKind.BANNER, rec, line_no, version=m.group("version"), startup=c.startups_seen)
 
 
-def logo_model(c: Collector, rec: Record, line_no: int) -> None:
+def logo_model(c: CollectorView, rec: Record, line_no: int) -> None:
     if not any(g in rec.msg for g in p.LOGO_GLYPHS):
         return
     m = p.MODEL_LOGO.search(rec.msg)
@@ -59,7 +78,7 @@ def logo_model(c: Collector, rec: Record, line_no: int) -> None:
         c.startup.set("model", m.group("model"), STATED)
 
 
-def args(c: Collector, rec: Record, line_no: int) -> None:
+def args(c: CollectorView, rec: Record, line_no: int) -> None:
     m = p.NON_DEFAULT_ARGS.match(rec.msg)
     if m is not None:
         parsed = parse_dict(m.group("args"))
@@ -73,7 +92,7 @@ def args(c: Collector, rec: Record, line_no: int) -> None:
         c.startup.activity = True
 
 
-def engine_config(c: Collector, rec: Record, line_no: int) -> None:
+def engine_config(c: CollectorView, rec: Record, line_no: int) -> None:
     m = p.ENGINE_CONFIG.match(rec.msg)
     if m is None:
         return
@@ -90,7 +109,7 @@ def engine_config(c: Collector, rec: Record, line_no: int) -> None:
     c.once(EventKind.ENGINE_CONFIGURED, rec, line_no, **detail)
 
 
-def simple(c: Collector, rec: Record, line_no: int) -> None:
+def simple(c: CollectorView, rec: Record, line_no: int) -> None:
     """Single-value lines: max model len, chunked prefill, runner choice, eager, compile, skip."""
     msg, s = rec.msg, c.startup
     if m := p.MAX_MODEL_LEN.match(msg):
@@ -114,7 +133,7 @@ def simple(c: Collector, rec: Record, line_no: int) -> None:
         s.set("compile_seconds", float(m.group("secs")), ASKED)
 
 
-def loading(c: Collector, rec: Record, line_no: int) -> None:
+def loading(c: CollectorView, rec: Record, line_no: int) -> None:
     msg, s = rec.msg, c.startup
     if p.LOAD_START_V2.match(msg):
         s.set("model_runner", "v2", ASKED)
@@ -132,7 +151,7 @@ def loading(c: Collector, rec: Record, line_no: int) -> None:
         c.once(EventKind.WEIGHTS_LOADED, rec, line_no, gib=float(m.group("gib")))
 
 
-def profiling(c: Collector, rec: Record, line_no: int) -> None:
+def profiling(c: CollectorView, rec: Record, line_no: int) -> None:
     msg, s = rec.msg, c.startup
     if m := p.CG_PROFILE_V1.match(msg):
         modes = p.CG_PROFILE_MODE.finditer(msg)
@@ -146,7 +165,7 @@ def profiling(c: Collector, rec: Record, line_no: int) -> None:
     c.once(EventKind.PROFILING, rec, line_no)
 
 
-def memory_summary(c: Collector, rec: Record, line_no: int) -> None:
+def memory_summary(c: CollectorView, rec: Record, line_no: int) -> None:
     """V0's (and early V1's) three-line profile summary: the utilization, the weights, the KV share."""
     msg, s = rec.msg, c.startup
     if m := p.MEMORY_BUDGET_OLD.match(msg):
@@ -158,7 +177,7 @@ def memory_summary(c: Collector, rec: Record, line_no: int) -> None:
         c.once(EventKind.PROFILING, rec, line_no)
 
 
-def kv(c: Collector, rec: Record, line_no: int) -> None:
+def kv(c: CollectorView, rec: Record, line_no: int) -> None:
     msg, s = rec.msg, c.startup
     one = p.KV_ONE_LINE.match(msg)
     size = one or p.KV_SIZE_ONLY.match(msg)
@@ -183,7 +202,7 @@ def kv(c: Collector, rec: Record, line_no: int) -> None:
         c.emit(EventKind.KV_CACHE_SIZED, rec, line_no, **detail)
 
 
-def graphs_done(c: Collector, rec: Record, line_no: int) -> None:
+def graphs_done(c: CollectorView, rec: Record, line_no: int) -> None:
     m = p.GRAPH_DONE.match(rec.msg)
     if m is None:
         return
@@ -193,7 +212,7 @@ def graphs_done(c: Collector, rec: Record, line_no: int) -> None:
         c.emit(EventKind.GRAPHS_CAPTURED, rec, line_no, secs=float(m.group("secs")), gib=gib)
 
 
-def init_engine(c: Collector, rec: Record, line_no: int) -> None:
+def init_engine(c: CollectorView, rec: Record, line_no: int) -> None:
     m = p.INIT_ENGINE.match(rec.msg)
     if m is None:
         return
@@ -206,7 +225,7 @@ def init_engine(c: Collector, rec: Record, line_no: int) -> None:
     c.once(EventKind.ENGINE_INITIALIZED, rec, line_no, secs=float(m.group("secs")))
 
 
-def serving(c: Collector, rec: Record, line_no: int) -> None:
+def serving(c: CollectorView, rec: Record, line_no: int) -> None:
     msg, s = rec.msg, c.startup
     m = p.SERVER_START.match(msg) or p.UVICORN_RUNNING.match(msg)
     if m is not None:
@@ -224,7 +243,7 @@ def serving(c: Collector, rec: Record, line_no: int) -> None:
         c.once(EventKind.SHUTDOWN, rec, line_no)
 
 
-def command(c: Collector, rec: Record, line_no: int) -> None:
+def command(c: CollectorView, rec: Record, line_no: int) -> None:
     if rec.level is not None or rec.msg.startswith("usage:"):
         return
     m = p.COMMAND_LINE.search(rec.msg)
@@ -233,7 +252,7 @@ def command(c: Collector, rec: Record, line_no: int) -> None:
         c.set_all(c.command, COMMAND)
 
 
-def kv_error(c: Collector, rec: Record, line_no: int) -> None:
+def kv_error(c: CollectorView, rec: Record, line_no: int) -> None:
     """The KV-capacity error states the model's max length (`… max seq len (131072) …`)."""
     m = p.KV_ERROR_MAX_LEN.search(rec.msg)
     if m is not None:
