@@ -25,13 +25,13 @@ from collections.abc import Sequence
 import psutil
 
 from gates.chain import ChainReport
+from gates.registry import HTTP_ONLY
 from launcher.profile.candidate import Candidate
 from launcher.supervisor.context import Context
 from launcher.supervisor.history import Event
 from launcher.supervisor.seams import Attempt
 from launcher.supervisor.sleep import (
     GIB,
-    HTTP_GATES,
     MIB,
     can_sleep,
     other_port,
@@ -175,7 +175,7 @@ class Parker:
                 self.ctx.progress,
                 lambda: False,
                 self.ctx.hooks.gpu_bytes,
-                only=HTTP_GATES,
+                only=HTTP_ONLY,  # what a woken engine is judged by: its gates that speak HTTP
             )
             failure = report.first_failure
             why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None

@@ -20,7 +20,6 @@ from launcher.profile.keys import PREFLIGHT
 
 GIB = 1 << 30
 MIB = 1 << 20
-HTTP_GATES = frozenset({"health", "tool_call", "smoke", "canary"})  # what a woken engine is judged by
 SLEEP_FLAG = "--enable-sleep-mode"
 DEV_MODE = "VLLM_SERVER_DEV_MODE"
 RESIDUE_SHARE = 0.5  # asleep = its GPU memory fell below half of what it held awake …
