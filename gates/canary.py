@@ -46,8 +46,12 @@ class CanaryAnswer:
         return self.answer is Answer.OK
 
     def to_json(self) -> dict[str, Any]:
-        return {"answer": str(self.answer), "status": self.status, "seconds": round(self.seconds, 3),
-                "detail": self.detail}  # fmt: skip
+        return {
+            "answer": str(self.answer),
+            "status": self.status,
+            "seconds": round(self.seconds, 3),
+            "detail": self.detail,
+        }
 
 
 def canary_request(model: str) -> dict[str, Any]:

@@ -37,9 +37,13 @@ def judge(series_mib: Sequence[float], rule: LeakRule) -> LeakJudgement:
     """`series_mib[i]` is the memory at the end of window i+1."""
     if len(series_mib) < rule.windows_needed:
         return LeakJudgement(
-            False, False, None, 0.0, 0,
-            f"{len(series_mib)} windows measured; the rule needs {rule.windows_needed}",
-        )  # fmt: skip
+            judged=False,
+            leak=False,
+            baseline_mib=None,
+            growth_mib=0.0,
+            longest_growing_run=0,
+            reason=f"{len(series_mib)} windows measured; the rule needs {rule.windows_needed}",
+        )
     baseline = series_mib[rule.baseline_window - 1]
     after = series_mib[rule.baseline_window - 1 :]
     run = longest = 0

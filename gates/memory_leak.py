@@ -100,9 +100,10 @@ class MemoryLeakGate(GateBase):
         rss, gpu = traffic.measure(windows, float(self.setting("window_s")))
         if traffic.interrupted is not None:
             return Outcome.failed(
-                f"{traffic.interrupted} after {len(rss)} of {windows} windows: no verdict", rss_mib=rss,
+                f"{traffic.interrupted} after {len(rss)} of {windows} windows: no verdict",
+                rss_mib=rss,
                 requests={"completed": traffic.completed, "failed": traffic.failed},
-            )  # fmt: skip
+            )
         if (gap := _gap(rss, gpu)) is not None:
             return Outcome.failed(f"{gap}: a series with gaps is never a pass", rss_mib=rss, gpu_mib=gpu)
         if traffic.completed == 0:
@@ -120,9 +121,12 @@ class MemoryLeakGate(GateBase):
             "rss_mib": [round(v, 1) for v in rss],
             "gpu_mib": [round(v, 1) for v in gpu] if gpu is not None else None,
             "requests": {"completed": traffic.completed, "failed": traffic.failed},
-            "rule": {"baseline_window": self.rule.baseline_window, "consecutive": self.rule.consecutive,
-                     "min_growth_mib": self.rule.min_growth_mib},
-        }  # fmt: skip
+            "rule": {
+                "baseline_window": self.rule.baseline_window,
+                "consecutive": self.rule.consecutive,
+                "min_growth_mib": self.rule.min_growth_mib,
+            },
+        }
         leaks = {kind: j for kind, j in judged.items() if j.leak}
         if leaks:
             return Outcome.failed("; ".join(f"{k} leak: {j.reason}" for k, j in leaks.items()), **evidence)
@@ -193,10 +197,11 @@ class _Traffic:
         index = stream
         while not self._stop.is_set() and interruption(self.ctx) is None:
             body = chat_request(
-                self.model, index,
+                self.model,
+                index,
                 paragraphs=int(self.gate.setting("prompt_paragraphs")),
                 max_tokens=int(self.gate.setting("max_tokens")),
-            )  # fmt: skip
+            )
             reply = self.ctx.http.post_json("/v1/chat/completions", body, 120.0)
             with self._lock:
                 if reply.status == 200:

@@ -207,10 +207,11 @@ def _report_bug(ctx: click.Context, err: Exception) -> None:
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: one JSON object on stdout.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
-    "--retry-rejected", is_flag=True,
+    "--retry-rejected",
+    is_flag=True,
     help="Start the profile's candidate even if its gates rejected this very launch before (without "
     "it, such a start serves last-good at once and says why).",
-)  # fmt: skip
+)
 @click.option(
     "--profiles-dir",
     type=click.Path(path_type=Path),

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from launcher.procgroup import group_members
 from tests.simserver import HANG_S
@@ -159,6 +159,12 @@ class Launcher:
             _kill_group(self.proc.pid)
             self.proc.wait(timeout=10)
         return left
+
+
+class LauncherFactory(Protocol):
+    """The `launcher_factory` fixture: a Launcher on the test's scratch profiles and state dirs."""
+
+    def __call__(self, profile: str = "svc") -> Launcher: ...
 
 
 def _kill_group(pgid: int) -> None:

@@ -245,7 +245,8 @@ class SimHandle:
 
     def descendants(self) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
-            return psutil.Process(self.proc.pid).children(recursive=True)
+            children: list[psutil.Process] = psutil.Process(self.proc.pid).children(recursive=True)
+            return children
         return []
 
 

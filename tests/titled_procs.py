@@ -159,6 +159,7 @@ def _read_line(fd: int, timeout_s: float) -> str:
 
 def alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        zombie: bool = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+    return not zombie

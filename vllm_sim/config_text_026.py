@@ -15,17 +15,36 @@ from vllm_sim.config import SimConfig
 from vllm_sim.versions import Dialect
 
 SPLITTING_OPS = (
-    "unified_attention_with_output", "unified_mla_attention_with_output", "mamba_mixer2", "mamba_mixer",
-    "short_conv", "linear_attention", "plamo2_mamba_mixer", "qwen_gdn_attention_core",
-    "gdn_attention_core_xpu", "olmo_hybrid_gdn_full_forward", "kda_attention", "sparse_attn_indexer",
-    "rocm_aiter_sparse_attn_indexer", "deepseek_v4_attention", "hpc_rope_norm_forward",
-    "unified_kv_cache_update", "unified_mla_kv_cache_update",
-)  # fmt: skip
+    "unified_attention_with_output",
+    "unified_mla_attention_with_output",
+    "mamba_mixer2",
+    "mamba_mixer",
+    "short_conv",
+    "linear_attention",
+    "plamo2_mamba_mixer",
+    "qwen_gdn_attention_core",
+    "gdn_attention_core_xpu",
+    "olmo_hybrid_gdn_full_forward",
+    "kda_attention",
+    "sparse_attn_indexer",
+    "rocm_aiter_sparse_attn_indexer",
+    "deepseek_v4_attention",
+    "hpc_rope_norm_forward",
+    "unified_kv_cache_update",
+    "unified_mla_kv_cache_update",
+)
 PASSES = (
-    "fuse_norm_quant", "fuse_act_quant", "fuse_attn_quant", "enable_sp", "fuse_gemm_comms",
-    "fuse_allreduce_rms", "enable_qk_norm_rope_fusion", "fuse_rope_kvcache_cat_mla", "fuse_act_padding",
+    "fuse_norm_quant",
+    "fuse_act_quant",
+    "fuse_attn_quant",
+    "enable_sp",
+    "fuse_gemm_comms",
+    "fuse_allreduce_rms",
+    "enable_qk_norm_rope_fusion",
+    "fuse_rope_kvcache_cat_mla",
+    "fuse_act_padding",
     "fuse_qk_norm_rope_kvcache",
-)  # fmt: skip
+)
 INDUCTOR = (
     "{'enable_auto_functionalized_v2': False, 'size_asserts': False, 'alignment_asserts': False, "
     "'scalar_asserts': False, 'combo_kernels': True, 'benchmark_combo_kernel': True}"
@@ -142,24 +161,47 @@ class _Shown(str):
 
 
 COMPILATION_ARGS: dict[str, Any] = {
-    "mode": None, "debug_dump_path": None, "cache_dir": "", "compile_cache_save_format": "binary",
-    "backend": "inductor", "custom_ops": [], "ir_enable_torch_wrap": None, "splitting_ops": None,
-    "compile_mm_encoder": False, "cudagraph_mm_encoder": False, "encoder_cudagraph_token_budgets": [],
-    "encoder_cudagraph_max_vision_items_per_batch": 0, "encoder_cudagraph_max_frames_per_batch": None,
-    "compile_sizes": None, "compile_ranges_endpoints": None,
+    "mode": None,
+    "debug_dump_path": None,
+    "cache_dir": "",
+    "compile_cache_save_format": "binary",
+    "backend": "inductor",
+    "custom_ops": [],
+    "ir_enable_torch_wrap": None,
+    "splitting_ops": None,
+    "compile_mm_encoder": False,
+    "cudagraph_mm_encoder": False,
+    "encoder_cudagraph_token_budgets": [],
+    "encoder_cudagraph_max_vision_items_per_batch": 0,
+    "encoder_cudagraph_max_frames_per_batch": None,
+    "compile_sizes": None,
+    "compile_ranges_endpoints": None,
     "inductor_compile_config": {
-        "enable_auto_functionalized_v2": False, "size_asserts": False, "alignment_asserts": False,
-        "scalar_asserts": False, "combo_kernels": True, "benchmark_combo_kernel": True,
+        "enable_auto_functionalized_v2": False,
+        "size_asserts": False,
+        "alignment_asserts": False,
+        "scalar_asserts": False,
+        "combo_kernels": True,
+        "benchmark_combo_kernel": True,
     },
-    "inductor_passes": {}, "cudagraph_mode": None, "cudagraph_num_of_warmups": 0,
-    "cudagraph_capture_sizes": None, "cudagraph_copy_inputs": False, "cudagraph_specialize_lora": True,
-    "use_inductor_graph_partition": None, "pass_config": {}, "max_cudagraph_capture_size": None,
+    "inductor_passes": {},
+    "cudagraph_mode": None,
+    "cudagraph_num_of_warmups": 0,
+    "cudagraph_capture_sizes": None,
+    "cudagraph_copy_inputs": False,
+    "cudagraph_specialize_lora": True,
+    "use_inductor_graph_partition": None,
+    "pass_config": {},
+    "max_cudagraph_capture_size": None,
     "dynamic_shapes_config": {
-        "type": _Shown("<DynamicShapesType.BACKED: 'backed'>"), "evaluate_guards": False,
+        "type": _Shown("<DynamicShapesType.BACKED: 'backed'>"),
+        "evaluate_guards": False,
         "assume_32_bit_indexing": False,
     },
-    "local_cache_dir": None, "fast_moe_cold_start": None, "static_all_moe_layers": [],
-}  # fmt: skip
+    "local_cache_dir": None,
+    "fast_moe_cold_start": None,
+    "static_all_moe_layers": [],
+}
 
 
 def shown_args_026(shown: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,29 @@ import psutil
 
 from vllm_sim.metrics import Histogram
 
-HIGHR_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0,
-                 7.5, 10.0, 30.0, 60.0)  # fmt: skip
+HIGHR_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    3.0,
+    3.5,
+    4.0,
+    4.5,
+    5.0,
+    7.5,
+    10.0,
+    30.0,
+    60.0,
+)
 LOWR_BUCKETS = (0.1, 0.5, 1.0)
 UNCOUNTED = ("/metrics", "/health", "/ping", "/version", "/load")  # not instrumented (the real page)
 
@@ -46,18 +67,22 @@ def process_lines() -> list[str]:
     """prometheus_client's process and GC collectors, for this process."""
     me = psutil.Process()
     memory, times = me.memory_info(), me.cpu_times()
+    cpu = times.user + times.system
+    max_fds = float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     lines = []
     for name, kind, help_text, value in (
         ("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", float(memory.vms)),
         ("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", float(memory.rss)),
-        ("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-         me.create_time()),
-        ("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-         times.user + times.system),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            me.create_time(),
+        ),
+        ("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", cpu),
         ("process_open_fds", "gauge", "Number of open file descriptors.", float(me.num_fds())),
-        ("process_max_fds", "gauge", "Maximum number of open file descriptors.",
-         float(resource.getrlimit(resource.RLIMIT_NOFILE)[0])),
-    ):  # fmt: skip
+        ("process_max_fds", "gauge", "Maximum number of open file descriptors.", max_fds),
+    ):
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
     return lines
 
@@ -81,13 +106,19 @@ def http_lines(http: HttpStats, created: float, created_families: bool) -> list[
         "# HELP http_requests_total Total number of requests by method, status and handler.",
         "# TYPE http_requests_total counter",
     ]
-    lines += [f'http_requests_total{{handler="{h}",method="{m}",status="{s}"}} {float(n)}'
-              for (h, m, s), n in http.requests.items()]  # fmt: skip
+    lines += [
+        f'http_requests_total{{handler="{h}",method="{m}",status="{s}"}} {float(n)}'
+        for (h, m, s), n in http.requests.items()
+    ]
     if created_families:
-        lines += ["# HELP http_requests_created Total number of requests by method, status and handler.",
-                  "# TYPE http_requests_created gauge"]  # fmt: skip
-        lines += [f'http_requests_created{{handler="{h}",method="{m}",status="{s}"}} {created}'
-                  for (h, m, s) in http.requests]  # fmt: skip
+        lines += [
+            "# HELP http_requests_created Total number of requests by method, status and handler.",
+            "# TYPE http_requests_created gauge",
+        ]
+        lines += [
+            f'http_requests_created{{handler="{h}",method="{m}",status="{s}"}} {created}'
+            for (h, m, s) in http.requests
+        ]
     for name, table, what in (
         ("http_request_size_bytes", http.request_bytes, "Content length of incoming requests by handler."),
         ("http_response_size_bytes", http.response_bytes, "Content length of outgoing responses by handler."),
@@ -101,11 +132,21 @@ def http_lines(http: HttpStats, created: float, created_families: bool) -> list[
         if created_families:
             lines += [f"# HELP {name}_created {what}", f"# TYPE {name}_created gauge"]
             lines += [f'{name}_created{{handler="{handler}"}} {created}' for handler in table]
-    lines += _histogram("http_request_duration_highr_seconds", {"": http.highr}, created, created_families,
-                        "Latency with many buckets but no API specific labels.")  # fmt: skip
+    lines += _histogram(
+        "http_request_duration_highr_seconds",
+        {"": http.highr},
+        created,
+        created_families,
+        "Latency with many buckets but no API specific labels.",
+    )
     lowr = {f'handler="{h}",method="{m}"': hist for (h, m), hist in http.lowr.items()}
-    lines += _histogram("http_request_duration_seconds", lowr, created, created_families,
-                        "Latency with only few buckets by handler.")  # fmt: skip
+    lines += _histogram(
+        "http_request_duration_seconds",
+        lowr,
+        created,
+        created_families,
+        "Latency with only few buckets by handler.",
+    )
     return lines
 
 
@@ -122,6 +163,8 @@ def _histogram(
         lines += [f"{name}_count{suffix} {float(hist.n)}", f"{name}_sum{suffix} {hist.total}"]
     if families:
         lines += [f"# HELP {name}_created {what}", f"# TYPE {name}_created gauge"]
-        lines += [f"{name}_created{{{labels}}} {created}" if labels else f"{name}_created {created}"
-                  for labels in by_labels]  # fmt: skip
+        lines += [
+            f"{name}_created{{{labels}}} {created}" if labels else f"{name}_created {created}"
+            for labels in by_labels
+        ]
     return lines

@@ -191,11 +191,14 @@ class MetricsText:
                 ("request_prompt_tokens", r.prompt, "Number of prefill tokens processed."),
                 ("request_generation_tokens", r.generation, "Number of generation tokens processed."),
                 ("iteration_tokens_total", r.iteration, "Histogram of number of tokens per engine_step."),
-                ("request_max_num_generation_tokens", r.max_generation,
-                 "Histogram of maximum number of requested generation tokens."),
+                (
+                    "request_max_num_generation_tokens",
+                    r.max_generation,
+                    "Histogram of maximum number of requested generation tokens.",
+                ),
                 ("request_params_n", r.params_n, "Histogram of the n request parameter."),
                 ("request_params_max_tokens", r.max_tokens, "Histogram of the max_tokens request parameter."),
-            ):  # fmt: skip
+            ):
                 self.histogram(f"vllm:{name}", hist, what, c)
         self.histogram(
             "vllm:time_to_first_token_seconds", m.ttft, "Histogram of time to first token in seconds.", c
@@ -219,15 +222,27 @@ class MetricsText:
         )
         if r is not None:
             for name, hist, what in (
-                ("request_inference_time_seconds", r.inference,
-                 "Histogram of time spent in RUNNING phase for request."),
-                ("request_prefill_time_seconds", r.prefill,
-                 "Histogram of time spent in PREFILL phase for request."),
-                ("request_decode_time_seconds", r.decode,
-                 "Histogram of time spent in DECODE phase for request."),
-                ("request_prefill_kv_computed_tokens", r.prefill_computed,
-                 "Histogram of new KV tokens computed during prefill (excluding cached tokens)."),
-            ):  # fmt: skip
+                (
+                    "request_inference_time_seconds",
+                    r.inference,
+                    "Histogram of time spent in RUNNING phase for request.",
+                ),
+                (
+                    "request_prefill_time_seconds",
+                    r.prefill,
+                    "Histogram of time spent in PREFILL phase for request.",
+                ),
+                (
+                    "request_decode_time_seconds",
+                    r.decode,
+                    "Histogram of time spent in DECODE phase for request.",
+                ),
+                (
+                    "request_prefill_kv_computed_tokens",
+                    r.prefill_computed,
+                    "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+                ),
+            ):
                 self.histogram(f"vllm:{name}", hist, what, c)
 
     def _spec(self, spec: tuple[int, int, int, list[int]], c: float) -> None:

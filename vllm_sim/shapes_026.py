@@ -15,9 +15,16 @@ def _ordered(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 CHAT_CHOICE = ("index", "message", "logprobs", "finish_reason", "stop_reason", "token_ids", "routed_experts")
 TEXT_CHOICE = (
-    "index", "text", "logprobs", "finish_reason", "stop_reason", "token_ids", "prompt_logprobs",
-    "prompt_token_ids", "routed_experts",
-)  # fmt: skip
+    "index",
+    "text",
+    "logprobs",
+    "finish_reason",
+    "stop_reason",
+    "token_ids",
+    "prompt_logprobs",
+    "prompt_token_ids",
+    "routed_experts",
+)
 USAGE = ("prompt_tokens", "total_tokens", "completion_tokens", "prompt_tokens_details")
 CHAT_TAIL = ("prompt_logprobs", "prompt_token_ids", "prompt_text", "kv_transfer_params", "ec_transfer_params")
 TEXT_TAIL = ("kv_transfer_params", "ec_transfer_params")

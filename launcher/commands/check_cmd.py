@@ -21,23 +21,33 @@ URL_HINT = "for example --url http://10.0.0.7:8000"
 @click.option("--profile", "name", required=True, metavar="NAME", help="Profile whose gates to run.")
 @click.option("--url", metavar="URL", help="Server to check [default: the profile's host and port].")
 @click.option(
-    "--gates", "gate_list", default=None, metavar="A,B",
+    "--gates",
+    "gate_list",
+    default=None,
+    metavar="A,B",
     help="Gates to run: health, tool_call, smoke, canary (the ones that need no start log) "
     "[default: health,tool_call].",
-)  # fmt: skip
+)
 @click.option(
-    "--live", is_flag=True,
+    "--live",
+    is_flag=True,
     help="The liveness probe: /health and one short generation within --timeout-s (the gates "
     "health,canary); a hung engine answers /health 200, only a generation tells.",
-)  # fmt: skip
+)
 @click.option(
-    "--timeout-s", type=click.FloatRange(min=0.1, max=3600), default=10.0, show_default=True,
+    "--timeout-s",
+    type=click.FloatRange(min=0.1, max=3600),
+    default=10.0,
+    show_default=True,
     help="Timeout of each HTTP request.",
-)  # fmt: skip
+)
 @click.option(
-    "--wait-s", type=click.FloatRange(min=0, max=86400), default=0.0, show_default=True,
+    "--wait-s",
+    type=click.FloatRange(min=0, max=86400),
+    default=0.0,
+    show_default=True,
     help="Keep asking a gate that says 'not yet' (no answer, /health not 200) this long; 0 asks once.",
-)  # fmt: skip
+)
 @click.option("--full", is_flag=True, help="Every tool-call case of the profile, not only its first.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.pass_obj
@@ -86,8 +96,13 @@ def check_cmd(
     took = time.monotonic() - started
     target = request.url or candidate.base_url
     if as_json:
-        payload = {"profile": name, "url": target, "passed": report.passed,
-                   "duration_s": round(took, 3), "gates": report.to_json()}  # fmt: skip
+        payload = {
+            "profile": name,
+            "url": target,
+            "passed": report.passed,
+            "duration_s": round(took, 3),
+            "gates": report.to_json(),
+        }
         click.echo(json.dumps(payload, indent=2, default=str))
     else:
         for result in report.results:

@@ -65,9 +65,13 @@ def _user_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 @click.option("--dry-run", is_flag=True, help="Print what would be written; write nothing.")
 @click.pass_context
 def install_unit(
-    ctx: click.Context, profile: str | None, unit_dir: Path, user: str | None, ip_allow: tuple[str, ...],
+    ctx: click.Context,
+    profile: str | None,
+    unit_dir: Path,
+    user: str | None,
+    ip_allow: tuple[str, ...],
     dry_run: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Install vllm-gate@.service (instance = profile name) for systemd.
 
     \b
@@ -113,9 +117,13 @@ def _unit_files(
         api_key_env = plan.engine.get("api_key_env")
         ip_lines = ip_filter_lines(plan.host, plan.engine, plan.args, plan.env, clients)
         files[dropin_path(unit_dir, name)] = render_dropin(
-            name, options.profiles_dir, options.state_dir, str(api_key_env) if api_key_env else None, user,
+            name,
+            options.profiles_dir,
+            options.state_dir,
+            str(api_key_env) if api_key_env else None,
+            user,
             ip_lines,
-        )  # fmt: skip
+        )
         needed += _needed_by(plan, options)
     return files, needed
 

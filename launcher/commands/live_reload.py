@@ -73,9 +73,10 @@ class ReloadProgress:
         graph_capture: pass summary=…`)."""
         self.live = True
         extra = "".join(
-            f" {key}={value}" for key, value in record.items()
+            f" {key}={value}"
+            for key, value in record.items()
             if key not in ("event", "msg", "phase", "elapsed_s", "gate", "index", "total")
-        )  # fmt: skip
+        )
         self._say(f"{record.get('phase')}: {record.get('msg')}{extra}")
 
     def __call__(self, status: dict[str, Any]) -> None:

@@ -45,9 +45,14 @@ FOLLOW_POLL_S = 0.25
 )
 @click.pass_obj
 def logs_cmd(
-    options: GlobalOptions, positional: str | None, profile: str | None, follow: bool, since_text: str | None,
-    only: str | None, from_try: bool,
-) -> None:  # fmt: skip
+    options: GlobalOptions,
+    positional: str | None,
+    profile: str | None,
+    follow: bool,
+    since_text: str | None,
+    only: str | None,
+    from_try: bool,
+) -> None:
     """vLLM's own log (STATE/profiles/NAME/logs/engine.log, rotated) and the launcher's events
     (STATE/history.jsonl), interleaved by time; each line says which it is.
 
@@ -78,8 +83,13 @@ def logs_cmd(
     for line in since(interleave(*streams), start):
         click.echo(render(line, tagged))
     if follow:
-        _follow(engine_tail if only != "launch" else None, history_tail if only != "engine" else None,
-                stamper, name, tagged)  # fmt: skip
+        _follow(
+            engine_tail if only != "launch" else None,
+            history_tail if only != "engine" else None,
+            stamper,
+            name,
+            tagged,
+        )
 
 
 def _follow(engine: Tail | None, history: Tail | None, stamper: Stamper, name: str, tagged: bool) -> None:

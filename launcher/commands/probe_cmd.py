@@ -32,13 +32,18 @@ if TYPE_CHECKING:
     option_groups={
         "What to compare": ["profile", "arm_specs", "runs", "warmup"],
         "Measurement (overrides the bench preset)": [
-            "preset", "concurrency", "contexts", "rounds", "max_tokens", "prompts",
+            "preset",
+            "concurrency",
+            "contexts",
+            "rounds",
+            "max_tokens",
+            "prompts",
         ],
         "Output": ["out_dir", "as_json", "no_plots"],
         "Mode": ["dry_run", "recover", "allow_unknown"],
         "Deadlines": ["stop_timeout_s", "release_timeout_s", "restore_timeout_s"],
     },
-)  # fmt: skip
+)
 @click.option("--profile", "profile", metavar="NAME", help="The production profile (arm 0).")
 @click.option(
     "--arm",

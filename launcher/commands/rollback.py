@@ -50,9 +50,13 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_pro
 )
 @click.pass_obj
 def rollback(
-    options: GlobalOptions, tag: str | None, profile: str | None, list_only: bool, allow_unknown: bool,
+    options: GlobalOptions,
+    tag: str | None,
+    profile: str | None,
+    list_only: bool,
+    allow_unknown: bool,
     timeout_s: float,
-) -> None:  # fmt: skip
+) -> None:
     """Restore PROFILE.toml from PROFILE.toml.bak_TAG and make the running launcher serve it.
 
     \b

@@ -39,14 +39,18 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
     "--json", "as_json", is_flag=True, help='Always {"state_dir", "profiles": [one object per profile]}.'
 )
 @click.option(
-    "--wait", is_flag=True,
+    "--wait",
+    is_flag=True,
     help="Block while a start, a reload or a rollback is under way; then print and exit with the verdict "
     "(as `kubectl rollout status`).",
-)  # fmt: skip
+)
 @click.option(
-    "--timeout-s", type=click.FloatRange(min=0, max=7 * 86400), default=1800.0, show_default=True,
+    "--timeout-s",
+    type=click.FloatRange(min=0, max=7 * 86400),
+    default=1800.0,
+    show_default=True,
     help="With --wait: give up after this long (exit 3, saying what it still does).",
-)  # fmt: skip
+)
 @click.pass_obj
 def status_cmd(options: GlobalOptions, name: str | None, as_json: bool, wait: bool, timeout_s: float) -> None:
     """What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback
@@ -78,10 +82,9 @@ def _shown(store: StateStore, entries: list[dict[str, Any]], name: str | None, c
     """What the operator reads: each profile's block, or that nothing has run (and where we looked)."""
     if any(e["phase"] not in (NEVER_RUN, UNKNOWN) for e in entries):
         return "\n".join(_human(entry) for entry in entries)
-    return (
-        "nothing has run yet" + (f" for profile {name!r}" if name else "") + f" (state dir {store.root})"
-        + (" and there is no such profile" if code == EXIT_UNKNOWN else "")
-    )  # fmt: skip
+    which = f" for profile {name!r}" if name else ""
+    missing = " and there is no such profile" if code == EXIT_UNKNOWN else ""
+    return f"nothing has run yet{which} (state dir {store.root}){missing}"
 
 
 def _profile_names(store: StateStore, name: str | None) -> list[str]:
@@ -127,9 +130,14 @@ def _entries(
         known = (options.profiles_dir / f"{profile}{PROFILE_SUFFIX}").is_file()
         last_good = _last_good(store, profile) if status is not None else None
         entries.append(
-            serving_entry(profile, status, last_good, profile_known=known or status is not None,
-                          profile_fingerprint=_profile_fingerprint(options, profile) if known else None)
-        )  # fmt: skip
+            serving_entry(
+                profile,
+                status,
+                last_good,
+                profile_known=known or status is not None,
+                profile_fingerprint=_profile_fingerprint(options, profile) if known else None,
+            )
+        )
     return entries
 
 

@@ -64,9 +64,12 @@ def try_cmd(
         inbox.install()
         on_exit.callback(inbox.restore)
         attempt = launch_attempt(
-            candidate, store.engine_log(name, try_run=True), progress, gpu_locks=hooks.gpu_locks,
+            candidate,
+            store.engine_log(name, try_run=True),
+            progress,
+            gpu_locks=hooks.gpu_locks,
             deployment=deployment_id(options.state_dir, name),
-        )  # fmt: skip
+        )
         on_exit.enter_context(
             StopOnSignal(
                 stop, partial(attempt.engine.stop, grace_s=candidate.settings.stop_grace_s), name="try-stop"
@@ -77,8 +80,14 @@ def try_cmd(
         report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
         early = None if report.passed else early_exit(attempt, progress.engine_log)
         store.write_last_facts(name, attempt.facts())
-        history.append(Event.TRY, profile=name, label=candidate.label, fingerprint=candidate.fingerprint,
-                       passed=report.passed, gates=report.to_json())  # fmt: skip
+        history.append(
+            Event.TRY,
+            profile=name,
+            label=candidate.label,
+            fingerprint=candidate.fingerprint,
+            passed=report.passed,
+            gates=report.to_json(),
+        )
     log = store.engine_log(name, try_run=True)
     if as_json:
         click.echo(

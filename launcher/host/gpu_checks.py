@@ -159,9 +159,11 @@ def _free_for_vllm(
     """One GPU: (what it has against what vLLM needs, whether that is enough, the figures)."""
     needed = demand.utilization * device.cuda_total_bytes
     row: dict[str, object] = {
-        "gpu": target.token, "free_mib": device.free_bytes >> 20, "needed_mib": int(needed) >> 20,
+        "gpu": target.token,
+        "free_mib": device.free_bytes >> 20,
+        "needed_mib": int(needed) >> 20,
         "cuda_context_mib": context_bytes >> 20,
-    }  # fmt: skip
+    }
     numbers = f"GPU {target.token}: free {device.free_bytes / GIB:.2f} GiB"
     if context_bytes:
         numbers += f" − {context_bytes / GIB:.2f} GiB CUDA context"
@@ -187,9 +189,14 @@ def relevant_orphans(
 
 
 def check_orphans(
-    scan: Sequence[HostProcess], gpus: HostGpus, own_prefix: str, profile: str, me: str,
-    deployment: str = "", now: float | None = None,
-) -> CheckResult:  # fmt: skip
+    scan: Sequence[HostProcess],
+    gpus: HostGpus,
+    own_prefix: str,
+    profile: str,
+    me: str,
+    deployment: str = "",
+    now: float | None = None,
+) -> CheckResult:
     blocking = relevant_orphans(scan, gpus, own_prefix, deployment)
     others = [p for p in scan if p.role is Role.ORPHAN and p not in blocking]
     when = time.time() if now is None else now

@@ -31,10 +31,15 @@ class HostRequest:
     @classmethod
     def from_plan(cls, plan: LaunchPlan) -> HostRequest:
         return cls.of_launch(
-            plan.name, plan.argv, plan.env, plan.profile.data,
-            host=plan.host, port=plan.port, fingerprint=plan.fingerprint(),
+            plan.name,
+            plan.argv,
+            plan.env,
+            plan.profile.data,
+            host=plan.host,
+            port=plan.port,
+            fingerprint=plan.fingerprint(),
             has_secret_env=bool(plan.rendered.secret_env),
-        )  # fmt: skip
+        )
 
     @classmethod
     def of_launch(

@@ -132,9 +132,13 @@ def render_unit(launch: str) -> str:
 
 
 def render_dropin(
-    profile: str, profiles_dir: Path, state_dir: Path, api_key_env: str | None, user: str | None = None,
+    profile: str,
+    profiles_dir: Path,
+    state_dir: Path,
+    api_key_env: str | None,
+    user: str | None = None,
     ip_lines: str = "",
-) -> str:  # fmt: skip
+) -> str:
     """The drop-in text; every value is checked against unit-file syntax first, because a newline
     in any of them would become a directive of its own (`ExecStartPre=`, run as root)."""
     if not INSTANCE_RE.match(profile):

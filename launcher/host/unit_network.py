@@ -23,8 +23,12 @@ WILDCARDS = ("", "0.0.0.0", "::")
 # torch.distributed store listens on (vllm/v1/executor/uniproc_executor.py), and NCCL and Gloo
 # bootstrap over a non-loopback interface unless told: a loopback-only list would drop all three.
 # With the Hub out of reach, HF_HUB_OFFLINE makes a missing file an immediate, named error.
-LOOPBACK_ENV = {"VLLM_HOST_IP": "127.0.0.1", "NCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo",
-                "HF_HUB_OFFLINE": "1"}  # fmt: skip
+LOOPBACK_ENV = {
+    "VLLM_HOST_IP": "127.0.0.1",
+    "NCCL_SOCKET_IFNAME": "lo",
+    "GLOO_SOCKET_IFNAME": "lo",
+    "HF_HUB_OFFLINE": "1",
+}
 
 
 def client_networks(given: Sequence[str]) -> list[str]:
@@ -57,13 +61,14 @@ def ip_filter_lines(
     if bound is not None and not bound.is_loopback and not bound.is_unspecified:
         allowed.append(str(bound))  # the gates reach the server at the address it binds
     allowed += [net for net in clients if net not in allowed]
-    return "\n".join([
+    lines = [
         "IPAddressDeny=any",
         f"IPAddressAllow={' '.join(allowed)}",
         "# vLLM's own address and NCCL's and Gloo's bootstrap interface on loopback, not on the host's",
         "# network address, which the list above drops; the Hub is out of reach (HF_HUB_OFFLINE).",
         "Environment=" + " ".join(f"{name}={value}" for name, value in LOOPBACK_ENV.items()),
-    ])  # fmt: skip
+    ]
+    return "\n".join(lines)
 
 
 def _needs_the_network(engine: Mapping[str, Any], args: Mapping[str, Any], env: Mapping[str, str]) -> str:

@@ -85,7 +85,7 @@ class ProbeSession:
             measure=measure
             or BenchMeasure(
                 settings.bench, settings.runs, settings.warmup_requests, settings.out_dir, self.probe_id, stop
-            ),  # fmt: skip
+            ),
             progress=self.progress,
             clock=self.clock,
             probe_factory=probe_factory,
@@ -113,12 +113,23 @@ class ProbeSession:
                 notes = self._finish_stale()
                 production = self.find_production(self.options.state_dir, self.profile)
                 check_production(production, self.arms[0])
-                entry = Entry(self.probe_id, os.getpid(), self.profile, Step.MEASURING, production,
-                              out_dir=str(self.settings.out_dir))  # fmt: skip
+                entry = Entry(
+                    self.probe_id,
+                    os.getpid(),
+                    self.profile,
+                    Step.MEASURING,
+                    production,
+                    out_dir=str(self.settings.out_dir),
+                )
                 self.entry = self.journal.write(entry)
                 arm_names = [a.name for a in self.arms]
-                self.history.append(Event.PROBE_STARTED, profile=self.profile, probe_id=self.probe_id,
-                                    arms=arm_names, production=production.describe())  # fmt: skip
+                self.history.append(
+                    Event.PROBE_STARTED,
+                    profile=self.profile,
+                    probe_id=self.probe_id,
+                    arms=arm_names,
+                    production=production.describe(),
+                )
                 try:
                     self._arms(production, runs)
                 except GateError as err:
@@ -133,14 +144,31 @@ class ProbeSession:
         downtime = None
         if self.down_since is not None and restored.ok and restored.serving is not None:
             downtime = self.clock.monotonic() - self.down_since
-        self.history.append(Event.PROBE_FINISHED, profile=self.profile, probe_id=self.probe_id,
-                            restored=restored.ok, downtime_s=downtime, error=error)  # fmt: skip
+        self.history.append(
+            Event.PROBE_FINISHED,
+            profile=self.profile,
+            probe_id=self.probe_id,
+            restored=restored.ok,
+            downtime_s=downtime,
+            error=error,
+        )
         done = {r.arm.name for r in runs}
         runs += [ArmRun(a, ArmOutcome.NOT_RUN) for a in self.arms if a.name not in done]
         return ProbeResult(
-            self.probe_id, self.profile, production, self.settings, tuple(runs), restored, started_at,
-            utc_now(), downtime, self.stop_how, signals[0] if signals else None, error, tuple(notes),
-        )  # fmt: skip
+            self.probe_id,
+            self.profile,
+            production,
+            self.settings,
+            tuple(runs),
+            restored,
+            started_at,
+            utc_now(),
+            downtime,
+            self.stop_how,
+            signals[0] if signals else None,
+            error,
+            tuple(notes),
+        )
 
     def _arms(self, production: Production, runs: list[ArmRun]) -> None:
         if not production.running:
@@ -163,12 +191,19 @@ class ProbeSession:
         entry = self.journal.read()
         if entry is None:
             return []
-        self.progress.message("a previous probe did not finish: restoring production first",
-                              probe_pid=entry.probe_pid, step=str(entry.step))  # fmt: skip
-        restored = bring_back(self.journal, entry, self.handover,
-                              log_path=self.settings.out_dir / "recovered-launcher.log",
-                              deadline=self.clock.monotonic() + self.settings.restore_timeout_s,
-                              not_pids={entry.probe_pid, os.getpid()})  # fmt: skip
+        self.progress.message(
+            "a previous probe did not finish: restoring production first",
+            probe_pid=entry.probe_pid,
+            step=str(entry.step),
+        )
+        restored = bring_back(
+            self.journal,
+            entry,
+            self.handover,
+            log_path=self.settings.out_dir / "recovered-launcher.log",
+            deadline=self.clock.monotonic() + self.settings.restore_timeout_s,
+            not_pids={entry.probe_pid, os.getpid()},
+        )
         if not restored.ok:
             raise GateFailed(
                 f"a previous probe (pid {entry.probe_pid}) left production stopped and it could not be "
@@ -241,10 +276,14 @@ class ProbeSession:
         if old is not None and running_launcher_pid(self.options.state_dir, self.profile) == old:
             self.down_since = None  # the stop never took effect: no downtime to report
         try:
-            return bring_back(self.journal, self.entry, self.handover,
-                              log_path=self.settings.out_dir / "production-restart.log",
-                              deadline=self.clock.monotonic() + self.settings.restore_timeout_s,
-                              not_pids={os.getpid()})  # fmt: skip
+            return bring_back(
+                self.journal,
+                self.entry,
+                self.handover,
+                log_path=self.settings.out_dir / "production-restart.log",
+                deadline=self.clock.monotonic() + self.settings.restore_timeout_s,
+                not_pids={os.getpid()},
+            )
         except Exception as err:  # GateError (systemctl) or a bug: reported, never swallowed silently
             text = err.message if isinstance(err, GateError) else f"{type(err).__name__}: {err}"
             return Restored(f"restore failed: {text}", Serving("not restarted", None, 0.0, text), (), False)
@@ -255,14 +294,19 @@ class ProbeSession:
         began = self.clock.monotonic()
         for _ in range(WAKE_TRIES):
             try:
-                verdict = control_and_wait(self.options.state_dir, self.profile, Action.WAKE,
-                                           self.settings.restore_timeout_s)  # fmt: skip
+                verdict = control_and_wait(
+                    self.options.state_dir, self.profile, Action.WAKE, self.settings.restore_timeout_s
+                )
             except GateFailed:
                 return None
             if verdict.outcome is Outcome.WOKEN:
                 status = read_status(self.store.status_path(self.profile)) or {}
-                serving = Serving(str(status.get("phase")), self.entry.production.launcher_pid,
-                                  self.clock.monotonic() - began, verdict.detail)  # fmt: skip
+                serving = Serving(
+                    str(status.get("phase")),
+                    self.entry.production.launcher_pid,
+                    self.clock.monotonic() - began,
+                    verdict.detail,
+                )
                 self.journal.clear()
                 return Restored(f"woken: {verdict.detail}", serving, (), True)
             self.clock.sleep(1.0)  # still parked: an arm's GPU locks not yet given back

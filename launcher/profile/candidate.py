@@ -83,8 +83,11 @@ class Candidate:
     def same_launch(self, other: Candidate) -> bool:
         """Same argv and env (the fingerprint) and judged the same way: restarting would change nothing."""
         return (self.fingerprint, self.gate_order, self.gate_tables, self.supervisor) == (
-            other.fingerprint, other.gate_order, other.gate_tables, other.supervisor
-        )  # fmt: skip
+            other.fingerprint,
+            other.gate_order,
+            other.gate_tables,
+            other.supervisor,
+        )
 
     def to_record(self) -> dict[str, Any]:
         record = asdict(self)

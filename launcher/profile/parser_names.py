@@ -68,8 +68,16 @@ def check_parser_names(profile: ResolvedProfile, names: ParserNames, findings: F
         _check_one(profile, args, "reasoning_parser", "reasoning", names.reasoning, names, True, findings)
 
 
-def _check_one(profile: ResolvedProfile, args: dict[str, Any], key: str, kind: str, known: frozenset[str],
-               names: ParserNames, refused_at_start: bool, findings: Findings) -> None:  # fmt: skip
+def _check_one(
+    profile: ResolvedProfile,
+    args: dict[str, Any],
+    key: str,
+    kind: str,
+    known: frozenset[str],
+    names: ParserNames,
+    refused_at_start: bool,
+    findings: Findings,
+) -> None:
     spelled = _spelling(args, key)
     value = args.get(spelled) if spelled is not None else None
     if not isinstance(value, str) or value in known or (kind == "reasoning" and value in ("", "none")):

@@ -110,8 +110,12 @@ def build_plan(
     check_semantics(profile, findings)
     _check_env_names(rendered, schema, findings)
     args = profile.data.get("args", {})
-    names = parser_names(schema, args if isinstance(args, dict) else {}, sim=_program(command) == SIM_PROGRAM,
-                         installed=installed)  # fmt: skip
+    names = parser_names(
+        schema,
+        args if isinstance(args, dict) else {},
+        sim=_program(command) == SIM_PROGRAM,
+        installed=installed,
+    )
     if names is not None and schema_choice != "none":
         check_parser_names(profile, names, findings)
     return LaunchPlan(

@@ -109,15 +109,19 @@ def check_park(
         )
     park_port = supervisor.get("park_port")
     if not isinstance(park_port, int) or isinstance(park_port, bool):
-        findings.error(f'{at} = "sleep" needs supervisor.park_port: the port the candidate starts on '
-                       "while the sleeper keeps engine.port (docs/park.md)")  # fmt: skip
+        findings.error(
+            f'{at} = "sleep" needs supervisor.park_port: the port the candidate starts on '
+            "while the sleeper keeps engine.port (docs/park.md)"
+        )
     elif park_port == port:
         findings.error(f"supervisor.park_port = {park_port} is engine.port: the two must differ")
     if norm.get("enable_sleep_mode", (None, None))[1] is False:
         findings.error(f'{at} = "sleep" with args.enable_sleep_mode = false: they contradict each other')
     if str(env.get("VLLM_SERVER_DEV_MODE", "1")) != "1":
-        findings.error(f'{at} = "sleep" with env.VLLM_SERVER_DEV_MODE = {env["VLLM_SERVER_DEV_MODE"]!r}: '
-                       "the sleep routes exist only in dev mode")  # fmt: skip
+        findings.error(
+            f'{at} = "sleep" with env.VLLM_SERVER_DEV_MODE = {env["VLLM_SERVER_DEV_MODE"]!r}: '
+            "the sleep routes exist only in dev mode"
+        )
 
 
 def _check_switch(profile: ResolvedProfile, command: Any, findings: Findings) -> None:

@@ -63,8 +63,10 @@ class LauncherMetrics:
         if name in COUNTED:
             self.counts[COUNTED[name]] += 1
         if name == "rejected":
-            self.last_rejected = {"fingerprint": str(fields.get("fingerprint") or ""),
-                                  "reason": str(fields.get("reason") or "")[:200]}  # fmt: skip
+            self.last_rejected = {
+                "fingerprint": str(fields.get("fingerprint") or ""),
+                "reason": str(fields.get("reason") or "")[:200],
+            }
 
     def update(self, status: Mapping[str, Any]) -> None:
         self.status = dict(status)

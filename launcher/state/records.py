@@ -53,11 +53,15 @@ def _gate_results(value: Any) -> bool:
 # One check per field of gates.context.Expectations (a test keeps the two in step).
 EXPECTATION_CHECKS: Mapping[str, Check] = {
     "served_model_names": _str_list,
-    "capture_sizes": _opt(_int_list), "configured_sizes": _opt(_int_list),
-    "enforce_eager": lambda v: isinstance(v, bool), "cudagraph_mode": _opt(_is_str),
-    "max_num_seqs": _opt(_is_int), "decode_query_len": _is_int, "max_model_len": _opt(_is_int),
+    "capture_sizes": _opt(_int_list),
+    "configured_sizes": _opt(_int_list),
+    "enforce_eager": lambda v: isinstance(v, bool),
+    "cudagraph_mode": _opt(_is_str),
+    "max_num_seqs": _opt(_is_int),
+    "decode_query_len": _is_int,
+    "max_model_len": _opt(_is_int),
     "model_runner": _is_str,
-}  # fmt: skip
+}
 
 
 def _expectations(value: Any) -> bool:
@@ -76,21 +80,36 @@ def _watch(value: Any) -> bool:
 # Required keys and their checks; optional keys, when present, are checked too.
 LAST_GOOD_SEEN: Mapping[str, Check] = {"argv": _str_list, "env": _str_map, "fingerprint": _is_str}
 LAST_GOOD: Mapping[str, Check] = {
-    "profile": _is_str, "fingerprint": _is_str, "argv": _str_list, "env": _str_map, "host": _is_str,
-    "port": _is_int, "gate_order": _str_list, "expect": _expectations,
-}  # fmt: skip
+    "profile": _is_str,
+    "fingerprint": _is_str,
+    "argv": _str_list,
+    "env": _str_map,
+    "host": _is_str,
+    "port": _is_int,
+    "gate_order": _str_list,
+    "expect": _expectations,
+}
 LAST_GOOD_OPTIONAL: Mapping[str, Check] = {
-    "secret_env": _str_map, "gate_tables": _dict, "supervisor": _dict, "profile_data": _dict,
-}  # fmt: skip
+    "secret_env": _str_map,
+    "gate_tables": _dict,
+    "supervisor": _dict,
+    "profile_data": _dict,
+}
 STATUS: Mapping[str, Check] = {"phase": _is_str}
 STATUS_OPTIONAL: Mapping[str, Check] = {
-    "profile": _is_str, "launcher_pid": _is_int,
-    "engine_pid": _opt(_is_int), "gates": _gate_results, "reload_seq": _is_int,
-    "serving_profile": _opt(_is_str), "serving_fingerprint": _opt(_is_str),
+    "profile": _is_str,
+    "launcher_pid": _is_int,
+    "engine_pid": _opt(_is_int),
+    "gates": _gate_results,
+    "reload_seq": _is_int,
+    "serving_profile": _opt(_is_str),
+    "serving_fingerprint": _opt(_is_str),
     "engine_started_at": _opt(_is_str),
-    "phase_since": _opt(_is_str), "rollback_reason": _opt(_is_str), "detail": _opt(_is_str),
+    "phase_since": _opt(_is_str),
+    "rollback_reason": _opt(_is_str),
+    "detail": _opt(_is_str),
     "watch": _opt(_watch),
-}  # fmt: skip
+}
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}
 

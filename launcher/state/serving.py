@@ -36,9 +36,17 @@ def serving_entry(
     does not serve (not applied yet, or rejected by the gates)."""
     if status is None:
         phase = NEVER_RUN if profile_known else UNKNOWN
-        return {"profile": name, "phase": phase, "serving": False, "url": None, "served_model": None,
-                "uptime_s": None, "fingerprint": None, "profile_fingerprint": profile_fingerprint,
-                "gates": []}  # fmt: skip
+        return {
+            "profile": name,
+            "phase": phase,
+            "serving": False,
+            "url": None,
+            "served_model": None,
+            "uptime_s": None,
+            "fingerprint": None,
+            "profile_fingerprint": profile_fingerprint,
+            "gates": [],
+        }
     up = status.get("phase") in SERVING_PHASES
     record = last_good if up and _same_launch(status, last_good) else None
     serving = up and watch_verdict(status) not in NOT_SERVING_VERDICTS
@@ -79,8 +87,10 @@ def drift(entry: dict[str, Any]) -> str | None:
     served, file = entry.get("fingerprint"), entry.get("profile_fingerprint")
     if not entry.get("serving") or not served or not file or served == file:
         return None
-    return (f"the profile file renders {file}, but {served} serves: "
-            f"`launch --profile {entry['profile']} --dry-run` shows the difference")  # fmt: skip
+    return (
+        f"the profile file renders {file}, but {served} serves: "
+        f"`launch --profile {entry['profile']} --dry-run` shows the difference"
+    )
 
 
 def _same_launch(status: dict[str, Any], last_good: dict[str, Any] | None) -> bool:

@@ -43,7 +43,7 @@ def launch_bench(
 def bench_json(url: str, out: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     done = launch_bench(["--url", url, "--json", *args], out, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout)
+    summary: dict[str, Any] = json.loads(done.stdout)
     assert json.loads((out / "summary.json").read_text(encoding="utf-8")) == summary
     return summary
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.launcher_run import Launcher
+from tests.launcher_run import Launcher, LauncherFactory
 
 
 @pytest.fixture
-def launcher_factory(tmp_path: Path) -> Iterator[Any]:
+def launcher_factory(tmp_path: Path) -> Iterator[LauncherFactory]:
     """Launchers on one scratch profiles/state dir; after the test, nothing they started may be left."""
     made: list[Launcher] = []
 

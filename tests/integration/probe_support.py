@@ -18,7 +18,8 @@ from typing import Any
 
 import psutil
 
-from tests.launcher_run import LAUNCH, Launcher, free_port, group_members, write_profile
+from launcher.procgroup import group_members
+from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
 from tests.simserver import HANG_S
 
 PROFILE = "prod"

@@ -20,12 +20,12 @@ import requests
 from tests.simserver import SimHandle, titled
 
 
-def chat(sim: SimHandle, text: str, timeout_s: float = 30.0, **extra: object) -> requests.Response:
+def chat(sim: SimHandle, text: str, timeout_s: float = 30.0, **extra: Any) -> requests.Response:
     body = {"messages": [{"role": "user", "content": text}], "temperature": 0, **extra}
     return requests.post(sim.url + "/v1/chat/completions", json=body, timeout=timeout_s)
 
 
-def answer(sim: SimHandle, text: str, **extra: object) -> str:
+def answer(sim: SimHandle, text: str, **extra: Any) -> str:
     response = chat(sim, text, **extra)
     assert response.status_code == 200, response.text
     return str(response.json()["choices"][0]["message"]["content"])

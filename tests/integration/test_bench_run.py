@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,8 @@ from tests.integration.bench_support import (
 )
 from tests.simserver import SimHandle, free_port, running_sim
 
+BenchRun = tuple[dict[str, Any], Path]  # `launch bench --json`'s summary, and its output dir
+
 # one simulator and one bench run for the module: its tests go to one worker (addopts: --dist loadgroup)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("test_bench_run")]
 # How close the measured rates come to the simulator's pace is a figure, not a verdict of these tests
@@ -35,14 +38,14 @@ def sim() -> Iterator[SimHandle]:
 
 
 @pytest.fixture(scope="module")
-def run(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], Path]:
+def run(sim: SimHandle, tmp_path_factory: pytest.TempPathFactory) -> BenchRun:
     out = tmp_path_factory.mktemp("bench") / "out"
     env = {**os.environ, "SIM_KEY": "s3cret"}
     args = [*SMALL, "--contexts", "short,1k", "--api-key-env", "SIM_KEY"]
     return bench_json(sim.url, out, *args, env=env), out
 
 
-def test_cells_report_decode_and_chk_from_what_their_rounds_measured(run: tuple[dict, Path]) -> None:
+def test_cells_report_decode_and_chk_from_what_their_rounds_measured(run: BenchRun) -> None:
     summary, out = run
     assert [(c["context"], c["concurrency"]) for c in summary["cells"]] == [
         ("short", 1),
@@ -64,7 +67,7 @@ def test_cells_report_decode_and_chk_from_what_their_rounds_measured(run: tuple[
         assert ("queued" in flags(entry)) == queued
 
 
-def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: tuple[dict, Path]) -> None:
+def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: BenchRun) -> None:
     summary, _ = run
     long_context = next(c for c in summary["contexts"] if c["context"] == "1k")
     assert long_context["prefix_hit_rate"] == 0.0 and long_context["proof"].startswith("cold proven")
@@ -72,7 +75,7 @@ def test_cold_is_proven_cold_and_warm_cells_hit_the_cache(run: tuple[dict, Path]
     assert cell(summary, "1k", 1)["prefix_hit_rate"] > 0.95  # every prompt warmed before the rounds
 
 
-def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: tuple[dict, Path]) -> None:
+def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: BenchRun) -> None:
     _, out = run
     warmed = {r["prompt"] for r in requests_of(out, phase="warmup", context="1k")}
     for level in (1, 4):
@@ -81,13 +84,13 @@ def test_every_level_ran_the_same_prompts_and_all_were_warmed(run: tuple[dict, P
         assert all(r["cached_tokens"] > 0.9 * r["prompt_tokens"] for r in timed)
 
 
-def test_first_run_after_a_restart_is_flagged(run: tuple[dict, Path]) -> None:
+def test_first_run_after_a_restart_is_flagged(run: BenchRun) -> None:
     summary, _ = run
     assert "fresh-server" in flags(summary)
     assert summary["server"]["requests_served_before"] == 0.0
 
 
-def test_jsonl_has_usage_tokens_not_delta_counts(run: tuple[dict, Path]) -> None:
+def test_jsonl_has_usage_tokens_not_delta_counts(run: BenchRun) -> None:
     _, out = run
     timed = requests_of(out, phase="timed")
     assert timed and all(r["tokens_from_usage"] for r in timed)
@@ -134,7 +137,7 @@ def test_table_output_and_explanations(sim: SimHandle, tmp_path: Path) -> None:
     assert (tmp_path / "t" / "summary.json").exists() and (tmp_path / "t" / "requests.jsonl").exists()
 
 
-def test_cells_carry_vllm_bench_serve_names_in_ms_and_tok_s(run: tuple[dict, Path]) -> None:
+def test_cells_carry_vllm_bench_serve_names_in_ms_and_tok_s(run: BenchRun) -> None:
     summary, out = run
     entry = cell(summary, "short", 4)
     timed = requests_of(out, phase="timed", context="short", concurrency=4)

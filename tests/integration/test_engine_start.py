@@ -8,11 +8,10 @@ import json
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.launcher_run import LAUNCH, free_port, write_profile
+from tests.launcher_run import LAUNCH, LauncherFactory, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +69,7 @@ def test_a_typo_the_dry_run_cannot_know_gets_vllms_list_as_a_did_you_mean(tmp_pa
     )
 
 
-def test_serve_rolls_back_with_the_engine_start_verdict(launcher_factory: Any) -> None:
+def test_serve_rolls_back_with_the_engine_start_verdict(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     port = free_port()
     write_profile(launcher.profiles, "svc", port)

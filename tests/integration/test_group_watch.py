@@ -177,7 +177,12 @@ def test_the_hosts_other_exits_do_not_make_the_watch_read_the_process_table(
     watch = GroupWatch(parent.pid, ("VLLM",), lambda death: None)
     reads: list[bool] = []
     read_table = watch._refresh
-    monkeypatch.setattr(watch, "_refresh", lambda: reads.append(True) or read_table())
+
+    def counted_read() -> bool:
+        reads.append(True)
+        return read_table()
+
+    monkeypatch.setattr(watch, "_refresh", counted_read)
     with ended_after(watch, parent):
         watch.start()
         assert watch.refresh_now() and watch.settled

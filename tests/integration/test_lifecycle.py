@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gates.context import LogView
 from launcher.procgroup import group_members
 from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.supervisor.attempt import launch_attempt
-from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
 from tests.launcher_run import write_profile
 from tests.unit.test_lifecycle import RecordingLocks
@@ -47,7 +47,7 @@ def test_the_engine_holds_its_gpu_locks_until_its_group_is_gone(profiles_dir: Pa
     assert group_members(attempt.engine.pgid) == []
 
 
-def _saw(log: LiveLog, text: str, *, deadline: float) -> bool:
+def _saw(log: LogView, text: str, *, deadline: float) -> bool:
     position = 0
     while time.monotonic() < deadline:
         lines, position = log.lines_since(position)

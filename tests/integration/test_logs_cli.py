@@ -103,9 +103,12 @@ def test_follow_prints_new_lines_and_survives_rotation(state: Path) -> None:
     argv = [str(LAUNCH), "--state-dir", str(state), "logs", "prod", "--engine", "-f"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     seen: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(
-        target=lambda: [seen.put(x.rstrip("\n")) for x in proc.stdout or []], daemon=True
-    )
+
+    def read_lines() -> None:
+        for line in proc.stdout or []:
+            seen.put(line.rstrip("\n"))
+
+    reader = threading.Thread(target=read_lines, daemon=True)
     reader.start()
 
     def wait_for(text: str) -> None:

@@ -8,16 +8,15 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-from typing import Any
 
 import pytest
 
-from tests.launcher_run import LAUNCH, free_port, write_profile
+from tests.launcher_run import LAUNCH, LauncherFactory, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
 
-def test_set_apply_shows_live_progress_and_the_journal_gets_text(launcher_factory: Any) -> None:
+def test_set_apply_shows_live_progress_and_the_journal_gets_text(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port())
     launcher.start(journal=True)

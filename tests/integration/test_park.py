@@ -11,7 +11,7 @@ import psutil
 import pytest
 import requests
 
-from tests.launcher_run import LAUNCH, free_port, write_profile
+from tests.launcher_run import LAUNCH, LauncherFactory, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def record(launcher: Any, event: str) -> dict[str, Any]:
     return next(r for r in launcher.history() if r["event"] == event)
 
 
-def serve_parked(launcher_factory: Any, **args: Any) -> tuple[Any, int, int, dict[str, Any]]:
+def serve_parked(launcher_factory: LauncherFactory, **args: Any) -> tuple[Any, int, int, dict[str, Any]]:
     launcher = launcher_factory()
     port, park_port = free_port(), free_port()
     supervisor = {"park": "sleep", "park_port": park_port, **args.pop("supervisor", {})}
@@ -46,7 +46,9 @@ def stop(launcher: Any, code: int) -> None:
 
 
 def answers(port: int) -> bool:
-    body = {"model": "sim", "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}
+    body: dict[str, Any] = {
+        "model": "sim", "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0
+    }
     try:
         return (
             requests.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=10).status_code == 200
@@ -55,7 +57,7 @@ def answers(port: int) -> bool:
         return False
 
 
-def test_a_rejected_change_wakes_the_sleeper_and_it_serves_again(launcher_factory: Any) -> None:
+def test_a_rejected_change_wakes_the_sleeper_and_it_serves_again(launcher_factory: LauncherFactory) -> None:
     launcher, port, park_port, serving = serve_parked(launcher_factory)
     done = launch(
         launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply", "--timeout-s", "60"
@@ -82,7 +84,9 @@ def test_a_rejected_change_wakes_the_sleeper_and_it_serves_again(launcher_factor
     stop(launcher, 3)
 
 
-def test_a_promoted_change_serves_on_the_other_port_and_the_sleeper_is_gone(launcher_factory: Any) -> None:
+def test_a_promoted_change_serves_on_the_other_port_and_the_sleeper_is_gone(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher, port, park_port, serving = serve_parked(launcher_factory)
     done = launch(launcher, "set", "svc", "max_num_seqs=2", "--tag", "two", "--apply", "--timeout-s", "60")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -103,7 +107,7 @@ def test_a_promoted_change_serves_on_the_other_port_and_the_sleeper_is_gone(laun
 @pytest.mark.parametrize(("fault", "why"), [("fail", "POST /wake_up answered 500"),
                                             ("hang", "POST /wake_up: no answer within 1 s")])  # fmt: skip
 def test_a_wake_that_fails_or_hangs_is_named_and_last_good_starts_cold(
-    launcher_factory: Any, fault: str, why: str
+    launcher_factory: LauncherFactory, fault: str, why: str
 ) -> None:
     launcher, port, _, serving = serve_parked(launcher_factory, sim_wake_fault=fault,
                                                supervisor={"wake_timeout_s": 1})  # fmt: skip
@@ -118,7 +122,9 @@ def test_a_wake_that_fails_or_hangs_is_named_and_last_good_starts_cold(
     stop(launcher, 3)
 
 
-def test_a_stale_prefix_cache_after_the_wake_is_reset_before_the_re_gate(launcher_factory: Any) -> None:
+def test_a_stale_prefix_cache_after_the_wake_is_reset_before_the_re_gate(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher, port, _, _ = serve_parked(launcher_factory, sim_wake_fault="stale-cache")
     done = launch(
         launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply", "--timeout-s", "60"
@@ -129,7 +135,9 @@ def test_a_stale_prefix_cache_after_the_wake_is_reset_before_the_re_gate(launche
     stop(launcher, 3)
 
 
-def test_host_ram_that_cannot_hold_the_weights_stops_the_engine_as_before(launcher_factory: Any) -> None:
+def test_host_ram_that_cannot_hold_the_weights_stops_the_engine_as_before(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher, _, park_port, _ = serve_parked(launcher_factory, sim_weights_gib=4000, sim_gpu_memory_gib=20000)
     done = launch(launcher, "set", "svc", "max_num_seqs=2", "--tag", "two", "--apply", "--timeout-s", "60")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -152,7 +160,9 @@ def test_park_on_a_public_address_is_refused_before_anything_starts(tmp_path: An
     assert not (tmp_path / "state").exists()
 
 
-def test_rollback_to_the_launch_kept_parked_wakes_it_instead_of_a_start(launcher_factory: Any) -> None:
+def test_rollback_to_the_launch_kept_parked_wakes_it_instead_of_a_start(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher, port, park_port, serving = serve_parked(launcher_factory, supervisor={"keep_parked": True})
     done = launch(launcher, "set", "svc", "max_num_seqs=2", "--tag", "two", "--apply", "--timeout-s", "60")
     assert done.returncode == 0 and answers(park_port)

@@ -8,11 +8,10 @@ import shutil
 import signal
 import socket
 import subprocess
-from typing import Any
 
 import pytest
 
-from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+from tests.launcher_run import LAUNCH, Launcher, LauncherFactory, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +26,7 @@ def events(launcher: Launcher) -> list[str]:
     return [r["event"] for r in launcher.history() if r["event"] != "engine_stopped"]
 
 
-def test_sighup_with_an_unchanged_profile_keeps_the_engine(launcher_factory: Any) -> None:
+def test_sighup_with_an_unchanged_profile_keeps_the_engine(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port())
     launcher.start()
@@ -41,7 +40,9 @@ def test_sighup_with_an_unchanged_profile_keeps_the_engine(launcher_factory: Any
     assert launcher.wait_exit() == 0
 
 
-def test_rollback_to_the_configuration_already_serving_restarts_nothing(launcher_factory: Any) -> None:
+def test_rollback_to_the_configuration_already_serving_restarts_nothing(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher = launcher_factory()
     path = write_profile(launcher.profiles, "svc", free_port())
     shutil.copy(path, path.with_name("svc.toml.bak_same"))
@@ -56,7 +57,9 @@ def test_rollback_to_the_configuration_already_serving_restarts_nothing(launcher
     assert launcher.wait_exit() == 0
 
 
-def test_a_candidate_preflight_refuses_keeps_the_running_engine_and_exits_4(launcher_factory: Any) -> None:
+def test_a_candidate_preflight_refuses_keeps_the_running_engine_and_exits_4(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher = launcher_factory()
     port = free_port()
     path = write_profile(launcher.profiles, "svc", port)

@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.launcher_run import LAUNCH, append_table, free_port, write_profile
+from tests.launcher_run import LAUNCH, LauncherFactory, append_table, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def api_server_of(status: dict[str, Any]) -> int:
 
 
 def test_a_stopped_api_server_is_called_wedged_named_kept_as_evidence_and_restarted(
-    launcher_factory: Any,
+    launcher_factory: LauncherFactory,
 ) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), supervisor=FAST_WATCH)
@@ -69,7 +69,7 @@ def test_a_stopped_api_server_is_called_wedged_named_kept_as_evidence_and_restar
 
 
 def test_with_on_wedge_log_the_status_says_wedged_exits_3_and_clears_when_it_answers_again(
-    launcher_factory: Any,
+    launcher_factory: LauncherFactory,
 ) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), supervisor={**FAST_WATCH, "on_wedge": "log"})
@@ -90,7 +90,7 @@ def test_with_on_wedge_log_the_status_says_wedged_exits_3_and_clears_when_it_ans
     assert launcher.wait_exit() == 0
 
 
-def test_check_live_is_a_liveness_probe_that_a_hung_server_fails(launcher_factory: Any) -> None:
+def test_check_live_is_a_liveness_probe_that_a_hung_server_fails(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), supervisor={"watch": False})
     launcher.start()
@@ -114,11 +114,14 @@ def test_check_live_is_a_liveness_probe_that_a_hung_server_fails(launcher_factor
 
 
 def engine_core_of(api: int) -> int:
-    return next(c.pid for c in psutil.Process(api).children(recursive=True)
-                if " ".join(c.cmdline()).startswith("VLLM::EngineCore"))  # fmt: skip
+    children = psutil.Process(api).children(recursive=True)
+    pid: int = next(c.pid for c in children if " ".join(c.cmdline()).startswith("VLLM::EngineCore"))
+    return pid
 
 
-def test_a_stopped_engine_core_answers_health_200_and_is_called_wedged_by_name(launcher_factory: Any) -> None:
+def test_a_stopped_engine_core_answers_health_200_and_is_called_wedged_by_name(
+    launcher_factory: LauncherFactory,
+) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), supervisor=FAST_WATCH)
     launcher.start()
@@ -132,7 +135,7 @@ def test_a_stopped_engine_core_answers_health_200_and_is_called_wedged_by_name(l
     assert launcher.wait_exit() == 0
 
 
-def test_an_engine_core_that_hangs_after_some_requests_is_wedged(launcher_factory: Any) -> None:
+def test_an_engine_core_that_hangs_after_some_requests_is_wedged(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(
         launcher.profiles,
@@ -150,7 +153,9 @@ def test_an_engine_core_that_hangs_after_some_requests_is_wedged(launcher_factor
     assert launcher.wait_exit() == 0
 
 
-def test_decode_that_stalls_with_requests_running_is_wedged_after_one_miss(launcher_factory: Any) -> None:
+def test_decode_that_stalls_with_requests_running_is_wedged_after_one_miss(
+    launcher_factory: LauncherFactory,
+) -> None:
     import requests
 
     port = free_port()
@@ -159,7 +164,9 @@ def test_decode_that_stalls_with_requests_running_is_wedged_after_one_miss(launc
                   supervisor={**FAST_WATCH, "on_wedge": "log", "wedge_after": 20})  # fmt: skip
     launcher.start()
     launcher.wait_phase("serving")
-    body = {"model": "sim", "prompt": "Tell a long story.", "max_tokens": 2000, "ignore_eos": True}
+    body: dict[str, Any] = {
+        "model": "sim", "prompt": "Tell a long story.", "max_tokens": 2000, "ignore_eos": True
+    }
     with contextlib.suppress(requests.RequestException):  # it stalls mid-answer: no answer comes
         requests.post(f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=3)
     wedged = wait_event(launcher, "wedged")
@@ -169,7 +176,7 @@ def test_decode_that_stalls_with_requests_running_is_wedged_after_one_miss(launc
     assert launcher.wait_exit() == 0
 
 
-def test_requests_that_all_fail_while_health_says_200_are_failing(launcher_factory: Any) -> None:
+def test_requests_that_all_fail_while_health_says_200_are_failing(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), args={"sim_error_after_requests": 2},
                   supervisor={**FAST_WATCH, "on_wedge": "log"})  # fmt: skip
@@ -184,7 +191,7 @@ def test_requests_that_all_fail_while_health_says_200_are_failing(launcher_facto
     assert launcher.wait_exit() == 0
 
 
-def test_host_memory_that_runs_short_under_the_server_is_starving(launcher_factory: Any) -> None:
+def test_host_memory_that_runs_short_under_the_server_is_starving(launcher_factory: LauncherFactory) -> None:
     available_gib = psutil.virtual_memory().available / 2**30
     launcher = launcher_factory()
     path = write_profile(launcher.profiles, "svc", free_port(),

@@ -152,7 +152,8 @@ def test_errors_after_n_requests_answer_500_while_health_stays_200() -> None:
 
 
 def engine_rss_mib(sim_engine: psutil.Process) -> float:
-    return sim_engine.memory_info().rss / 2**20
+    rss_bytes: int = sim_engine.memory_info().rss
+    return rss_bytes / 2**20
 
 
 def wait_rss(engine: psutil.Process, at_least_mib: float, timeout_s: float = 20.0) -> float:

@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -36,7 +37,7 @@ WEATHER = {
 }
 
 
-def chat(sim: SimHandle, text: str, **extra: object) -> requests.Response:
+def chat(sim: SimHandle, text: str, **extra: Any) -> requests.Response:
     body = {"messages": [{"role": "user", "content": text}], "temperature": 0, **extra}
     return requests.post(sim.url + "/v1/chat/completions", json=body, timeout=10)
 
@@ -72,7 +73,8 @@ def note_children_until(sim: SimHandle, line: str, timeout_s: float) -> list[psu
 
 
 def engine_rss_mib(sim: SimHandle) -> float:
-    return titled(sim, "VLLM::EngineCore")[0].memory_info().rss / 2**20
+    rss_bytes: int = titled(sim, "VLLM::EngineCore")[0].memory_info().rss
+    return rss_bytes / 2**20
 
 
 def test_engine_death_after_ready_gives_503_then_exit_0() -> None:

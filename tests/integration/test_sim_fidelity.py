@@ -139,7 +139,7 @@ def test_026_reply_shapes_match_the_real_026_replies() -> None:
     ]
     flags = ["--sim-vllm-version", "0.26", "--served-model-name", "tiny"]
     with running_sim([*flags, "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]) as sim:
-        ask = {
+        ask: dict[str, Any] = {
             "model": "tiny",
             "messages": [{"role": "user", "content": "tell me a story"}],
             "max_tokens": 24,
@@ -149,7 +149,9 @@ def test_026_reply_shapes_match_the_real_026_replies() -> None:
             json={**ask, "stream": True, "stream_options": {"include_usage": True}},
             timeout=30,
         ).text
-        tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+        tool: dict[str, Any] = {
+            "type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}
+        }
         called = requests.post(
             sim.url + "/v1/chat/completions",
             json={**ask, "tools": [tool], "tool_choice": "required"},

@@ -10,6 +10,7 @@ import re
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -66,7 +67,7 @@ def test_a_tool_call_the_parser_cannot_load_is_logged_and_returned_as_text() -> 
         "malformed",
     ]
     with running_sim(flags) as sim:
-        ask = {
+        ask: dict[str, Any] = {
             "model": "tiny",
             "messages": [{"role": "user", "content": "weather in Paris?"}],
             "tools": [TOOL],
@@ -88,7 +89,7 @@ def test_a_tool_call_the_parser_cannot_load_is_logged_and_returned_as_text() -> 
 
 def test_a_chat_request_for_a_model_not_served_logs_an_error() -> None:
     with running_sim(FLAGS) as sim:
-        ask = {"model": "nope", "messages": [{"role": "user", "content": "hi"}]}
+        ask: dict[str, Any] = {"model": "nope", "messages": [{"role": "user", "content": "hi"}]}
         reply = requests.post(sim.url + "/v1/chat/completions", json=ask, timeout=30)
         assert sim.wait_for("Error with model", 10.0)
         text = sim.tail.text()

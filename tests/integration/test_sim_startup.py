@@ -109,7 +109,8 @@ def test_tensor_parallel_titles_per_rank_lines_and_clean_stop() -> None:
 def psutil_cmd(pid: int) -> list[str]:
     import psutil
 
-    return psutil.Process(pid).cmdline()
+    cmdline: list[str] = psutil.Process(pid).cmdline()
+    return cmdline
 
 
 def test_port_refuses_connections_until_ready_and_sigterm_during_startup_stops_all() -> None:

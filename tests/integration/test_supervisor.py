@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from launcher.procgroup import group_members
-from tests.launcher_run import LAUNCH, Launcher, free_port, write_profile
+from tests.launcher_run import LAUNCH, Launcher, LauncherFactory, free_port, write_profile
 from tests.simserver import wait_gone
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,7 @@ def _alive(pids: list[int]) -> list[int]:
     return alive
 
 
-def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: Any) -> None:
+def test_demo_like_profile_promotes_and_stops_cleanly(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     port = free_port()
     write_profile(launcher.profiles, "svc", port)
@@ -61,7 +61,8 @@ FAST_LEAK_GATE = {"windows": 5, "window_s": 1.0, "min_growth_mib": 100, "concurr
 # The leak and the warm-up grow with time, not with requests: decode at the real model's pace keeps the
 # gate's traffic to a few requests a second instead of a CPU-bound loop.
 REAL_TIME_DECODE = {"sim_speed": 1}
-FAULTS = {
+# fault -> (the profile's args, its gate tables, what the rejection says)
+FAULTS: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]], str]] = {
     "kernel_marker": ({}, {"kernel_marker": {"patterns": ["IQ4XS_BMMVQ_READY"], "after_ready_s": 0.5}},
                       "IQ4XS_BMMVQ_READY not seen"),
     "capture_fallback": ({"sim_capture_fallback": True}, {}, "fell back to [1, 2]"),
@@ -120,7 +121,7 @@ def test_each_gate_rejects_its_fault_and_last_good_keeps_serving(
     assert expected in rejected["reason"]
 
 
-def test_no_last_good_means_exit_1_with_the_report(launcher_factory: Any) -> None:
+def test_no_last_good_means_exit_1_with_the_report(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), args={"sim_capture_fallback": True})
     launcher.start()
@@ -130,7 +131,7 @@ def test_no_last_good_means_exit_1_with_the_report(launcher_factory: Any) -> Non
     assert _alive(launcher.engine_pids()) == []
 
 
-def test_second_launcher_is_refused_naming_the_pid(launcher_factory: Any) -> None:
+def test_second_launcher_is_refused_naming_the_pid(launcher_factory: LauncherFactory) -> None:
     first = launcher_factory()
     write_profile(first.profiles, "svc", free_port())
     first.start()
@@ -139,13 +140,13 @@ def test_second_launcher_is_refused_naming_the_pid(launcher_factory: Any) -> Non
         [str(LAUNCH), "--profiles-dir", str(first.profiles), "--state-dir", str(first.state), "--profile", "svc"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert second.returncode == 2
-    assert f"already running (pid {first.proc.pid})" in second.stderr  # type: ignore[union-attr]
+    assert second.returncode == 2 and first.proc is not None
+    assert f"already running (pid {first.proc.pid})" in second.stderr
     first.signal(signal.SIGTERM)
     assert first.wait_exit() == 0
 
 
-def test_sigterm_mid_gate_leaves_no_process(launcher_factory: Any) -> None:
+def test_sigterm_mid_gate_leaves_no_process(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port(), args={"sim_hang_at": "capture"})
     launcher.start()
@@ -163,7 +164,7 @@ def test_sigterm_mid_gate_leaves_no_process(launcher_factory: Any) -> None:
     assert _alive(tree) == []
 
 
-def test_engine_death_after_promotion_exits_5(launcher_factory: Any) -> None:
+def test_engine_death_after_promotion_exits_5(launcher_factory: LauncherFactory) -> None:
     launcher = launcher_factory()
     write_profile(launcher.profiles, "svc", free_port())
     launcher.start()
@@ -176,7 +177,7 @@ def test_engine_death_after_promotion_exits_5(launcher_factory: Any) -> None:
 
 
 def test_engine_core_sigkill_is_noticed_and_named_before_the_api_server_reacts(
-    launcher_factory: Any,
+    launcher_factory: LauncherFactory,
 ) -> None:
     """vLLM's API server outlives its killed engine core until its own watchdog fires (4.36 s on
     0.26.0; here 12 s): a launcher waiting on the API server alone cannot name the engine core."""
@@ -194,7 +195,7 @@ def test_engine_core_sigkill_is_noticed_and_named_before_the_api_server_reacts(
     assert f"VLLM::EngineCore pid {core.pid} killed by SIGKILL" in launcher.status()["detail"]
 
 
-def test_a_sigkilled_launcher_takes_its_engine_with_it(launcher_factory: Any) -> None:
+def test_a_sigkilled_launcher_takes_its_engine_with_it(launcher_factory: LauncherFactory) -> None:
     """SIGKILL cannot be caught: the kernel's parent-death signal makes the API server shut down its
     engine itself (engine.py `die_with_this_process`); nothing is left for the next preflight."""
     launcher = launcher_factory()

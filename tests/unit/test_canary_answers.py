@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from gates.canary import MAX_TOKENS, PROMPT, Answer, CanaryAnswer, CanaryGate, judge_completion, send_canary
+from gates.context import Expectations, HttpReply
 from gates.outcome import Verdict
 from gates.tool_cases import CaseResult
 from launcher.watch import probes
 from launcher.watch.verdict import Check, Kind
-from tests.doubles import Expectations, FakeClock, HttpReply, ScriptedLog, make_context
+from tests.doubles import FakeClock, ScriptedLog, make_context
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26" / "eager"
 

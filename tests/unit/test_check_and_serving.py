@@ -102,7 +102,9 @@ def test_a_status_whose_launcher_is_gone_says_stopped_and_forgets_the_engine_pid
     failed = {"phase": "failed", "launcher_pid": 41, "engine_pid": None, "detail": "health: refused"}
     without_launcher(failed)
     assert failed == {"phase": "failed", "launcher_pid": 41, "engine_pid": None, "detail": "health: refused"}
-    probing = {"phase": "stopped", "launcher_pid": 43, "detail": f"{PROBE_DETAIL} 43: production comes back"}
+    probing: dict[str, Any] = {
+        "phase": "stopped", "launcher_pid": 43, "detail": f"{PROBE_DETAIL} 43: production comes back"
+    }
     without_launcher(probing)
     assert probing["phase"] == "stopped"
     assert probing["detail"].startswith("launch probe pid 43 is gone and production did not come back")

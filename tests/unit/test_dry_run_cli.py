@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -41,9 +42,10 @@ def dry_run(profiles: Path, state: Path, name: str, *extra: str) -> Result:
     return CliRunner().invoke(launch, args)
 
 
-def dry_json(profiles: Path, state: Path, name: str) -> dict:
+def dry_json(profiles: Path, state: Path, name: str) -> dict[str, Any]:
     result = dry_run(profiles, state, name, "--json")
-    return json.loads(result.stdout)
+    plan: dict[str, Any] = json.loads(result.stdout)
+    return plan
 
 
 def test_prod_renders_the_operator_command(shipped_profiles: Path, state_dir: Path) -> None:

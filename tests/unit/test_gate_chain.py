@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gates.chain import SETTLE_MAX_S, SETTLE_QUIET_S, ChainRunner
 from gates.context import Expectations, GateContext
@@ -97,7 +98,9 @@ def test_a_cause_still_crossing_the_pipe_when_the_death_is_seen_is_named() -> No
 
 def test_a_log_that_never_goes_quiet_ends_the_wait_at_its_bound() -> None:
     clock = FakeClock()
-    chatter = [(0.2 * i, {}, [f"line {i}"]) for i in range(1, 100)]
+    chatter: list[tuple[float, dict[str, Any], list[str]]] = [
+        (0.2 * i, {}, [f"line {i}"]) for i in range(1, 100)
+    ]
     ctx = make_context(
         ScriptedLog(clock, script=chatter), clock, server=FakeServer(died="exited with code 1")
     )
@@ -159,7 +162,7 @@ READY = {
 }
 
 
-def _judge(facts: dict, expect: Expectations | None = None) -> Outcome:
+def _judge(facts: dict[str, Any], expect: Expectations | None = None) -> Outcome:
     clock = FakeClock()
     ctx = make_context(ScriptedLog(clock, current_facts=facts), clock, expect=expect)
     return GraphCaptureGate().check(ctx)

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from gates.context import Expectations, HttpReply
 from gates.graph_capture import GraphCaptureGate
 from gates.memory_leak import MemoryLeakGate, _gap
 from gates.outcome import Outcome, Verdict
 from gates.tool_call import ToolCallGate
-from tests.doubles import Expectations, FakeClock, HttpReply, ScriptedLog, make_context
+from tests.doubles import FakeClock, ScriptedLog, make_context
 
 MODELS = (
     Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26" / "eager" / "models.json"

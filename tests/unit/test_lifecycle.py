@@ -35,7 +35,8 @@ class RecordingLocks:
     events: list[str] = field(default_factory=list)
 
     @contextmanager
-    def __call__(self, candidate: Candidate) -> Iterator[None]:
+    def __call__(self, candidate: Candidate, *, sharing: Candidate | None = None) -> Iterator[None]:
+        assert sharing is None, "these tests park no engine whose GPU locks a candidate could share"
         self.events.append(f"take {candidate.profile}")
         try:
             yield

@@ -51,7 +51,7 @@ def _shapes(row: dict[str, Any]) -> list[str]:
 
 def _render(row: dict[str, Any], release: str, shape: str) -> tuple[list[str], str, str | None]:
     """Lines, the failure message the parser must report, and the process that printed it."""
-    example, exc = row["example"], row.get("exception")
+    example = row["example"]
     first = example.split("\n")[0]
     if shape == "argparse":
         return cl.argparse_error(release, example), f"vllm: error: {first}", None
@@ -61,6 +61,7 @@ def _render(row: dict[str, Any], release: str, shape: str) -> tuple[list[str], s
     if shape == "logged":
         proc = "EngineCore_DP0" if cl.release_key(release) >= (0, 11, 0) else None
         return cl.logged_error(release, example), first, proc
+    exc = row["exception"]  # the two remaining shapes raise it: a row that can be raised names its class
     if shape == "main":
         return cl.raised_unprefixed(release, exc, example), f"{exc}: {first}", None
     return cl.raised_in_worker(release, exc, example), f"{exc}: {first}", cl.worker_proc(release)

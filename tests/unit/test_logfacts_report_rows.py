@@ -23,10 +23,15 @@ ROW = re.compile(r"^(?P<label>\S+(?: \S+)*) {2,}(?P<text>.*)$")
 
 
 def rows(path: Path, markers: tuple[str, ...] = ()) -> dict[str, str]:
-    """The report as {label: text}: labels are padded to one width, then two spaces."""
+    """The report of a log file as {label: text}."""
     facts, _ = parse_file(str(path), markers=list(markers))
+    return report_rows(render_report(facts))
+
+
+def report_rows(report: str) -> dict[str, str]:
+    """A report as {label: text}: labels are padded to one width, then two spaces."""
     found = {}
-    for line in render_report(facts).split("\n"):
+    for line in report.split("\n"):
         match = ROW.match(line)
         assert match, line
         found[match["label"]] = match["text"]
@@ -129,7 +134,7 @@ def test_a_marker_is_seen_at_its_line_or_said_missing() -> None:
 def test_a_log_cut_before_any_outcome_says_so() -> None:
     head = "\n".join((REAL / "tiny.log").read_text(encoding="utf-8").splitlines()[:20])
     facts, _ = parse_text(head)
-    last = dict(ROW.match(line).groups() for line in render_report(facts).split("\n"))  # type: ignore[union-attr]
+    last = report_rows(render_report(facts))
     assert last["startup"] == "no outcome in log (still starting, or the log was cut)"
     assert last["CUDA graphs"] == "FULL_AND_PIECEWISE, 51 sizes (1…512): capture not finished in log"
 

@@ -81,7 +81,9 @@ def test_the_api_server_resolves_its_config_with_the_real_runs_records(
 def shown_args(record: Record) -> dict[str, object]:
     """`non-default args: {...}` as a dict; the enum repr vLLM prints is read as its text."""
     body = record.text.removeprefix("non-default args: ")
-    return ast.literal_eval(re.sub(r"<(DynamicShapesType\.\w+): '\w+'>", r"'\1'", body))
+    shown = ast.literal_eval(re.sub(r"<(DynamicShapesType\.\w+): '\w+'>", r"'\1'", body))
+    assert isinstance(shown, dict), body
+    return shown
 
 
 @pytest.mark.parametrize("run_name", ["tiny", "tiny-ngram", "eager", "reasoning"])

@@ -134,7 +134,7 @@ class Client:
         return answer
 
     async def ask(self, method: str, target: str, body: bytes = b"", **headers: str) -> Answer:
-        self.send(method, target, body, **headers)
+        self.send(method, target, body, write=True, end=True, **headers)  # named: no header takes their place
         return await self.answer()
 
     async def closed_by_server(self) -> bool:

@@ -6,6 +6,7 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,7 +146,7 @@ def test_tool_request_validation_messages() -> None:
         validate_tool_usage(
             {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "x"}}}
         )
-    body = {"tools": [WEATHER]}
+    body: dict[str, Any] = {"tools": [WEATHER]}  # a JSON body: the validator fills tool_choice in
     validate_tool_usage(body)
     assert body["tool_choice"] == "auto"
 

@@ -15,7 +15,7 @@ import pytest
 
 from launcher.atomicfile import append_line, read_bytes_nofollow, remove_stray_temps, write_atomic
 from launcher.supervisor.bookkeeping import Bookkeeping
-from launcher.supervisor.history import History
+from launcher.supervisor.history import Event, History
 
 
 class FillingDisk:
@@ -53,7 +53,7 @@ def test_enospc_mid_record_cuts_the_partial_record_off_and_the_next_one_is_whole
 def test_a_torn_tail_from_a_crash_is_closed_before_the_next_record(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     path.write_text('{"ts": "t", "event": "start"}\n{"ts": "t", "eve')
-    History(path).append("promoted", profile="p")
+    History(path).append(Event.PROMOTED, profile="p")
     scan = History(path).scan()
     assert [r["event"] for r in scan.records] == ["start", "promoted"] and len(scan.skipped) == 1
 

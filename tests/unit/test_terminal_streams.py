@@ -73,7 +73,7 @@ def test_a_stream_without_a_file_is_not_the_journal(
 
 
 @pytest.fixture
-def reader_gone() -> Iterator[TextIO]:
+def reader_gone() -> Iterator[io.TextIOWrapper]:
     """A text stream on a pipe whose read end is closed: writing raises BrokenPipeError (EPIPE)."""
     read_fd, write_fd = os.pipe()
     os.close(read_fd)
@@ -85,7 +85,7 @@ def reader_gone() -> Iterator[TextIO]:
             stream.close()
 
 
-def test_lines_are_dropped_once_the_reader_has_gone_instead_of_raising(reader_gone: TextIO) -> None:
+def test_lines_are_dropped_once_the_reader_has_gone_instead_of_raising(reader_gone: io.TextIOWrapper) -> None:
     stream = DiagnosticStream(reader_gone)
     assert stream.write("engine started\n") == len("engine started\n")  # what was asked, as written
     assert stream.reader_gone
@@ -93,7 +93,7 @@ def test_lines_are_dropped_once_the_reader_has_gone_instead_of_raising(reader_go
     stream.flush()
 
 
-def test_a_flush_that_finds_the_reader_gone_drops_what_follows(reader_gone: TextIO) -> None:
+def test_a_flush_that_finds_the_reader_gone_drops_what_follows(reader_gone: io.TextIOWrapper) -> None:
     reader_gone.reconfigure(line_buffering=False)
     stream = DiagnosticStream(reader_gone)
     stream.write("buffered, not yet sent")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -38,7 +39,7 @@ def verify() -> ModuleType:
     return _script("verify_tiny_chat")
 
 
-def _prompts(examples: list) -> set[str]:
+def _prompts(examples: list[Any]) -> set[str]:
     return {e.messages[-1]["content"] for e in examples}
 
 

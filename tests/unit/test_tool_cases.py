@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from gates.tool_cases import CASES, judge_reply, judge_stream, schema_problem
 
@@ -11,13 +12,13 @@ NO_TOOL = next(c for c in CASES if c.name == "no_tool")
 STREAM = next(c for c in CASES if c.name == "auto_stream")
 
 
-def body(message: dict, finish: str = "tool_calls") -> str:
+def body(message: dict[str, Any], finish: str = "tool_calls") -> str:
     return json.dumps(
         {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
     )
 
 
-def call(name: str, arguments: str) -> dict:
+def call(name: str, arguments: str) -> dict[str, Any]:
     return {"id": "chatcmpl-tool-1", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
