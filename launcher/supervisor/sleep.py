@@ -112,8 +112,10 @@ def why_not_park(
         )
         available = available_gib()
         if available - float(weights_gib) < floor:
-            return (f"host RAM: {available:.1f} GiB available cannot hold the {weights_gib:.1f} GiB of "
-                    f"weights a sleep moves there and keep {floor:g} GiB free")  # fmt: skip
+            return (
+                f"host RAM: {available:.1f} GiB available cannot hold the {weights_gib:.1f} GiB of "
+                f"weights a sleep moves there and keep {floor:g} GiB free"
+            )
     return None
 
 

@@ -89,8 +89,9 @@ class Stage:
         if argv is None:
             return
         code, output = run_switch(argv)
-        self.ctx.transitions.record(Event.SWITCHED, port=serving.port, label=serving.label, argv=argv,
-                                    exit_code=code, output=output)  # fmt: skip
+        self.ctx.transitions.record(
+            Event.SWITCHED, port=serving.port, label=serving.label, argv=argv, exit_code=code, output=output
+        )
         if code != 0:
             self.ctx.progress.message(f"on_switch exited {code}: {output}", event="park.switch_failed")
 

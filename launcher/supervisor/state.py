@@ -60,8 +60,9 @@ class ServingState:
     # ---- reading ---------------------------------------------------------------------------------
     def view(self) -> ServingView:
         with self._lock:
-            return ServingView(self._serving, self._trial, self._parked, self._on_last_good,
-                               self._lent_to, self._pointed_at)  # fmt: skip
+            return ServingView(
+                self._serving, self._trial, self._parked, self._on_last_good, self._lent_to, self._pointed_at
+            )
 
     @property
     def serving(self) -> Attempt | None:

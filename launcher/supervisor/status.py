@@ -202,9 +202,13 @@ def tidy_profile_dir(store: StateStore, profile: str, history: History) -> None:
     if previous is None or previous["phase"] in FINAL:
         return
     history.append(
-        Event.STOPPED, profile=profile, signal="unknown (launcher killed)", during=previous["phase"],
-        launcher_pid=previous.get("launcher_pid"), found_by="next start",
-    )  # fmt: skip
+        Event.STOPPED,
+        profile=profile,
+        signal="unknown (launcher killed)",
+        during=previous["phase"],
+        launcher_pid=previous.get("launcher_pid"),
+        found_by="next start",
+    )
 
 
 def _describe(error: BaseException | None) -> str:

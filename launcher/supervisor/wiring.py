@@ -86,10 +86,15 @@ def host_request(candidate: Candidate) -> HostRequest:
     """What the host checks read of a candidate: all of it is in the candidate (a last-good record
     has no profile file to plan from)."""
     return HostRequest.of_launch(
-        candidate.profile, candidate.argv, candidate.env, candidate.profile_data,
-        host=candidate.host, port=candidate.port, fingerprint=candidate.fingerprint,
+        candidate.profile,
+        candidate.argv,
+        candidate.env,
+        candidate.profile_data,
+        host=candidate.host,
+        port=candidate.port,
+        fingerprint=candidate.fingerprint,
         has_secret_env=bool(candidate.secret_env),
-    )  # fmt: skip
+    )
 
 
 def _nvml_bytes(pids: Sequence[int]) -> int | None:

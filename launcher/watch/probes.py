@@ -46,24 +46,38 @@ def canary_observation(answer: CanaryAnswer, at: float, timeout_s: float) -> Obs
 
 def tool_call_observation(result: CaseResult, timed_out: bool, at: float, waited_s: float) -> Observation:
     if timed_out:
-        return Observation(Check.TOOL_CALL, Kind.TIMEOUT, at, f"tool-call canary ({result.name}): no answer "
-                           f"within {waited_s:g} s", waited_s=waited_s)  # fmt: skip
+        return Observation(
+            Check.TOOL_CALL,
+            Kind.TIMEOUT,
+            at,
+            f"tool-call canary ({result.name}): no answer within {waited_s:g} s",
+            waited_s=waited_s,
+        )
     if not result.ok:
-        return Observation(Check.TOOL_CALL, Kind.ERROR, at, f"tool-call canary ({result.name}): {result.why}",
-                           {"case": result.name}, waited_s=waited_s)  # fmt: skip
-    return Observation(Check.TOOL_CALL, Kind.OK, at, f"tool-call canary ({result.name}) passed",
-                       waited_s=waited_s)  # fmt: skip
+        return Observation(
+            Check.TOOL_CALL,
+            Kind.ERROR,
+            at,
+            f"tool-call canary ({result.name}): {result.why}",
+            {"case": result.name},
+            waited_s=waited_s,
+        )
+    return Observation(
+        Check.TOOL_CALL, Kind.OK, at, f"tool-call canary ({result.name}) passed", waited_s=waited_s
+    )
 
 
 def health_observation(reply: HttpReply, at: float, waited_s: float, timeout_s: float) -> Observation:
     if reply.status == 200:
         return Observation(Check.HEALTH, Kind.OK, at, "/health 200", waited_s=waited_s)
     if reply.timed_out:
-        return Observation(Check.HEALTH, Kind.TIMEOUT, at, f"/health: no answer within {timeout_s:g} s",
-                           waited_s=timeout_s)  # fmt: skip
+        return Observation(
+            Check.HEALTH, Kind.TIMEOUT, at, f"/health: no answer within {timeout_s:g} s", waited_s=timeout_s
+        )
     said = f"answered {reply.status}" if reply.status else f"no connection ({reply.error})"
-    return Observation(Check.HEALTH, Kind.ERROR, at, f"/health {said}", {"status": reply.status},
-                       waited_s=waited_s)  # fmt: skip
+    return Observation(
+        Check.HEALTH, Kind.ERROR, at, f"/health {said}", {"status": reply.status}, waited_s=waited_s
+    )
 
 
 # ---- /metrics: decode progress and real traffic -------------------------------------------------
@@ -125,8 +139,10 @@ class DecodeProgress:
         figures["frozen_s"] = round(frozen_s, 1)
         if frozen_s < self.stall_s:
             return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "decode waiting", figures)
-        detail = (f"{reading.running:g} requests running and vllm:generation_tokens_total frozen at "
-                  f"{reading.generated:g} for {frozen_s:.0f} s")  # fmt: skip
+        detail = (
+            f"{reading.running:g} requests running and vllm:generation_tokens_total frozen at "
+            f"{reading.generated:g} for {frozen_s:.0f} s"
+        )
         return Observation(Check.METRICS, Kind.STALLED, reading.at, detail, figures)
 
 
@@ -165,8 +181,11 @@ def process_name(pid: int, prefixes: Sequence[str]) -> str:
 class ProcessStates:
     """Stopped (`T`, `t`) and zombie processes at once; `D` only once it lasted `long_d_s`."""
 
-    BAD = {psutil.STATUS_STOPPED: "is stopped (state T)", psutil.STATUS_TRACING_STOP: "is stopped (state t)",
-           psutil.STATUS_ZOMBIE: "is a zombie (state Z)"}  # fmt: skip
+    BAD = {
+        psutil.STATUS_STOPPED: "is stopped (state T)",
+        psutil.STATUS_TRACING_STOP: "is stopped (state t)",
+        psutil.STATUS_ZOMBIE: "is a zombie (state Z)",
+    }
 
     def __init__(self, prefixes: Sequence[str], long_d_s: float, state_of: StateOf = process_state) -> None:
         self.prefixes = tuple(prefixes)

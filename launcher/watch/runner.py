@@ -168,10 +168,17 @@ class ServingWatch:
     ) -> Path:
         """The incident bundle (launcher/watch/incident.py), written before anything is stopped."""
         return write_incident(
-            directory, profile=profile, label=label, judgement=judgement, action=action,
-            pids=self.pids(), prefixes=self.plan.prefixes, observations=self.recent(), engine_log=engine_log,
+            directory,
+            profile=profile,
+            label=label,
+            judgement=judgement,
+            action=action,
+            pids=self.pids(),
+            prefixes=self.plan.prefixes,
+            observations=self.recent(),
+            engine_log=engine_log,
             now=self.clock.time(),
-        )  # fmt: skip
+        )
 
     def recent(self) -> list[tuple[float, Observation]]:
         """The last observations with their epoch times (the incident bundle lists them)."""
@@ -278,9 +285,11 @@ class ServingWatch:
 
     def _check_host(self) -> None:
         available, swap = self.host()
-        self.observe(probes.host_memory_observation(
-            available, swap, self.plan.min_available_gib, self.plan.max_swap_gib, self.clock.monotonic()
-        ))  # fmt: skip
+        self.observe(
+            probes.host_memory_observation(
+                available, swap, self.plan.min_available_gib, self.plan.max_swap_gib, self.clock.monotonic()
+            )
+        )
 
     def _check_leak(self) -> None:
         now = self.clock.monotonic()

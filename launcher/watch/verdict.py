@@ -98,8 +98,13 @@ class Judgement:
     process: str | None = None  # `VLLM::EngineCore pid 4360 is stopped (state T)` when one was seen
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": str(self.verdict), "check": str(self.check) if self.check else None,
-                "detail": self.detail, "process": self.process, "figures": self.figures}  # fmt: skip
+        return {
+            "verdict": str(self.verdict),
+            "check": str(self.check) if self.check else None,
+            "detail": self.detail,
+            "process": self.process,
+            "figures": self.figures,
+        }
 
     def same_as(self, other: Judgement | None) -> bool:
         return other is not None and (self.verdict, self.check) == (other.verdict, other.check)
@@ -200,8 +205,12 @@ class Judge:
     def _failing(self) -> Judgement | None:
         if len(self._errors) >= self.rules.errors_after:
             last = self._errors[-1]
-            return Judgement(Verdict.FAILING, last.check, f"{last.detail} ({len(self._errors)} in a row)",
-                             {"errors": len(self._errors), **last.figures})  # fmt: skip
+            return Judgement(
+                Verdict.FAILING,
+                last.check,
+                f"{last.detail} ({len(self._errors)} in a row)",
+                {"errors": len(self._errors), **last.figures},
+            )
         traffic = self._streaks.get(Check.TRAFFIC, [])
         if len(traffic) >= self.rules.windows_after:
             return Judgement(Verdict.FAILING, Check.TRAFFIC, traffic[-1].detail, traffic[-1].figures)

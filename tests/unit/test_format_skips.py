@@ -13,7 +13,6 @@ import io
 import re
 import tokenize
 from collections.abc import Iterator
-from pathlib import Path
 
 from tests.conftest import REPO
 
@@ -30,20 +29,12 @@ ALLOWED: dict[str, tuple[int, str]] = {
     ),
 }
 
-# TEMPORARY: these folders are being rewritten elsewhere, their opt-outs with them. Delete this set
-# (and the test that checks it) once that rewrite has merged.
-PENDING_REWRITE = {"launcher/supervisor", "launcher/watch"}
-
 
 def opt_out_lines(source: str) -> Iterator[int]:
     """The line of each comment that turns ruff's formatter off."""
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT and OPT_OUT.search(token.string):
             yield token.start[0]
-
-
-def _pending(where: str) -> bool:
-    return any(where.startswith(f"{folder}/") for folder in PENDING_REWRITE)
 
 
 def _opt_outs() -> dict[str, list[int]]:
@@ -71,7 +62,7 @@ def test_the_scan_finds_each_spelling_and_only_comments() -> None:
 
 
 def test_each_file_holds_exactly_the_opt_outs_allowed() -> None:
-    found = {where: lines for where, lines in _opt_outs().items() if not _pending(where)}
+    found = _opt_outs()
     wrong = [
         f"{where}: {len(lines)} opt-out(s) at line(s) {', '.join(map(str, lines))}, "
         f"{ALLOWED.get(where, (0, ''))[0]} allowed"
@@ -88,13 +79,3 @@ def test_each_file_holds_exactly_the_opt_outs_allowed() -> None:
 
 def test_every_allowance_says_why() -> None:
     assert all(count > 0 and len(why.split()) >= 5 for count, why in ALLOWED.values())
-
-
-def test_the_pending_rewrite_is_still_pending() -> None:
-    """Once a folder's rewrite has merged without opt-outs, its entry must go, not linger as a hole."""
-    found = _opt_outs()
-    for folder in PENDING_REWRITE:
-        assert Path(REPO / folder).is_dir(), f"{folder} is gone: delete it from PENDING_REWRITE"
-        assert any(where.startswith(f"{folder}/") for where in found), (
-            f"{folder} has no opt-out left: delete it from PENDING_REWRITE"
-        )

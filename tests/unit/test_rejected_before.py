@@ -9,10 +9,10 @@ from pathlib import Path
 from launcher.state.store import StateStore
 from launcher.supervisor.history import Event
 from tests.engine_double import ScriptedEngines, passes, rejected_by
-from tests.unit.test_supervisor_decisions import box_with, without_stops
+from tests.unit.test_supervisor_decisions import Box, box_with, without_stops
 
 
-def reject_once(tmp_path: Path) -> tuple[object, str, str]:
+def reject_once(tmp_path: Path) -> tuple[Box, str, str]:
     """Promote a launch, then a change the gates reject: the file keeps the change."""
     box = box_with(tmp_path, passes(), rejected_by("tool_call", "auto: no tool call"), passes())
     good = box.write()

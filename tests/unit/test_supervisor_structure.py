@@ -144,6 +144,7 @@ def test_only_the_serving_state_holds_what_serves() -> None:
     for module in COLLABORATORS[1:]:
         tree = ast.parse((SUPERVISOR / f"{module}.py").read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            stored = isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-            if stored and isinstance(node.value, ast.Name) and node.value.id == "self":
+            if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
                 assert node.attr not in owned, f"{module} sets self.{node.attr}: change the state instead"

@@ -138,7 +138,7 @@ def test_systemd_hears_no_watchdog_ping_while_the_watch_says_the_server_does_not
         "profile": "svc", "fingerprint": "f", "argv": ["vllm", "serve", "m"], "env": {}, "host": "127.0.0.1",
         "port": 1, "gate_order": [], "expect": {"served_model_names": ["m"], "capture_sizes": None},
     })  # fmt: skip
-    watchdog = Watchdog(notices)  # type: ignore[arg-type]
+    watchdog = Watchdog(notices)
     assert watchdog.maybe_ping(candidate, lambda: False) is False
     watchdog._next = 0.0
     assert watchdog.maybe_ping(candidate, lambda: True) is True
