@@ -135,7 +135,7 @@ class SleepMode:
             return
         started = time.perf_counter()
         weights = self.plan.weights_gib if self.cfg.sleep_mode else 0.0
-        self.busy(timing.sleep_seconds(weights, level, not self.slept_once, self.cfg.timing.speed))
+        self.busy(timing.sleep_seconds(weights, level, not self.slept_once, self.cfg.timing))
         self._worker_sleep_lines(level)
         self.slept_once = self.slept_once or level == 1
         self.asleep, self.level = set(ALL_TAGS), level

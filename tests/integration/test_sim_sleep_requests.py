@@ -5,6 +5,7 @@ Real processes, HTTP on loopback; every check is a count, a finish reason or an 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -249,11 +250,14 @@ def test_a_reset_while_requests_hold_blocks_fails_unless_they_are_preempted() ->
         assert again.text() == stream.text()
 
 
-def test_the_first_sleep_names_the_backend_and_every_sleep_resets_the_cache_first() -> None:
+def test_the_first_sleep_names_the_backend_and_pins_the_host_buffers() -> None:
     """The lines of 0.26.0, in order: the pause's `Successfully reset prefix cache`, the worker's
     `Using sleep-mode backend: cumem` (its first sleep only), the pool and memory lines, then the
-    executor's `It took S seconds to fall asleep.` (where the first sleep's pinning shows)."""
-    with running_sim(V026, DEV) as sim:
+    executor's `It took S seconds to fall asleep.`, where the first sleep's pinning shows (2.7 s
+    for 5.29 GiB on the H200, 0.14-0.17 s later). 100 GiB of weights at startup speed 100: the
+    pinning takes ~0.48 s, a later sleep ~3 ms at speed 50."""
+    args = [*V026, "--sim-weights-gib", "100", "--sim-gpu-memory-gib", "141"]
+    with running_sim(args, {**DEV, "VLLM_SIM_STARTUP_SPEED": "100"}) as sim:
         for _ in range(2):
             assert post(sim, "/sleep?level=1").status_code == 200
             assert post(sim, "/wake_up").status_code == 200
@@ -267,3 +271,9 @@ def test_the_first_sleep_names_the_backend_and_every_sleep_resets_the_cache_firs
         )
         found = [next(t for t in texts if t in line) for line in lines if any(t in line for t in texts)]
         assert found == [*texts, RESET, *texts[2:]]
+        first, later = (
+            float(m.group(1))
+            for line in lines
+            if (m := re.search(r"It took (\d+\.\d{6}) seconds to fall", line))
+        )
+        assert first > later
