@@ -70,8 +70,8 @@ WAKE_S_PER_GIB = (0.275 - WAKE_BASE_S) / MEASURED_WEIGHTS_GIB  # 2.84 B: 0.23–
 SLEEP_BASE_S = 0.145  # /sleep?level=1, tiny: 0.12–0.17 s; the 2.84 B model's later sleeps: 0.14–0.17 s
 # The 2.84 B model's first level-1 sleep: 2.7 s (a later H200 session, parking for the front door; 3.25 s in
 # tests/data/real-vllm-0.26/h200-4/i32/big-sleep). vLLM copies the weights into a pinned host tensor
-# on every sleep (0.26.0 device_allocator/cumem.py:257-264); the first time torch's host allocator
-# has to pin fresh pages, later sleeps reuse the cached ones.
+# on every sleep (0.26.0 device_allocator/cumem.py:257-264); presumably only the first has to pin
+# fresh pages, later ones reuse the blocks torch's caching host allocator kept (vllm-facts.md §12).
 FIRST_SLEEP_S = 2.7
 PIN_S_PER_GIB = (FIRST_SLEEP_S - SLEEP_BASE_S) / MEASURED_WEIGHTS_GIB
 
