@@ -177,8 +177,6 @@ async def _stream(
     )
     await response.start(request)
     form = _StreamForm.of(state, body, chat)
-    if chat:
-        await response.write(_role_chunk(job, form))
     if await _write_steps(response, state, job, row, form):
         _truth(state, job, row)
         if form.with_usage:
@@ -192,7 +190,9 @@ async def _stream(
 
 
 def _role_chunk(job: Job, form: _StreamForm) -> bytes:
-    """The chunk that opens every chat stream: the assistant's role, no token yet."""
+    """The chunk that opens every chat stream: the assistant's role, no token yet. vLLM writes it
+    with the engine's first output (0.26.0 entrypoints/openai/chat_completion/serving.py:487-571),
+    so a request that waits (a paused or stopped engine) gets its headers and nothing more."""
     first = {
         "index": 0,
         "delta": {"role": "assistant", "content": ""},
@@ -209,11 +209,15 @@ async def _write_steps(
     """One chunk per engine step that shows something; False where the stream ended in an error
     event instead (the engine died, or the request finished with "error")."""
     pending = 0
+    opened = False
     while True:
         step = await job.out.get()
         if step is None:
             await response.write(ENGINE_CORE_ERROR)
             return False
+        if form.chat and not opened:
+            await response.write(_role_chunk(job, form))
+        opened = True
         if step.done and job.plan.finish_reason == "error":
             _generation_failed(state, job)
             _truth(state, job, row)
@@ -221,6 +225,8 @@ async def _write_steps(
             await response.write(b"data: [DONE]\n\n")
             return False
         pending += step.count
+        if step.done and job.emitted == 0:  # ended before its first token (an abort): no chunk
+            return True  # (0.26.0 chat_completion/serving.py:596-602, completion/serving.py:374-380)
         data = _step_chunk(state, job, step, form)
         if data is None:
             continue

@@ -56,18 +56,22 @@ async def sleep(state: ServerState, request: Request) -> Response:
 
 async def _sleep(state: ServerState, level: int, mode: str) -> None:
     """`EngineCore.sleep` (0.26.0 v1/engine/core.py:860-896): pause the scheduler (which rejects a
-    bad mode), clear the prefix cache from level 1 on, then the executor frees the memory."""
+    bad mode; `wait` holds the call until the running requests are done), then from level 1 on
+    clear the caches as the pause does (`_reset_caches`, :806-819: the prefix cache with
+    `reset_running_requests=True`, so requests `keep` froze are preempted and recompute after the
+    wake), then the executor frees the memory."""
     scheduler = state.scheduler
-    await state.engine.call("pause", level, mode, bool(scheduler.running))
+    await state.engine.call("pause", level, mode, len(scheduler.running), len(scheduler.waiting))
     scheduler.pause(mode)
     while mode == "wait" and not scheduler.drained():
         await asyncio.sleep(0.005)
-    if level >= 1 and scheduler.cache is not None:
-        if state.cfg.faults.wake_fault == "stale-cache":
-            scheduler.cache.mark_stale()  # the fault: indexed blocks whose KV content is about to go
-        else:
-            scheduler.reset_prefix_cache()
-    await state.engine.call("sleep", level)
+    stale = level >= 1 and state.cfg.faults.wake_fault == "stale-cache"
+    if stale and scheduler.cache is not None:
+        scheduler.cache.mark_stale()  # the fault: indexed blocks whose KV content is about to go
+    elif level >= 1:
+        scheduler.preempt_all()
+        scheduler.reset_prefix_cache()
+    await state.engine.call("sleep", level, level >= 1 and not stale)
     state.metrics.sleep_state = (1, level)
 
 

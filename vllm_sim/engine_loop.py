@@ -96,8 +96,10 @@ class ServingLoop:
     def _run(self, method: str, args: tuple[Any, ...]) -> Any:
         sleep = self.sleep
         if method == "pause":
-            return sleep.pause(int(args[0]), str(args[1]), bool(args[2]))
+            return sleep.pause(int(args[0]), str(args[1]), int(args[2]), int(args[3]))
         if method == "sleep":
+            if bool(args[1]):  # the pause's cache reset, before the executor sleeps (core.py:1785-1798)
+                self._reset_prefix_cache(0)
             return sleep.sleep(int(args[0]))
         if method == "wake_up":
             if self.faults.wake_fault == "hang" and sleep.asleep:

@@ -125,15 +125,17 @@ class Scheduler:
         self._wake.set()
 
     def preempt_all(self) -> int:
-        """`reset_prefix_cache(reset_running_requests=True)`: every running request goes back to
-        the front of the queue and recomputes its tokens when admitted again."""
+        """`reset_prefix_cache(reset_running_requests=True)` (0.26.0 v1/core/sched/scheduler.py:
+        2326-2370, `_preempt_request` :1212-1234): every running request frees its blocks and goes
+        back to the front of the queue, in order; admitted again (at once, or after the wake), it
+        recomputes its prompt and output and goes on to its end. Nothing is published until the
+        engine steps again (a paused scheduler does not)."""
         count = len(self.running)
         for job in reversed(self.running):
             job.prefill_left = -1
             self.waiting.appendleft(job)
         self.running.clear()
         self.metrics.preemptions += count
-        self._unpublished = True
         self._wake.set()
         return count
 

@@ -109,13 +109,19 @@ class SleepMode:
         self.log.error(self.d.src("utility_failed"), text)
         return UtilityFailed(f"Call to {method} method failed: {message}")
 
-    def pause(self, level: int, mode: str, in_flight: bool) -> None:
-        """`EngineCore.sleep`'s first half: the scheduler's pause (its ValueError for a bad mode)."""
+    def pause(self, level: int, mode: str, running: int, waiting: int) -> None:
+        """`EngineCore.sleep`'s first half: the scheduler's pause (its ValueError for a bad mode).
+
+        The pause completes at once only when the engine has no work left (0.26.0
+        `v1/engine/core.py:1764-1800`): `abort` leaves the requests it finished to one more step
+        (finished, not yet cleared), `wait` the running ones to their end, `keep` nothing (a fully
+        paused scheduler counts no request). Otherwise a sleep from level 1 on says it waits."""
         if mode not in PAUSE_MODES:
             message = f"Invalid pause mode: {mode}"
             raise self._fail("sleep", SLEEP_MODE_026, f"ValueError: {message}", message)
         self.paused = True
-        if level >= 1 and mode == "wait" and in_flight:
+        pending = (mode == "abort" and running + waiting > 0) or (mode == "wait" and running > 0)
+        if level >= 1 and pending:
             self.log.info(
                 self.d.src("sleep_wait"), "Waiting for in-flight requests to complete before sleeping..."
             )
@@ -129,7 +135,7 @@ class SleepMode:
             return
         started = time.perf_counter()
         weights = self.plan.weights_gib if self.cfg.sleep_mode else 0.0
-        self.busy(timing.sleep_seconds(weights, level, not self.slept_once, self.cfg.timing.speed))
+        self.busy(timing.sleep_seconds(weights, level, not self.slept_once, self.cfg.timing))
         self._worker_sleep_lines(level)
         self.slept_once = self.slept_once or level == 1
         self.asleep, self.level = set(ALL_TAGS), level

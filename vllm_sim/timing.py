@@ -41,7 +41,11 @@ class Timing:
 
     def startup(self, phase: str) -> float:
         """Wall seconds a startup phase takes at this startup speed."""
-        return STARTUP_S[phase] / (self.startup_speed or self.speed)
+        return self.once(STARTUP_S[phase])
+
+    def once(self, seconds: float) -> float:
+        """A one-off setup cost (a startup phase, the first sleep's pinning): at the startup speed."""
+        return seconds / (self.startup_speed or self.speed)
 
 
 def timing_from(ns: argparse.Namespace) -> Timing:
@@ -58,22 +62,28 @@ def timing_from(ns: argparse.Namespace) -> Timing:
 
 
 # Sleep mode, measured under the real vLLM 0.26.0 on one H200 (docs/simulator.md "Sleep mode"): the
-# tiny model (≈0 GiB of weights) and a random Qwen2 of 2.84 B parameters (5.29 GiB of bf16 weights).
-# Two points each, fitted on the weights per GPU; wall seconds at --sim-speed 1.
+# tiny model (≈0 GiB of weights) and a random Qwen2 of 2.84 B parameters (5.29 GiB of bf16 weights,
+# 4.87 GiB of them in the CuMem pool). Two points each, fitted on the weights per GPU.
 MEASURED_WEIGHTS_GIB = 5.29
 WAKE_BASE_S = 0.075  # tiny: /wake_up → first completion 0.06–0.09 s
 WAKE_S_PER_GIB = (0.275 - WAKE_BASE_S) / MEASURED_WEIGHTS_GIB  # 2.84 B: 0.23–0.32 s (≈26 GiB/s to the GPU)
-SLEEP_BASE_S = 0.145  # /sleep?level=1, tiny: 0.12–0.17 s; the 2.84 B model's later sleeps: 0.15 s
-FIRST_SLEEP_S_PER_GIB = (3.2 - SLEEP_BASE_S) / MEASURED_WEIGHTS_GIB  # its first sleep: 3.2 s
+SLEEP_BASE_S = 0.145  # /sleep?level=1, tiny: 0.12–0.17 s; the 2.84 B model's later sleeps: 0.14–0.17 s
+# The 2.84 B model's first level-1 sleep: 2.7 s (a later H200 session, parking for the front door; 3.25 s in
+# tests/data/real-vllm-0.26/h200-4/i32/big-sleep). vLLM copies the weights into a pinned host tensor
+# on every sleep (0.26.0 device_allocator/cumem.py:257-264); presumably only the first has to pin
+# fresh pages, later ones reuse the blocks torch's caching host allocator kept (vllm-facts.md §12).
+FIRST_SLEEP_S = 2.7
+PIN_S_PER_GIB = (FIRST_SLEEP_S - SLEEP_BASE_S) / MEASURED_WEIGHTS_GIB
 
 
-def sleep_seconds(weights_gib: float, level: int, first: bool, speed: float) -> float:
-    """Level 1 copies the weights to host memory: slow the first time (pinned host buffers are
-    allocated then), fast after. Level 2 copies nothing; level 0 only pauses the scheduler."""
+def sleep_seconds(weights_gib: float, level: int, first: bool, timing: Timing) -> float:
+    """Level 1 copies the weights to host memory: slow the first time (pinning the host buffers, a
+    one-off cost scaled as the startup is), fast after. Level 2 copies nothing; level 0 only pauses
+    the scheduler."""
     if level < 1:
         return 0.0
-    extra = FIRST_SLEEP_S_PER_GIB * weights_gib if level == 1 and first else 0.0
-    return (SLEEP_BASE_S + extra) / speed
+    pin = PIN_S_PER_GIB * weights_gib if level == 1 and first else 0.0
+    return timing.scaled(SLEEP_BASE_S) + timing.once(pin)
 
 
 def wake_seconds(weights_gib: float, weights_back: bool, speed: float) -> float:

@@ -77,7 +77,9 @@ class Stream:
     body: dict[str, Any]
     path: str = "/v1/chat/completions"
     events: list[str] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() as each event was read
     cond: threading.Condition = field(default_factory=threading.Condition)
+    head: threading.Event = field(default_factory=threading.Event)  # the status line and headers came
     done: threading.Event = field(default_factory=threading.Event)
     status: int | None = None
     error: BaseException | None = None
@@ -91,10 +93,12 @@ class Stream:
             with requests.post(self.sim.url + self.path, json={**self.body, "stream": True}, stream=True,
                                timeout=120) as response:  # fmt: skip
                 self.status = response.status_code
+                self.head.set()
                 for line in response.iter_lines():
                     if line.startswith(b"data: "):
                         with self.cond:
                             self.events.append(line[6:].decode())
+                            self.arrivals.append(time.monotonic())
                             self.cond.notify_all()
         except BaseException as err:  # noqa: BLE001 - reported to the test through `error`
             self.error = err
@@ -111,6 +115,12 @@ class Stream:
                 assert left > 0, f"{len(self.events)} of {count} events: {self.events[-3:]}"
                 self.cond.wait(left)
         assert len(self.events) >= count, (self.events, self.error)
+
+    def wait_head(self, timeout_s: float = 20.0) -> None:
+        """Until the response's head came: the server took the request (a chat stream's first
+        event comes only with the engine's first output, as in vLLM)."""
+        assert self.head.wait(timeout_s) or self.done.is_set(), "no response head"
+        assert self.error is None and self.status == 200, (self.status, self.error)
 
     def finish(self, timeout_s: float = 30.0) -> list[str]:
         assert self.done.wait(timeout_s), f"the stream did not end: {self.events[-3:]}"

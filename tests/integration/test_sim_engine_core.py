@@ -49,12 +49,12 @@ def test_a_stopped_engine_core_answers_nothing_and_recovers_after_sigcont() -> N
         with stopped(engine_core(sim)):
             stream = Stream(sim, {"messages": [{"role": "user", "content": "What is 17 + 25?"}],
                                   "temperature": 0}).start()  # fmt: skip
-            stream.wait_events(1)  # the role chunk: the request is in the scheduler's queue
+            stream.wait_head()  # the request is in the scheduler's queue; no chunk before its first token
             assert health(sim) == 200
             assert metric(sim, RUNNING) == 0 and metric(sim, WAITING) == 0  # not counted: not published
             with pytest.raises(requests.Timeout):
                 chat(sim, "hello", timeout_s=1.0)
-            assert len(stream.events) == 1 and not stream.done.is_set()
+            assert stream.events == [] and not stream.done.is_set()
         events = stream.finish()
         assert events[-1] == "[DONE]" and stream.text() == before
         assert answer(sim, "What is 17 + 25?") == before
@@ -96,10 +96,10 @@ def test_hang_after_n_requests_wedges_the_engine_core_until_sigkill() -> None:
     with running_sim(["--sim-hang-after-requests", "2"], speed=50) as sim:
         assert answer(sim, "hi") and answer(sim, "hi again")
         stream = Stream(sim, LONG).start()
-        stream.wait_events(1)
+        stream.wait_head()
         with pytest.raises(requests.Timeout):
             chat(sim, "are you there?", timeout_s=1.0)
-        assert health(sim) == 200 and len(stream.events) == 1
+        assert health(sim) == 200 and stream.events == []
         assert metric(sim, RUNNING) == 0 and metric(sim, WAITING) == 0  # frozen before they arrived
         assert metric(sim, "vllm:request_success_total", 'finished_reason="stop"') == 2
         engine = engine_core(sim)
@@ -211,7 +211,7 @@ def test_a_sigterm_to_the_api_server_ends_a_wedged_engine_core_too(version: str)
     with running_sim(["--sim-hang-after-requests", "0", "--sim-vllm-version", version], speed=50) as sim:
         engine = engine_core(sim)
         stream = Stream(sim, LONG).start()
-        stream.wait_events(1)
+        stream.wait_head()
         sim.proc.send_signal(signal.SIGTERM)
         assert sim.proc.wait(30) == 0
         assert "force killing remaining processes count=1" in sim.drained()

@@ -177,22 +177,35 @@ def test_errors_start_after_the_first_n_requests() -> None:
     asyncio.run(scenario())
 
 
+REAL_TIME = timing.Timing(speed=1.0)
+
+
 @pytest.mark.parametrize(
     ("weights", "first", "expected", "low", "high"),
     [
         (0.0, True, 0.145, 0.12, 0.17),  # tiny: 0.12-0.17 s
-        (5.29, True, 3.2, 3.1, 3.3),  # 2.84 B, first sleep: 3.2 s
-        (5.29, False, 0.145, 0.12, 0.17),  # 2.84 B, later: 0.15 s
+        (5.29, True, 2.7, 2.7, 3.3),  # 2.84 B, first sleep: 2.7 s, and 3.25 s in the i32 recording
+        (5.29, False, 0.145, 0.12, 0.17),  # 2.84 B, later: 0.14-0.17 s
     ],
 )
 def test_sleep_time_fits_the_measured_runs(
     weights: float, first: bool, expected: float, low: float, high: float
 ) -> None:
-    seconds = timing.sleep_seconds(weights, 1, first, speed=1.0)
+    seconds = timing.sleep_seconds(weights, 1, first, REAL_TIME)
     assert seconds == pytest.approx(expected, abs=0.01) and low <= seconds <= high
-    assert timing.sleep_seconds(weights, 1, first, speed=10.0) == pytest.approx(seconds / 10)
-    assert timing.sleep_seconds(weights, 2, True, speed=1.0) == pytest.approx(0.145)  # nothing to copy
-    assert timing.sleep_seconds(weights, 0, True, speed=1.0) == 0.0
+    assert timing.sleep_seconds(weights, 1, first, timing.Timing(speed=10.0)) == pytest.approx(seconds / 10)
+    assert timing.sleep_seconds(weights, 2, True, REAL_TIME) == pytest.approx(0.145)  # nothing to copy
+    assert timing.sleep_seconds(weights, 0, True, REAL_TIME) == 0.0
+
+
+def test_the_first_sleeps_pinning_is_a_one_off_scaled_as_the_startup_is() -> None:
+    """Serving steps at --sim-speed, one-off setup at --sim-startup-speed: a suite that starts at
+    1000x does not wait 2.7 s for the first sleep, and the later sleeps keep the engine's clock."""
+    fast_start = timing.Timing(speed=2.0, startup_speed=1000.0)
+    first = timing.sleep_seconds(5.29, 1, True, fast_start)
+    later = timing.sleep_seconds(5.29, 1, False, fast_start)
+    assert later == pytest.approx(0.145 / 2) and first == pytest.approx(0.145 / 2 + (2.7 - 0.145) / 1000)
+    assert timing.sleep_seconds(5.29, 2, True, fast_start) == pytest.approx(later)  # level 2 pins nothing
 
 
 def test_wake_time_fits_the_measured_runs_and_grows_with_the_weights() -> None:
