@@ -66,14 +66,20 @@ def _server(door: Door) -> dict[str, Any]:
             {"match": [{"path": list(FORWARDED_PATHS)}], "handle": [_proxy(door)], "terminal": True},
             {"handle": [_error_response(404, "NotFoundError", _not_forwarded())]},
         ],
-        "errors": {
-            "routes": [
-                {
-                    "match": [{"vars": {"{http.error.status_code}": list(UNREACHED)}}],
-                    "handle": [_error_response(503, "ServiceUnavailableError", _unreached(door), door)],
-                }
-            ]
-        },
+        "errors": {"routes": [_unreached_route(door)]},
+    }
+
+
+def _unreached_route(door: Door) -> dict[str, Any]:
+    """`handle_errors`: what Caddy answers itself when no engine answered becomes a 503 to retry."""
+    retry_after_s = door.settings.retry_after_s
+    message = (
+        f"no model server answered behind this address (a start, a change or a restart is under way; "
+        f"a request waits up to {door.settings.hold_s:g} s for one): retry after {retry_after_s} s"
+    )
+    return {
+        "match": [{"vars": {"{http.error.status_code}": list(UNREACHED)}}],
+        "handle": [_error_response(503, "ServiceUnavailableError", message, retry_after_s)],
     }
 
 
@@ -90,21 +96,13 @@ def _proxy(door: Door) -> dict[str, Any]:
     }
 
 
-def _error_response(status: int, kind: str, message: str, door: Door | None = None) -> dict[str, Any]:
+def _error_response(status: int, kind: str, message: str, retry_after_s: int | None = None) -> dict[str, Any]:
     """A static answer in vLLM's error shape, `{"error": {message, type, param, code}}`."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     headers = {"Content-Type": ["application/json"]}
-    if door is not None:
-        headers["Retry-After"] = [str(door.settings.retry_after_s)]
+    if retry_after_s is not None:
+        headers["Retry-After"] = [str(retry_after_s)]
     return {"handler": "static_response", "status_code": status, "headers": headers, "body": json.dumps(body)}
-
-
-def _unreached(door: Door) -> str:
-    return (
-        f"no model server answered behind this address (a start, a change or a restart is under way; "
-        f"a request waits up to {door.settings.hold_s:g} s for one): retry after "
-        f"{door.settings.retry_after_s} s"
-    )
 
 
 def _not_forwarded() -> str:
