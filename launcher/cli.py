@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("launcher.commands.logs_cmd", "logs_cmd"),
     "preflight": ("launcher.commands.preflight", "preflight"),
     "install-unit": ("launcher.commands.install_unit", "install_unit"),
+    "frontdoor": ("launcher.commands.frontdoor_cmd", "frontdoor_cmd"),
     "set": ("launcher.commands.set_cmd", "set_command"),
     "rollback": ("launcher.commands.rollback", "rollback"),
     "bench": ("launcher.commands.bench_cmd", "bench_cmd"),
@@ -69,6 +70,8 @@ SUMMARIES: dict[str, str] = {
     "(STATE/history.jsonl), interleaved by time; each line says which it is.",
     "bench": "Measure TTFT (cold and warm), TTFC, TPOT, ITL, decode and output tok/s across concurrency and "
     "context length, and flag every known benchmarking trap.",
+    "frontdoor": "Run the profile's front door: one stable port for clients ([frontdoor] port), forwarding "
+    "to the engine that serves now, on engine.port or supervisor.park_port.",
     "history": "The append-only record of starts, gate results, promotions and rollbacks, with fingerprints.",
     "install-unit": "Install vllm-gate@.service (instance = profile name) for systemd.",
     "parse-log": "Read a vLLM log (FILE, or - for stdin) into facts: version, model, TP, KV pool, "

@@ -9,7 +9,9 @@ from typing import Any
 
 import click
 
-from launcher.errors import ExitCode
+from launcher.errors import BadInput, ExitCode
+from launcher.frontdoor.door import door_of, has_frontdoor
+from launcher.frontdoor.first_target import first_target
 from launcher.profile.diff import Change, diff_launches
 from launcher.profile.kvpool import KvPool, kv_pool
 from launcher.profile.plan import LaunchPlan, build_plan
@@ -26,11 +28,48 @@ def run_dry_run(
     baseline_label, changes = _baseline_diff(plan, options.profiles_dir, store)
     facts = store.last_facts(name) if options.state_dir.exists() else None
     pool = kv_pool(plan.args, facts)
+    door = _frontdoor(plan, store)
     if as_json:
-        click.echo(json.dumps(_as_json(plan, baseline_label, changes, pool), indent=2, ensure_ascii=False))
+        shown = {**_as_json(plan, baseline_label, changes, pool), "frontdoor": door}
+        click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
     else:
-        _print_human(plan, explain, baseline_label, changes, pool)
-    return int(ExitCode.BAD_INPUT) if plan.errors else int(ExitCode.OK)
+        _print_human(plan, explain, baseline_label, changes, pool, door)
+    return int(ExitCode.BAD_INPUT) if plan.errors or (door and "error" in door) else int(ExitCode.OK)
+
+
+def _frontdoor(plan: LaunchPlan, store: StateStore) -> dict[str, Any] | None:
+    """The profile's front door (`launch frontdoor`): its URL and where it would point now."""
+    if plan.errors or not has_frontdoor(plan.profile.data):
+        return None
+    try:
+        door = door_of(plan.name, plan.profile.data, store)
+    except BadInput as err:
+        return {"error": f"{err.message} ({err.hint})" if err.hint else err.message}
+    dial, why = first_target(door, store)
+    return {
+        "url": door.url,
+        "points_at": dial,
+        "why": why,
+        "engines": list(door.engine_dials),
+        "admin": str(door.admin),
+        "hold_s": door.settings.hold_s,
+        "retry_after_s": door.settings.retry_after_s,
+        "drain_timeout_s": door.settings.drain_timeout_s,
+    }
+
+
+def _frontdoor_lines(name: str, door: dict[str, Any] | None) -> list[str]:
+    if door is None:
+        return []
+    if "error" in door:
+        return [click.style("error: ", fg="red") + f"front door: {door['error']}", ""]
+    return [
+        f"front door: {door['url']} → {door['points_at']} ({door['why']})",
+        f"  engines {', '.join(door['engines'])}; admin API {door['admin']}; a request waits up to "
+        f"{door['hold_s']:g} s, then 503 (Retry-After: {door['retry_after_s']})",
+        f"  run it: launch frontdoor --profile {name} (systemd: vllm-gate-frontdoor@{name})",
+        "",
+    ]
 
 
 def _baseline_diff(
@@ -75,7 +114,12 @@ def _as_json(
 
 
 def _print_human(
-    plan: LaunchPlan, explain: bool, baseline: str | None, changes: list[Change], pool: KvPool | None
+    plan: LaunchPlan,
+    explain: bool,
+    baseline: str | None,
+    changes: list[Change],
+    pool: KvPool | None,
+    door: dict[str, Any] | None,
 ) -> None:
     echo = click.echo
     chain = " ← ".join(plan.profile.chain)
@@ -93,6 +137,8 @@ def _print_human(
         for line in _provenance_lines(plan):
             echo(f"  {line}")
     echo("")
+    for line in _frontdoor_lines(plan.name, door):
+        echo(line)
     for line in _change_lines(baseline, changes):
         echo(line)
     if pool:

@@ -12,6 +12,14 @@ import click
 
 from launcher.atomicfile import write_atomic
 from launcher.errors import BadInput
+from launcher.frontdoor.door import door_of, has_frontdoor
+from launcher.host.frontdoor_unit import (
+    FRONTDOOR_UNIT_NAME,
+    frontdoor_dropin_path,
+    frontdoor_ip_lines,
+    render_frontdoor_dropin,
+    render_frontdoor_unit,
+)
 from launcher.host.service_user import Needed, launch_needs, service_user_notes
 from launcher.host.unit import (
     DEFAULT_USER,
@@ -24,6 +32,7 @@ from launcher.host.unit import (
 from launcher.host.unit_network import client_networks, ip_filter_lines
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.settings import GlobalOptions
+from launcher.state.store import StateStore
 
 DEFAULT_UNIT_DIR = Path("/etc/systemd/system")
 STATE_DIRECTORY = Path("/var/lib/vllm-gate")  # the unit's StateDirectory=: systemd chowns it to User=
@@ -75,6 +84,9 @@ def install_unit(
     """Install vllm-gate@.service (instance = profile name) for systemd.
 
     \b
+    Also vllm-gate-frontdoor@.service, the front door (`launch frontdoor`), and its drop-in when the
+    profile has a [frontdoor] (docs/frontdoor.md).
+    \b
       sudo launch install-unit --profile prod     then: systemctl daemon-reload
                                                         systemctl enable --now vllm-gate@prod
     """
@@ -90,6 +102,8 @@ def install_unit(
     _write(files)
     _echo(notes)
     instance = f"vllm-gate@{name}" if name else "vllm-gate@PROFILE"
+    if name and frontdoor_dropin_path(unit_dir, name) in files:
+        instance += f" vllm-gate-frontdoor@{name}"
     click.echo(f"next: systemctl daemon-reload && systemctl enable --now {instance}")
 
 
@@ -109,7 +123,10 @@ def _unit_files(
 ) -> tuple[dict[Path, str], list[Needed]]:
     """The unit (and the profile's drop-in) by path, and what the service user must reach."""
     launch_path = launch_executable()
-    files = {unit_dir / UNIT_NAME: render_unit(str(launch_path))}
+    files = {
+        unit_dir / UNIT_NAME: render_unit(str(launch_path)),
+        unit_dir / FRONTDOOR_UNIT_NAME: render_frontdoor_unit(str(launch_path)),
+    }
     needed = launch_needs(launch_path)
     if name:
         plan = build_plan(options.profiles_dir, name)
@@ -124,8 +141,21 @@ def _unit_files(
             user,
             ip_lines,
         )
+        files.update(_frontdoor_dropin(plan, options, unit_dir, user, clients))
         needed += _needed_by(plan, options)
     return files, needed
+
+
+def _frontdoor_dropin(
+    plan: LaunchPlan, options: GlobalOptions, unit_dir: Path, user: str | None, clients: list[str]
+) -> dict[Path, str]:
+    """The front door's drop-in, for a profile that has one: the same dirs and user as the engine's."""
+    if not has_frontdoor(plan.profile.data):
+        return {}
+    door = door_of(plan.name, plan.profile.data, StateStore(options.state_dir))
+    ip_lines = frontdoor_ip_lines(door.settings.host, door.engine_hosts, clients)
+    text = render_frontdoor_dropin(plan.name, options.profiles_dir, options.state_dir, user, ip_lines)
+    return {frontdoor_dropin_path(unit_dir, plan.name): text}
 
 
 def _echo(lines: list[str]) -> None:

@@ -27,6 +27,13 @@ TOP_LEVEL: tuple[Setting, ...] = (
     Setting("gates", dict, {}, "Per-gate tables `[gates.NAME]` and `gates.order` (docs/gates.md)."),
     Setting("preflight", dict, {}, "Host checks before start (docs/host-safety.md)."),
     Setting("supervisor", dict, {}, "Start deadline, stop grace and monitoring (docs/gates.md)."),
+    Setting(
+        "frontdoor",
+        dict,
+        {},
+        "One stable port for clients, pointed at whichever engine serves (`launch frontdoor`, "
+        "docs/frontdoor.md). On when it sets `port`.",
+    ),
 )
 
 ENGINE: tuple[Setting, ...] = (
@@ -247,6 +254,63 @@ SUPERVISOR: tuple[Setting, ...] = (
 )
 
 
+FRONTDOOR: tuple[Setting, ...] = (
+    Setting(
+        "port",
+        int,
+        None,
+        "The port clients use: the front door (Caddy) listens here and forwards to the engine that "
+        "serves, on engine.port or supervisor.park_port. Setting it turns the front door on.",
+        minimum=1,
+        maximum=65535,
+    ),
+    Setting(
+        "host",
+        str,
+        "127.0.0.1",
+        "The address the front door binds for clients: an IP address (0.0.0.0 or :: for every "
+        "interface) or `localhost`.",
+    ),
+    Setting(
+        "admin",
+        str,
+        None,
+        "Where the front door's admin API listens (it can change where traffic goes, so never on a "
+        "network): an absolute unix socket path, or 127.0.0.1:PORT, [::1]:PORT, localhost:PORT. "
+        "Unset: a socket in the profile's state dir, only its owner may connect.",
+    ),
+    Setting(
+        "hold_s",
+        (int, float),
+        120.0,
+        "How long a request waits at the door for an engine that serves (a start, a change, a "
+        "restart) before it is answered 503.",
+        unit="s",
+        minimum=0,
+        maximum=3600,
+    ),
+    Setting(
+        "retry_after_s",
+        int,
+        30,
+        "The Retry-After of the 503 a request gets when no engine served within hold_s.",
+        unit="s",
+        minimum=0,
+        maximum=86400,
+    ),
+    Setting(
+        "drain_timeout_s",
+        (int, float),
+        60.0,
+        "How long the launcher waits for the requests in flight on an engine to finish before it "
+        "parks or stops that engine (and how long the front door's own stop lets them finish).",
+        unit="s",
+        minimum=0,
+        maximum=3600,
+    ),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SupervisorSettings:
     """A candidate's `[supervisor]` table, typed, with the declared defaults filled in."""
@@ -291,6 +355,40 @@ class SupervisorSettings:
         return self.leak_monitor or self.on_wedge
 
 
+@dataclass(frozen=True, slots=True)
+class FrontdoorSettings:
+    """A profile's `[frontdoor]` table, typed, with the declared defaults filled in; `port` None:
+    the profile has no front door."""
+
+    port: int | None
+    host: str
+    admin: str | None
+    hold_s: float
+    retry_after_s: int
+    drain_timeout_s: float
+
+    @classmethod
+    def read(cls, table: Mapping[str, Any] | None) -> FrontdoorSettings:
+        values = SettingValues.of(FRONTDOOR, table)
+        return cls(
+            port=None if values.value("port") is None else values.integer("port"),
+            host=values.text("host"),
+            admin=values.optional_text("admin"),
+            hold_s=values.number("hold_s"),
+            retry_after_s=values.integer("retry_after_s"),
+            drain_timeout_s=values.number("drain_timeout_s"),
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.port is not None
+
+
+def frontdoor_settings(profile_data: Mapping[str, Any]) -> FrontdoorSettings:
+    """A profile's `[frontdoor]` table read through its declarations."""
+    return FrontdoorSettings.read(profile_data.get("frontdoor"))
+
+
 def engine_settings(profile_data: Mapping[str, Any]) -> SettingValues:
     """A profile's `[engine]` table read through its declarations (`host`, `port`, `command`, …)."""
     return SettingValues.of(ENGINE, profile_data.get("engine"))
@@ -308,6 +406,9 @@ def reference_markdown() -> str:
     lines += ["", "`[supervisor]`:", "", "| key | type | default | allowed | meaning |"]
     lines += ["|---|---|---|---|---|"]
     lines += [_row(s) for s in SUPERVISOR]
+    lines += ["", "`[frontdoor]` (docs/frontdoor.md):", "", "| key | type | default | allowed | meaning |"]
+    lines += ["|---|---|---|---|---|"]
+    lines += [_row(s) for s in FRONTDOOR]
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.errors import ProfileInvalid
 from launcher.profile.findings import Findings
+from launcher.profile.frontdoor_rules import check_frontdoor
 from launcher.profile.keys import engine_settings
 from launcher.profile.loader import ResolvedProfile, link_note, resolve
 from launcher.profile.parser_names import check_parser_names, parser_names
@@ -108,6 +109,7 @@ def build_plan(
     lenient = allow_unknown or schema_choice == "none"
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)
+    check_frontdoor(profile, findings)
     _check_env_names(rendered, schema, findings)
     args = profile.data.get("args", {})
     names = parser_names(

@@ -9,7 +9,7 @@ from basis.setting import Setting, SettingValues
 from gates.base import COMMON
 from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, GATES, gate_settings
 from launcher.profile.findings import Findings, did_you_mean, where
-from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL
+from launcher.profile.keys import ENGINE, FRONTDOOR, PREFLIGHT, SUPERVISOR, TOP_LEVEL
 from launcher.profile.loader import ResolvedProfile
 
 ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -29,6 +29,9 @@ def check_structure(profile: ResolvedProfile, findings: Findings) -> None:
     supervisor = data.get("supervisor", {})
     if isinstance(supervisor, dict):
         _check_table(profile, supervisor, SUPERVISOR, "supervisor.", findings)
+    frontdoor = data.get("frontdoor", {})
+    if isinstance(frontdoor, dict):
+        _check_table(profile, frontdoor, FRONTDOOR, "frontdoor.", findings)
     _check_env(profile, findings)
     _check_args_text(profile, findings)
     _check_gates(profile, findings)

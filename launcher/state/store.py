@@ -15,6 +15,9 @@ points here):
     STATE/profiles/NAME/logs/engine.log|try.log   vLLM's own log
     STATE/profiles/NAME/reloads/                  reload requests and their verdicts
     STATE/profiles/NAME/change.lock               one `set`/`rollback` at a time (change_lock.py)
+    STATE/profiles/NAME/frontdoor/                the front door (`launch frontdoor`): caddy.json, its
+                                                  config; upstream, where it sends traffic; admin.sock;
+                                                  frontdoor.lock, one door per profile; caddy/, Caddy's own
     STATE/locks/gpu-ID.lock                       one model per GPU set
     STATE/probe/journal.json, probe.lock          a running probe's plan, and its lock
     STATE/probe/restored-launcher.log             the launcher a probe's recovery started
@@ -95,6 +98,30 @@ class StateStore:
     def reloads_dir(self, profile: str) -> Path:
         """Reload requests and their verdicts, one file each (`supervisor/reload_requests.py`)."""
         return self.profile_dir(profile) / "reloads"
+
+    def frontdoor_dir(self, profile: str) -> Path:
+        """The front door's files (launcher/frontdoor/), and Caddy's own data (XDG dirs) under it."""
+        return self.profile_dir(profile) / "frontdoor"
+
+    def frontdoor_config_path(self, profile: str) -> Path:
+        """The Caddy config `launch frontdoor` rendered and runs."""
+        return self.frontdoor_dir(profile) / "caddy.json"
+
+    def frontdoor_target_path(self, profile: str) -> Path:
+        """Where the front door sends traffic: an engine's `HOST:PORT`, or the hold socket."""
+        return self.frontdoor_dir(profile) / "upstream"
+
+    def frontdoor_admin_socket(self, profile: str) -> Path:
+        """The admin API's default unix socket."""
+        return self.frontdoor_dir(profile) / "admin.sock"
+
+    def frontdoor_hold_socket(self, profile: str) -> Path:
+        """A socket nothing listens on: pointed here, the door holds requests until hold_s."""
+        return self.frontdoor_dir(profile) / "hold.sock"
+
+    def frontdoor_lock_path(self, profile: str) -> Path:
+        """The flock a running front door holds (inherited by Caddy across the exec)."""
+        return self.frontdoor_dir(profile) / "frontdoor.lock"
 
     def gpu_lock_path(self, gpu: str) -> Path:
         """One lock file per GPU (an index or a UUID), its name made safe for the file system."""

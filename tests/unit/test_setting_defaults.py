@@ -12,11 +12,21 @@ import pytest
 from basis.setting import Setting, SettingValues
 from gates.base import COMMON
 from gates.registry import GATE_SETTINGS
-from launcher.profile.keys import ENGINE, PREFLIGHT, SUPERVISOR, TOP_LEVEL, SupervisorSettings
+from launcher.profile.keys import (
+    ENGINE,
+    FRONTDOOR,
+    PREFLIGHT,
+    SUPERVISOR,
+    TOP_LEVEL,
+    FrontdoorSettings,
+    SupervisorSettings,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DECLARED = {
-    s.name for group in (ENGINE, PREFLIGHT, SUPERVISOR, COMMON, *GATE_SETTINGS.values()) for s in group
+    s.name
+    for group in (ENGINE, PREFLIGHT, SUPERVISOR, FRONTDOOR, COMMON, *GATE_SETTINGS.values())
+    for s in group
 }
 # The top-level tables (`[engine]`, `[args]`…) are looked up with an empty table, as declared.
 TABLES = {s.name for s in TOP_LEVEL}
@@ -77,3 +87,12 @@ def test_the_supervisor_table_reads_every_declared_default() -> None:
     assert (configured.stop_grace_s, configured.leak_monitor, configured.on_wedge) == (5.0, "log", "log")
     assert configured.leak_action == "log"
     assert SupervisorSettings.read({"on_wedge": "rollback"}).leak_action == "rollback"  # follows on_wedge
+
+
+def test_the_frontdoor_table_reads_every_declared_default() -> None:
+    defaults = FrontdoorSettings.read({})
+    for setting in FRONTDOOR:
+        assert getattr(defaults, setting.name) == setting.default, setting.name
+    assert not defaults.enabled  # no port: no door
+    configured = FrontdoorSettings.read({"port": 9000, "hold_s": 5, "admin": "/run/d.sock"})
+    assert (configured.enabled, configured.hold_s, configured.admin) == (True, 5.0, "/run/d.sock")

@@ -13,10 +13,10 @@ LAUNCHER = Path(__file__).resolve().parents[2] / "launcher"
 FILE_NAMES = frozenset({
     "history.jsonl", "status.json", "last_good.json", "last_facts.json", "launcher.lock", "launcher.json",
     "restart_guard.json", "journal.json", "probe.lock", "restored-launcher.log", "engine.log", "try.log",
-    "bug-reports", "change.lock",
+    "bug-reports", "change.lock", "caddy.json", "upstream", "admin.sock", "hold.sock", "frontdoor.lock",
 })  # fmt: skip
 # Directory names are common words: only a path join (`x / "profiles"`) counts.
-DIR_NAMES = frozenset({"profiles", "locks", "reloads", "logs", "probe"})
+DIR_NAMES = frozenset({"profiles", "locks", "reloads", "logs", "probe", "frontdoor"})
 # Not the state dir: a probe arm's log lives in the probe's own output directory (`--out`).
 ELSEWHERE = {("probe/trial.py", "engine.log")}
 
@@ -71,3 +71,10 @@ def test_the_store_lays_out_the_documented_paths(tmp_path: Path) -> None:
     assert store.probe_lock_path == tmp_path / "probe" / "probe.lock"
     assert store.probe_restore_log_path == tmp_path / "probe" / "restored-launcher.log"
     assert store.bug_reports_dir == tmp_path / "bug-reports"
+    door = profile / "frontdoor"
+    assert store.frontdoor_dir("prod") == door
+    assert store.frontdoor_config_path("prod") == door / "caddy.json"
+    assert store.frontdoor_target_path("prod") == door / "upstream"
+    assert store.frontdoor_admin_socket("prod") == door / "admin.sock"
+    assert store.frontdoor_hold_socket("prod") == door / "hold.sock"
+    assert store.frontdoor_lock_path("prod") == door / "frontdoor.lock"
