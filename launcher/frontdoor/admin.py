@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from launcher.atomicfile import read_bytes_nofollow, write_atomic
-from launcher.frontdoor.address import AdminAddress, dial_problem
 from launcher.frontdoor.config import PROXY_ID
 from launcher.frontdoor.door import Door
+from launcher.profile.frontdoor_address import AdminAddress, dial_problem
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_ANSWER_BYTES = 1 << 20

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import BadInput, ProfileInvalid
-from launcher.frontdoor.address import (
+from launcher.profile.findings import Findings
+from launcher.profile.frontdoor_address import (
     AdminAddress,
     engine_dial,
     file_placeholder_problem,
     host_port,
     parse_admin,
 )
-from launcher.profile.findings import Findings
 from launcher.profile.frontdoor_rules import check_frontdoor
 from launcher.profile.keys import FrontdoorSettings, SupervisorSettings, engine_settings, frontdoor_settings
 from launcher.profile.loader import resolve

@@ -10,8 +10,8 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from launcher.errors import BadInput
-from launcher.frontdoor.address import engine_dial
 from launcher.frontdoor.door import Door
+from launcher.profile.frontdoor_address import engine_dial
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from launcher.state.serving import serving_entry
 from launcher.state.store import StateStore

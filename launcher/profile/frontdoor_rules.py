@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.frontdoor.address import LOOPBACK_ADMIN_RE, admin_problem, listen_host_problem
 from launcher.profile.findings import Findings, where
+from launcher.profile.frontdoor_address import LOOPBACK_ADMIN_RE, admin_problem, listen_host_problem
 from launcher.profile.keys import FRONTDOOR, SupervisorSettings, engine_settings, frontdoor_settings
 from launcher.profile.loader import ResolvedProfile
 from launcher.profile.semantics import is_loopback

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from launcher.frontdoor.address import (
+from launcher.frontdoor.config import FORWARDED_PATHS, PROXY_ID, caddy_config, config_text
+from launcher.frontdoor.door import Door, door_of
+from launcher.profile.frontdoor_address import (
     admin_problem,
     dial_problem,
     engine_dial,
@@ -18,8 +20,6 @@ from launcher.frontdoor.address import (
     parse_admin,
     socket_path_problem,
 )
-from launcher.frontdoor.config import FORWARDED_PATHS, PROXY_ID, caddy_config, config_text
-from launcher.frontdoor.door import Door, door_of
 from launcher.state.store import StateStore
 
 STATE = Path("/var/lib/vllm-gate")
