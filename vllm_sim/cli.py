@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(ns: argparse.Namespace, schema: VllmSchema) -> int:
     """`vllm-sim serve`: the settings resolved (or refused), then the API server until it ends."""
+    from vllm_sim import lifecycle
     from vllm_sim.api_server import ApiServer
     from vllm_sim.config import StartupRefused, from_namespace
     from vllm_sim.faults import BadFaultFlag
@@ -77,11 +78,7 @@ def _serve(ns: argparse.Namespace, schema: VllmSchema) -> int:
         announce.refused(LogWriter("APIServer", dialect_for(ns.sim_vllm_version)), err.lines)
         return 1
     code = ApiServer(cfg, schema).run()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Children were stopped (or, with --sim-orphans, deliberately left): multiprocessing's exit hook
-    # must not wait for them.
-    os._exit(code)
+    lifecycle.leave(code)  # its children were stopped, or deliberately left: nothing to wait for
 
 
 if __name__ == "__main__":  # pragma: no cover

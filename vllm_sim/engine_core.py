@@ -21,7 +21,7 @@ from vllm_sim import wire
 from vllm_sim.ballast import Ballast, GpuHold
 from vllm_sim.config import SimConfig
 from vllm_sim.engine_loop import ServingLoop
-from vllm_sim.lifecycle import TermPolicy, set_title
+from vllm_sim.lifecycle import TermPolicy, leave, set_title
 from vllm_sim.logline import LogWriter
 from vllm_sim.ranks import LocalRanks, Ranks, RemoteRanks
 from vllm_sim.startup import Startup, StartupFailed
@@ -116,7 +116,7 @@ class EngineProcess:
         self.conn = None
         if not self.cfg.faults.orphans and self.dialect.engine_follows_api_server:
             self._stop_workers()
-            os._exit(0)
+            leave(0)
 
     # --- the life of the engine ---
     def run(self) -> int:
@@ -177,7 +177,7 @@ class EngineProcess:
             "EngineCore encountered a fatal error.\n"
             + traceback_text(frames, f"RuntimeError: [vllm-sim] injected engine death {reason}"),
         )
-        os._exit(1)
+        leave(1)
 
     def _report_failure(self, failure: StartupFailed) -> None:
         last = failure.last_line
@@ -271,4 +271,4 @@ class EngineProcess:
 def engine_main(cfg: SimConfig, conn: Connection) -> None:
     """Spawn target of the engine core process."""
     code = EngineProcess(cfg, conn).run()
-    os._exit(code)
+    leave(code)

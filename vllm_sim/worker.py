@@ -7,13 +7,12 @@ terminating worker queues` when the engine goes away (vllm-facts.md §6), except
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from multiprocessing.connection import Connection
 
 from vllm_sim.ballast import GpuHold
 from vllm_sim.config import SimConfig
-from vllm_sim.lifecycle import TermPolicy, set_title
+from vllm_sim.lifecycle import TermPolicy, leave, set_title
 from vllm_sim.logline import LogWriter
 from vllm_sim.ranks import draw_bar
 from vllm_sim.tracebacks import WORKER_FRAMES, traceback_text
@@ -102,4 +101,4 @@ class WorkerProcess:
 def worker_main(rank: int, cfg: SimConfig, conn: Connection) -> None:
     """Spawn target of each worker."""
     code = WorkerProcess(rank, cfg, conn).run()
-    os._exit(code)
+    leave(code)
