@@ -19,10 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from basis.clock import Clock
 from gates.chain import ChainReport
 from gates.context import GpuBytesFn
 from gates.outcome import GateResult, Verdict
 from launcher.errors import GateError
+from launcher.profile.candidate import Candidate
 from launcher.supervisor.seams import Attempt, Death, GateProgress, LineSink, StopReport
 from launcher.watch.verdict import Judgement
 from launcher.watch.verdict import Verdict as JudgedVerdict
@@ -256,8 +258,9 @@ class ScriptedSleeps:
         self.calls: list[tuple[str, int]] = []
         self.asleep: set[int] = set()
         self.on_call: Callable[[str], None] | None = None  # runs at each call (a fake clock moves on)
+        self.greedy_text: dict[int, str] = {}  # each port's answer to the greedy prompt (a default per port)
 
-    def __call__(self, candidate: object, clock: object = None) -> ScriptedSleep:
+    def __call__(self, candidate: Candidate, clock: Clock) -> ScriptedSleep:
         return ScriptedSleep(self, int(getattr(candidate, "port", 0)))
 
 
@@ -289,3 +292,9 @@ class ScriptedSleep:
 
     def reset_prefix_cache(self, timeout_s: float) -> str | None:
         return self._call("reset")
+
+    def greedy(self, timeout_s: float) -> tuple[str | None, str | None]:
+        why = self._call("greedy")
+        if why is not None:
+            return None, why
+        return self.sleeps.greedy_text.get(self.port, f" 2, 3, 5, 7 (the engine on port {self.port})"), None

@@ -18,7 +18,7 @@ PHASES_HANG = ("loading", "profiling", "capture")
 MARKER_PHASES = ("loading", "warmup", "serving")
 TOOL_FAULTS = ("malformed", "wrong-name", "text")
 VERSIONS = ("0.33", "0.26")
-WAKE_FAULTS = ("fail", "hang", "stale-cache")
+WAKE_FAULTS = ("fail", "hang", "stale-cache", "garbage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,8 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
         "--sim-wake-fault",
         "str",
         None,
-        "fault: /wake_up fails, never answers, or wakes a stale prefix cache",
+        "fault: /wake_up fails, never answers, wakes a stale prefix cache, or wakes weights that "
+        "answer garbage (vLLM issues 16234, 17103)",
         WAKE_FAULTS,
     ),
 )

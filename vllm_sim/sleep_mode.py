@@ -185,6 +185,8 @@ class SleepMode:
         if self.cfg.faults.wake_fault == "fail":
             last = "RuntimeError: [vllm-sim] injected wake-up failure (--sim-wake-fault fail)"
             raise self._fail("wake_up", WAKE_UP_026, last, last.split(": ", 1)[1])
+        if self.cfg.faults.wake_fault == "garbage" and "weights" in (tags or self.asleep):
+            self.weights_valid = False  # woken, but the weights came back wrong: every answer is garbage
         started = time.perf_counter()
         waking = set(tags) if tags else set(self.asleep)
         weights_back = "weights" in waking and self.level == 1 and self.cfg.sleep_mode

@@ -18,8 +18,6 @@ import aiohttp
 from launcher.bench.client import Client
 from launcher.errors import BadInput
 
-WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
-
 
 class ServerUnreachable(BadInput):
     """Nothing answers at the bench's URL."""
@@ -51,17 +49,19 @@ def from_url(url: str, model: str | None, api_key: str | None) -> Endpoint:
     return Endpoint(base, model, api_key, "--url")
 
 
-def from_profile(profiles_dir: Path, name: str, model: str | None, api_key: str | None) -> Endpoint:
+def from_profile(
+    profiles_dir: Path, state_dir: Path, name: str, model: str | None, api_key: str | None
+) -> Endpoint:
+    """What serves the profile now: its front door, else the engine where a parked change left it
+    (`launch status`'s url), else engine.port (launcher/state/serving.py `reach_now`)."""
     from launcher.profile.plan import build_plan
+    from launcher.state.serving import reach_now
+    from launcher.state.store import StateStore
 
     plan = build_plan(profiles_dir, name)
-    host = plan.host if plan.host not in WILDCARD_HOSTS else "127.0.0.1"
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
     served = plan.served_model_names
-    return Endpoint(
-        f"http://{host}:{plan.port}", model or (served[0] if served else None), api_key, f"profile {name}"
-    )
+    url = reach_now(StateStore(state_dir), name, plan.profile.data)
+    return Endpoint(url, model or (served[0] if served else None), api_key, f"profile {name}")
 
 
 def api_key_from_env(name: str | None) -> str | None:

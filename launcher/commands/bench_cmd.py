@@ -104,7 +104,9 @@ def bench_cmd(
     )
     key = api_key_from_env(api_key_env)
     endpoint = (
-        from_url(url, model, key) if url else from_profile(options.profiles_dir, str(profile), model, key)
+        from_url(url, model, key)
+        if url
+        else from_profile(options.profiles_dir, options.state_dir, str(profile), model, key)
     )
     run_id = uuid.uuid4().hex[:8]
     folder = out_dir or Path("out") / f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{run_id}"

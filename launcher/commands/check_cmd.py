@@ -19,7 +19,7 @@ URL_HINT = "for example --url http://10.0.0.7:8000"
 
 @click.command("check")
 @click.option("--profile", "name", required=True, metavar="NAME", help="Profile whose gates to run.")
-@click.option("--url", metavar="URL", help="Server to check [default: the profile's host and port].")
+@click.option("--url", metavar="URL", help="Server to check [default: what serves the profile now].")
 @click.option(
     "--gates",
     "gate_list",
@@ -69,6 +69,9 @@ def check_cmd(
       launch check --profile prod
       launch check --profile prod --live --timeout-s 10      # a Kubernetes livenessProbe
       launch check --profile prod --url http://10.0.0.7:8000 --gates health --json
+
+    Without --url it asks what serves now: the profile's front door when it has one, else the
+    engine on the port a parked change left it on (launch status's url), else engine.port.
     """
     from launcher.check import DEFAULT_GATES, LIVE_GATES, CheckRequest, parse_gate_names, run_check
     from launcher.errors import BadInput, ExitCode
@@ -80,17 +83,17 @@ def check_cmd(
     )
     from launcher.profile.candidate import Candidate
     from launcher.profile.plan import build_plan
+    from launcher.state.serving import reach_now
+    from launcher.state.store import StateStore
 
-    request = CheckRequest(
-        gates=parse_gate_names(gate_list),
-        url=_checked_url(url),
-        timeout_s=timeout_s,
-        wait_s=wait_s,
-        full=full,
-    )
+    gates = parse_gate_names(gate_list)
+    checked_url = _checked_url(url)
     plan = build_plan(options.profiles_dir, name)
     plan.raise_for_errors()
     candidate = Candidate.from_plan(plan)
+    # what serves now: its front door, else the port a parked change left it on, else engine.port
+    target_url = checked_url or reach_now(StateStore(options.state_dir), name, plan.profile.data)
+    request = CheckRequest(gates=gates, url=target_url, timeout_s=timeout_s, wait_s=wait_s, full=full)
     started = time.monotonic()
     report = run_check(candidate, request)
     took = time.monotonic() - started

@@ -26,7 +26,7 @@ def first_target(door: Door, store: StateStore) -> tuple[str, str]:
         return door.engine_dial, f"engine.port: the state could not be read ({err.message})"
     if status is None:
         return door.engine_dial, "engine.port: the profile has not run yet"
-    url = serving_entry(door.profile, status, last_good, profile_known=True)["url"]
+    url = serving_entry(door.profile, status, last_good, profile_known=True)["engine_url"]
     dial = _dial_of(url) if isinstance(url, str) else None
     if dial is None:
         return door.engine_dial, f"engine.port: nothing serves now (phase {status['phase']})"

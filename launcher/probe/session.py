@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput, GateError, GateFailed
@@ -32,6 +33,7 @@ from launcher.probe.trial import Trial
 from launcher.procgroup import process_tree
 from launcher.profile.candidate import Candidate
 from launcher.settings import GlobalOptions
+from launcher.state.serving import serving_entry
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import SignalInbox, StopOnSignal
 from launcher.supervisor.control import control_and_wait, running_launcher_pid
@@ -113,6 +115,7 @@ class ProbeSession:
                 notes = self._finish_stale()
                 production = self.find_production(self.options.state_dir, self.profile)
                 check_production(production, self.arms[0])
+                self.trial.serving_port = serving_port(self.store, self.profile)
                 entry = Entry(
                     self.probe_id,
                     os.getpid(),
@@ -324,6 +327,19 @@ class ProbeSession:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(traceback.format_exc(), encoding="utf-8")
         return str(path)
+
+
+def serving_port(store: StateStore, profile: str) -> int | None:
+    """The port production's engine serves on now (a promoted parked change leaves it on park_port),
+    as `launch status` reads it; None when nothing says (arm 0 then uses the profile's engine.port)."""
+    try:
+        status = read_status(store.status_path(profile))
+        last_good = store.last_good(profile) if status is not None else None
+    except BadInput:
+        return None
+    url = serving_entry(profile, status, last_good, profile_known=True)["engine_url"]
+    port = urlsplit(url).port if isinstance(url, str) else None
+    return port
 
 
 def check_production(production: Production, arm0: Arm) -> None:

@@ -47,6 +47,7 @@ class Trial:
     gone_pids: set[int]  # the last server's processes: none of them may hold a GPU when an arm starts
     current: Attempt | None = None
     arm_port: int | None = None  # production sleeps on its own port: the arms serve on this one
+    serving_port: int | None = None  # where production serves now: arm 0 is measured there
     parked_pids: frozenset[int] = frozenset()  # production's, asleep: its residue counts, no 2nd model
 
     def __post_init__(self) -> None:
@@ -102,6 +103,8 @@ class Trial:
         label = f"probe arm {arm.name} {base.profile}@{base.fingerprint}"
         if self.arm_port is not None and not arm.is_production:
             base = base.at_port(self.arm_port)
+        if arm.is_production and self.serving_port is not None:
+            base = base.at_port(self.serving_port)  # not engine.port: a parked change may have moved it
         return replace(base, label=label, env={**base.env, MARKER_ENV: self.probe_id})
 
     def _measure(

@@ -109,6 +109,7 @@ STATUS_OPTIONAL: Mapping[str, Check] = {
     "rollback_reason": _opt(_is_str),
     "detail": _opt(_is_str),
     "watch": _opt(_watch),
+    "frontdoor_url": _opt(_is_str),
 }
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}

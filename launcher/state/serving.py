@@ -10,7 +10,14 @@ one entry per profile, also when one is asked for by name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from launcher.errors import BadInput
+from launcher.profile.frontdoor_address import engine_dial
+from launcher.profile.keys import engine_settings, frontdoor_settings
+from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
+from launcher.state.store import StateStore
 
 SERVING_PHASES = frozenset({"serving", "serving_last_good"})
 NOT_SERVING_VERDICTS = frozenset({"wedged", "failing"})  # launcher/watch/verdict.py `Verdict.serves`
@@ -31,9 +38,10 @@ def serving_entry(
     profile_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """One profile: the launcher's status keys as written, plus the normalised ones scripts read
-    (`serving`, `url`, `served_model`, `uptime_s`, `fingerprint`, `gates`), and the fingerprint the
-    profile file renders to now: when it differs from `fingerprint`, the file holds a change that
-    does not serve (not applied yet, or rejected by the gates)."""
+    (`serving`, `url`, `engine_url`, `served_model`, `uptime_s`, `fingerprint`, `gates`), and the
+    fingerprint the profile file renders to now: when it differs from `fingerprint`, the file holds
+    a change that does not serve (not applied yet, or rejected by the gates). `url` is where clients
+    reach what serves — its front door when it has one — and `engine_url` the engine itself."""
     if status is None:
         phase = NEVER_RUN if profile_known else UNKNOWN
         return {
@@ -41,6 +49,7 @@ def serving_entry(
             "phase": phase,
             "serving": False,
             "url": None,
+            "engine_url": None,
             "served_model": None,
             "uptime_s": None,
             "fingerprint": None,
@@ -50,10 +59,13 @@ def serving_entry(
     up = status.get("phase") in SERVING_PHASES
     record = last_good if up and _same_launch(status, last_good) else None
     serving = up and watch_verdict(status) not in NOT_SERVING_VERDICTS
+    engine_url = _url(record) or (status.get("url") if up else None)
+    door_url = status.get("frontdoor_url") if up else None
     return {
         **status,
         "serving": serving,
-        "url": _url(record) or (status.get("url") if up else None),
+        "url": door_url or engine_url,
+        "engine_url": engine_url,
         "served_model": _served_model(record),
         "uptime_s": status.get("uptime_s"),
         "fingerprint": status.get("serving_fingerprint"),
@@ -96,6 +108,30 @@ def drift(entry: dict[str, Any]) -> str | None:
 def _same_launch(status: dict[str, Any], last_good: dict[str, Any] | None) -> bool:
     """last_good.json describes what serves only when its fingerprint is the served one."""
     return last_good is not None and last_good.get("fingerprint") == status.get("serving_fingerprint")
+
+
+def reach_now(store: StateStore, name: str, profile_data: Mapping[str, Any]) -> str:
+    """`reach_url` from what the state dir says serves now (an unreadable record says nothing)."""
+    try:
+        status = read_record(store.status_path(name), STATUS, STATUS_OPTIONAL)
+        last_good = store.last_good(name) if status is not None else None
+    except BadInput:
+        status = last_good = None
+    return reach_url(profile_data, serving_entry(name, status, last_good, profile_known=True))
+
+
+def reach_url(profile_data: Mapping[str, Any], entry: Mapping[str, Any]) -> str:
+    """Where a client of the profile reaches what serves now: its front door when the profile has
+    one; else the engine that serves (`entry`: `serving_entry`'s, which knows the port a parked change
+    left it on); else the profile's engine.port. What `launch check`, `bench` and `probe` address."""
+    door = frontdoor_settings(profile_data)
+    if door.port is not None:
+        return "http://" + engine_dial(door.host, door.port)
+    engine_url = entry.get("engine_url")
+    if isinstance(engine_url, str):
+        return engine_url
+    engine = engine_settings(profile_data)
+    return "http://" + engine_dial(engine.text("host"), engine.integer("port"))
 
 
 def _url(record: dict[str, Any] | None) -> str | None:

@@ -48,7 +48,9 @@ class Event(StrEnum):
     PARK_SKIPPED = "park_skipped"  # it could not sleep (no sleep mode, host RAM, a failed sleep): stopped
     WOKEN = "woken"  # the sleeper serves again after its candidate was rejected: seconds, gates
     WAKE_FAILED = "wake_failed"  # the wake, its prefix-cache reset or its re-gate failed: cold start
-    SWITCHED = "switched"  # what serves moved to another port: the on_switch hook's command and exit
+    SWITCHED = "switched"  # what serves moved: the front door pointed at it, the on_switch hook run
+    DRAINED = "drained"  # the front door held new requests and those in flight ended (or were cut)
+    GREEDY_REFERENCE = "greedy_reference"  # what serves answered the fixed greedy prompt: checked at a wake
     # reloads (supervisor/reload.py)
     RELOAD = "reload"  # the serving engine is stopped for a new candidate
     RELOAD_NOOP = "reload_noop"  # the same launch: nothing restarted

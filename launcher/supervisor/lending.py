@@ -51,8 +51,9 @@ class Lending:
             return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), f"not parked: {why}")
         assert serving is not None
         self.stage.stop_watch()
+        self.stage.drain(serving, f"lend to launch probe pid {requester}")
         if not self.parker.sleep(serving):
-            self.stage.start_watch()
+            self.stage.go_live(serving.candidate)  # still awake: clients come back to it
             return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), "not parked: the sleep failed")
         serving.held.close()  # its GPU locks: the arms take them, and hand them back when they end
         state.lend(requester)

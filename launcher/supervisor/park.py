@@ -99,8 +99,10 @@ class Parker:
             )
             control.wake(settings.wake_timeout_s)
             return False
+        serving.slept += 1
         self.ctx.transitions.record(
             Event.PARKED,
+            first=serving.slept == 1,  # the first sleep pins host buffers: it costs more than later ones
             label=label,
             fingerprint=serving.candidate.fingerprint,
             port=serving.candidate.port,
@@ -200,7 +202,20 @@ class Parker:
             why = "/is_sleeping does not say it is awake"
         if why is None:
             why = control.reset_prefix_cache(settings.wake_timeout_s)  # a stale cache answered garbage
+        if why is None:
+            why = self._same_answer(parked, control.greedy(settings.wake_timeout_s))
         return why
+
+    @staticmethod
+    def _same_answer(woken: Attempt, answer: tuple[str | None, str | None]) -> str | None:
+        """A woken engine must answer the greedy prompt as it did before it slept (vLLM's known faults:
+        garbage after a wake, issues 16234 and 17103); why not, or None."""
+        text, problem = answer
+        if problem is not None:
+            return f"the greedy check: {problem}"
+        if woken.greedy is not None and text != woken.greedy:
+            return f"it answers the greedy prompt otherwise after the wake: {woken.greedy!r} then {text!r}"
+        return None
 
     # ---- back to the engine kept asleep (`keep_parked`: `launch rollback` in seconds) ---------------
     def back_to_parked(self, candidate: Candidate) -> bool:

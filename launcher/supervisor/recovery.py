@@ -80,6 +80,7 @@ class Recovery:
         if action == "log":
             return None
         self.stage.stop_watch()
+        self.stage.hold_door(candidate, f"{news.verdict}: {action}")  # its requests hang or fail anyway
         with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
             return self._recover(candidate, action, reason, restarted=again)
 

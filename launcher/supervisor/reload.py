@@ -114,6 +114,7 @@ class Reloader:
         self.ctx.transitions.record(Event.RELOAD, label=candidate.label)
         stopping_at = self.ctx.clock.monotonic()
         with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
+            self._drain_serving(candidate)
             if self.parker.back_to_parked(candidate):
                 return self._reload_verdict(stopping_at), None
             code = self.bringup.bring_up(self.parker.park_for(candidate) or candidate, reloading=True)
@@ -124,6 +125,7 @@ class Reloader:
         self.ctx.transitions.record(Event.RELOAD, label=candidate.label)
         stopping_at = self.ctx.clock.monotonic()
         with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
+            self._drain_serving(candidate)
             moved = self.parker.park_for(candidate)
             if moved is None:
                 self.ctx.progress.message(
@@ -132,6 +134,13 @@ class Reloader:
                 self.stage.stop_running("reload")
             code = self.bringup.bring_up(moved or candidate, reloading=True)
         return self._reload_verdict(stopping_at), code
+
+    def _drain_serving(self, candidate: Candidate) -> None:
+        """Before what serves sleeps or stops for `candidate`: clients wait at the front door, and
+        what is in flight ends first (bounded by drain_timeout_s)."""
+        serving = self.ctx.state.serving
+        if serving is not None:
+            self.stage.drain(serving, f"change to {candidate.label}")
 
     def _refusal_before_stop(self, candidate: Candidate) -> str | None:
         """Why the candidate cannot start, judged while the serving engine still serves (whatever

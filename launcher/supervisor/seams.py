@@ -1,16 +1,10 @@
-"""The supervisor's seams, in one place (as tox's `Execute`): what crosses between the serve loop
-and the lifecycle on one side and what they drive on the other — the engine, the judge, vLLM's
-sleep routes, the host-safety layer, systemd.
-
-What the serve loop is given (`Execute`: the engine, the gate runner, the sleep routes; `Hooks`:
-preflight, GPU locks, restart guard, NVML, sd_notify, the serving watch) and what it sees of an
-engine (`EngineHandle`, its `Death`, its `StopReport`) and of one start (`Attempt`) are declared here,
-as Protocols and plain values. This module imports none of the modules that implement them
-(tests/unit/test_supervisor_structure.py): `engine.EngineProcess` is the real engine,
-`attempt.gate_attempt` the real judge, `sleep.VllmSleep` the real routes, and `wiring.py` the one
-place that plugs those and the host layer in. A unit test passes a scripted engine, scripted chain
-reports and scripted sleeps instead (tests/engine_double.py), so the supervisor's decisions —
-promote, roll back, reload, refuse, notice a death, park — run in milliseconds, with no process.
+"""The supervisor's seams, in one place (as tox's `Execute`): what crosses between the serving
+state's collaborators and what they drive — the engine, the judge, vLLM's sleep routes, the
+host-safety layer, the front door, systemd — as Protocols and plain values (`Execute`, `Hooks`,
+`EngineHandle`, `Attempt`). This module imports none of their implementers
+(tests/unit/test_supervisor_structure.py); `wiring.py` alone plugs the real ones in. A unit test
+passes scripted ones instead (tests/engine_double.py, tests/supervisor_rig.py), so every decision
+runs in milliseconds, with no process.
 """
 
 from __future__ import annotations
@@ -141,6 +135,8 @@ class Attempt:
     started_at: str = field(default_factory=utc_now)
     report: ChainReport | None = None
     held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
+    greedy: str | None = None  # its answer to the fixed greedy prompt once it served: a wake must repeat it
+    slept: int = 0  # how often it was put to sleep (the first sleep pins host buffers: it costs more)
 
     @property
     def passed(self) -> bool:
@@ -189,6 +185,10 @@ class SleepControl(Protocol):
     def wake(self, timeout_s: float) -> str | None: ...
 
     def reset_prefix_cache(self, timeout_s: float) -> str | None: ...
+
+    def greedy(self, timeout_s: float) -> tuple[str | None, str | None]:
+        """The engine's answer to the fixed greedy prompt (temperature 0): (text, None), or (None, why)."""
+        ...
 
 
 SleepFactory = Callable[["Candidate", Clock], SleepControl]  # vLLM's routes of one engine
@@ -247,6 +247,31 @@ class NullNotifier:
 
     def extend_timeout(self, seconds: float) -> None:
         pass
+
+
+@dataclass(frozen=True, slots=True)
+class DrainReport:
+    """How a drain of one engine through the front door ended: requests still in flight at its
+    deadline (`left`; None when the door could not tell, `problem` says why) and the seconds waited."""
+
+    port: int
+    left: int | None
+    waited_s: float
+    problem: str | None = None
+
+
+class FrontDoor(Protocol):
+    """The profile's front door (launcher/frontdoor/) as the supervisor steers it: where clients'
+    requests go, and what is still in flight on an engine. Each call answers; none raises."""
+
+    @property
+    def url(self) -> str: ...
+
+    def point_at(self, port: int | None) -> str | None:
+        """Send requests to the engine on `port`; None: hold them at the door. Why it failed, or None."""
+
+    def drain(self, port: int, timeout_s: float) -> DrainReport:
+        """Wait until the engine on `port` has no request in flight, or `timeout_s` passed."""
 
 
 class GpuLocksFn(Protocol):
@@ -317,3 +342,4 @@ class Hooks:
     gpu_locks: GpuLocksFn | None = None
     restart_guard: Callable[[Candidate], Guard] | None = None
     watch: WatchFactory | None = None  # the serving watch of what serves (None: only deaths are seen)
+    front_door: Callable[[Candidate], FrontDoor | None] | None = None  # None: the profile has none

@@ -175,6 +175,9 @@ class Supervisor:
         for sig in self.inbox.take():
             if sig in (signal.SIGTERM, signal.SIGINT):
                 self.ctx.hooks.notifier.stopping()
+                serving = self.ctx.state.serving
+                if serving is not None:  # clients wait at the door for the next start, not refused
+                    self.stage.hold_door(serving.candidate, f"{sig.name} received")
                 self.stage.stop_running(f"{sig.name} received")
                 self.ctx.transitions.record(
                     Event.STOPPED, phase=Phase.STOPPED, status={"engine_pid": None}, signal=sig.name
@@ -206,6 +209,7 @@ class Supervisor:
             noticed_at_epoch=round(clock.time() - (clock.monotonic() - death.noticed_at), 6),
             facts=serving.facts(),
         )
+        self.stage.hold_door(serving.candidate, f"engine died: {died}")  # clients wait for the next start
         guard = self.ctx.hooks.restart_guard
         if guard is not None:
             candidate = serving.candidate

@@ -24,6 +24,11 @@ SLEEP_FLAG = "--enable-sleep-mode"
 DEV_MODE = "VLLM_SERVER_DEV_MODE"
 RESIDUE_SHARE = 0.5  # asleep = its GPU memory fell below half of what it held awake …
 RESIDUE_FLOOR = 4 * GIB  # … or under 4 GiB (measured: 0.9 GiB tiny, 1.6 GiB for 2.84 B params)
+# The same server after a wake answers this the same way (vLLM's known faults: garbage after a wake,
+# issues 16234 and 17103). Greedy, a few tokens, asked while the door holds every client's request,
+# so the engine runs it alone: no batch to change the numerics.
+GREEDY_PROMPT = "A list of the first ten prime numbers:"
+GREEDY_TOKENS = 16
 RESET_RETRY_S = 0.2  # `success: false` while requests hold blocks: vLLM says callers may retry
 
 
@@ -41,6 +46,7 @@ class VllmSleep:
     def __init__(
         self, candidate: Candidate, clock: Clock = SYSTEM_CLOCK, http: HttpClient | None = None
     ) -> None:
+        self.candidate = candidate
         self.http = http if http is not None else RequestsHttp(candidate.base_url, candidate.api_key())
         self.clock = clock
 
@@ -74,6 +80,23 @@ class VllmSleep:
             if self.clock.monotonic() + RESET_RETRY_S >= deadline:
                 return f"{why} (for {timeout_s:g} s)"
             self.clock.sleep(RESET_RETRY_S)
+
+    def greedy(self, timeout_s: float) -> tuple[str | None, str | None]:
+        names = self.candidate.expect.served_model_names
+        body = {
+            "model": names[0] if names else "",
+            "prompt": GREEDY_PROMPT,
+            "max_tokens": GREEDY_TOKENS,
+            "temperature": 0,
+        }
+        reply = self.http.post_json("/v1/completions", body, timeout_s)
+        if reply.status != 200:
+            return None, f"the greedy prompt answered {reply.status or reply.error}: {reply.body[:200]}"
+        try:
+            text = json.loads(reply.body)["choices"][0]["text"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None, f"the greedy prompt's answer is no completion: {reply.body[:200]}"
+        return (text, None) if isinstance(text, str) else (None, "the greedy prompt's answer has no text")
 
     def _post(self, path: str, timeout_s: float) -> str | None:
         reply = self.http.post_json(path, {}, timeout_s)

@@ -48,7 +48,7 @@ class ServingState:
         self._parked: Attempt | None = None
         self._on_last_good = False
         self._lent_to: int | None = None  # the pid of the `launch probe` the sleeper's GPUs are lent to
-        self._pointed_at: int | None = None  # the port the proxy in front was last told serves
+        self._pointed_at: int | None = None  # the port the proxy in front was last pointed at (None: held)
         self._watch: WatchHandle | None = None
 
     @contextmanager
@@ -140,7 +140,8 @@ class ServingState:
                 raise RuntimeError("a watch runs already")
             self._watch = watch
 
-    def pointed(self, port: int) -> None:
+    def pointed(self, port: int | None) -> None:
+        """The proxy in front was told the engine on `port` serves (None: hold requests at the door)."""
         with self._lock:
             self._pointed_at = port
 

@@ -66,6 +66,7 @@ class Status:
     reload_seq: int = 0
     detail: str | None = None
     watch: dict[str, Any] | None = None  # the serving watch's verdict while something serves
+    frontdoor_url: str | None = None  # where clients reach what serves, when the profile has a front door
 
 
 class StatusBoard:

@@ -1,7 +1,7 @@
 """The one place the real implementations are plugged into the supervisor's seams (seams.py): the
 engine, its judge and vLLM's sleep routes (`real_execute`), and the host-safety layer (preflight,
-GPU locks, restart guard, NVML, sd_notify) with the serving watch (`host_hooks`). The serve loop,
-the reload, park and watch halves and the lifecycle know only the seams."""
+GPU locks, restart guard, NVML, sd_notify) with the serving watch and the front door
+(`host_hooks`). The collaborators over the serving state know only the seams."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from contextlib import AbstractContextManager, nullcontext
 import click
 import structlog
 
+from basis.clock import SYSTEM_CLOCK, Clock
+from launcher.frontdoor.admin import FrontdoorAdmin, FrontdoorError
+from launcher.frontdoor.door import door_of, has_frontdoor
+from launcher.frontdoor.drain import drain
 from launcher.host.gpu import NvmlProbe
 from launcher.host.gpu_locks import GpuLocks
 from launcher.host.notify import Notifier
@@ -20,10 +24,12 @@ from launcher.host.preflight import run_preflight
 from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
 from launcher.profile.candidate import Candidate
+from launcher.profile.frontdoor_address import engine_dial
 from launcher.settings import GlobalOptions
+from launcher.state.store import StateStore
 from launcher.supervisor.attempt import gate_attempt
 from launcher.supervisor.engine import EngineProcess
-from launcher.supervisor.seams import EngineHandle, Execute, Hooks
+from launcher.supervisor.seams import DrainReport, EngineHandle, Execute, FrontDoor, Hooks
 from launcher.supervisor.sleep import VllmSleep
 from launcher.watch.runner import ServingWatch, WatchPlan
 from launcher.watch.verdict import Judgement
@@ -57,6 +63,12 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         policy = HostPolicy.from_request(host_request(candidate))
         return guard_for(options.state_dir, profile, policy.restart_max_failures, policy.restart_window_s)
 
+    def front_door(candidate: Candidate) -> FrontDoor | None:
+        if not has_frontdoor(candidate.profile_data):
+            return None
+        door = door_of(candidate.profile, candidate.profile_data, StateStore(options.state_dir))
+        return Steering(FrontdoorAdmin(door), door.url, candidate.host)
+
     return Hooks(
         preflight=preflight,
         notifier=Notifier.from_env(),
@@ -64,7 +76,33 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         gpu_locks=gpu_locks,
         restart_guard=restart_guard,
         watch=serving_watch,
+        front_door=front_door,
     )
+
+
+class Steering:
+    """The supervisor's hand on the front door (seams.FrontDoor), by engine port: pointing is a file
+    write (it works whether the door runs or not), a drain reads the door's admin API; a failure
+    comes back in words, since a door that is down must not take serving down."""
+
+    def __init__(
+        self, admin: FrontdoorAdmin, url: str, engine_host: str, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.admin = admin
+        self.url = url
+        self.engine_host = engine_host
+        self.clock = clock
+
+    def point_at(self, port: int | None) -> str | None:
+        try:
+            self.admin.point_at(None if port is None else engine_dial(self.engine_host, port))
+        except (FrontdoorError, ValueError) as err:
+            return str(err)
+        return None
+
+    def drain(self, port: int, timeout_s: float) -> DrainReport:
+        drained = drain(self.admin, engine_dial(self.engine_host, port), self.clock, timeout_s)
+        return DrainReport(port, drained.in_flight, round(drained.waited_s, 3), drained.problem)
 
 
 def serving_watch(

@@ -175,8 +175,8 @@ def test_unknown_profile(launcher: Launcher) -> None:
     write_profile(launcher.profiles, "svc", free_port())
     code, payload = status_json(launcher, "--profile", "nosuch")
     assert code == 4 and payload["profiles"] == [
-        {"profile": "nosuch", "phase": "unknown", "serving": False, "url": None, "served_model": None,
-         "uptime_s": None, "fingerprint": None, "profile_fingerprint": None, "gates": []}
+        {"profile": "nosuch", "phase": "unknown", "serving": False, "url": None, "engine_url": None,
+         "served_model": None, "uptime_s": None, "fingerprint": None, "profile_fingerprint": None, "gates": []}
     ]  # fmt: skip
     assert launch(launcher, "status", "--profile", "nosuch").returncode == 4
     code, payload = status_json(launcher, "--profile", "svc")  # a profile that never ran

@@ -64,6 +64,7 @@ def test_a_rejected_change_wakes_the_sleeper_and_it_serves_again(launcher_factor
     )
     assert done.returncode == 3, done.stdout + done.stderr
     assert events(launcher)[3:] == [
+        "greedy_reference",  # its answer to the greedy prompt: the wake must repeat it
         "reload",
         "parked",
         "start",
@@ -116,7 +117,7 @@ def test_a_wake_that_fails_or_hangs_is_named_and_last_good_starts_cold(
     )
     assert done.returncode == 3, done.stdout + done.stderr
     assert record(launcher, "wake_failed")["reason"].startswith(why)
-    assert events(launcher)[-4:] == ["rollback", "start", "gates", "serving_last_good"]
+    assert events(launcher)[-5:] == ["rollback", "start", "gates", "serving_last_good", "greedy_reference"]
     status = launcher.status()
     assert status["engine_pid"] != serving["engine_pid"] and answers(port)
     stop(launcher, 3)

@@ -147,18 +147,18 @@ def test_a_url_is_normalised_to_the_server_root() -> None:
             from_url(bad, None, None)
 
 
-def test_a_profile_names_the_server_it_would_serve(profiles_dir: Path) -> None:
+def test_a_profile_names_the_server_it_would_serve(profiles_dir: Path, state_dir: Path) -> None:
     engine = '[engine]\nmodel = "org/m"\nhost = "0.0.0.0"\nport = 8123\nserved_model_name = ["fast", "m"]\n'
     (profiles_dir / "p.toml").write_text(engine)
-    endpoint = from_profile(profiles_dir, "p", None, None)
+    endpoint = from_profile(profiles_dir, state_dir, "p", None, None)
     assert (endpoint.base_url, endpoint.model, endpoint.origin) == (
         "http://127.0.0.1:8123",
         "fast",
         "profile p",
     )
     (profiles_dir / "v6.toml").write_text('[engine]\nmodel = "org/m"\nhost = "::1"\nport = 8124\n')
-    assert from_profile(profiles_dir, "v6", "chosen", None).base_url == "http://[::1]:8124"
-    assert from_profile(profiles_dir, "v6", "chosen", None).model == "chosen"
+    assert from_profile(profiles_dir, state_dir, "v6", "chosen", None).base_url == "http://[::1]:8124"
+    assert from_profile(profiles_dir, state_dir, "v6", "chosen", None).model == "chosen"
 
 
 def test_the_api_key_comes_from_a_named_variable_that_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:

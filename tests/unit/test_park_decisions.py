@@ -33,14 +33,14 @@ def test_a_rejected_change_wakes_the_sleeper_instead_of_a_cold_start(tmp_path: P
     box = parked_box(tmp_path, passes(), rejected_by("tool_call", "auto: no tool call"))
     box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)  # promoted; then woken
     assert box.run() == 3  # stopped while serving last-good
-    assert without_stops(box.events()) == ["start", "gates", "promoted", "reload", "parked", "start", "gates",
-                                           "rejected", "woken", "stopped"]  # fmt: skip
+    assert without_stops(box.events()) == ["start", "gates", "promoted", "greedy_reference", "reload", "parked",
+                                           "start", "gates", "rejected", "woken", "stopped"]  # fmt: skip
     production, candidate = box.engines.started
     assert "--enable-sleep-mode" in production.argv and production.env["VLLM_SERVER_DEV_MODE"] == "1"
     assert (port_of(production), port_of(candidate)) == (PORT, PORT + 1)  # the sleeper keeps its port
     assert production.stops == [30.0] and candidate.stops  # only the final stop: never restarted
-    assert box.sleeps.calls == [("sleep", PORT), ("is_sleeping", PORT), ("wake", PORT), ("is_sleeping", PORT),
-                                ("reset", PORT)]  # fmt: skip
+    assert box.sleeps.calls == [("greedy", PORT), ("sleep", PORT), ("is_sleeping", PORT), ("wake", PORT),
+                                ("is_sleeping", PORT), ("reset", PORT), ("greedy", PORT)]  # fmt: skip
     assert box.engines.asked == [None, None, frozenset({"health", "tool_call", "smoke", "canary"})]
     status = box.status()
     assert status["phase"] == "stopped" and status["rollback_reason"].endswith("auto: no tool call")
@@ -84,7 +84,7 @@ def test_a_failed_wake_stops_the_sleeper_and_starts_last_good_cold(tmp_path: Pat
     assert failed["reason"] == "POST /wake_up: no answer within 120 s"
     events = without_stops(box.events())
     assert events[events.index("wake_failed"):] == ["wake_failed", "rollback", "start", "gates",
-                                                    "serving_last_good", "stopped"]  # fmt: skip
+                                                    "serving_last_good", "greedy_reference", "stopped"]  # fmt: skip
     assert len(box.engines.started) == 3 and box.engines.started[0].stops  # the sleeper was stopped
 
 
@@ -112,7 +112,8 @@ def test_the_change_that_turns_park_on_stops_the_engine_that_cannot_sleep(tmp_pa
     box.write()  # park = "stop": started without sleep mode
     box.then(box.reload(supervisor=PARK, max_num_seqs=8), box.stop)
     assert box.run() == 0
-    assert "parked" not in box.events() and box.sleeps.calls == []
+    assert "parked" not in box.events()
+    assert box.sleeps.calls == [("greedy", PORT)]  # the new engine's reference answer: nothing slept
     assert "--enable-sleep-mode" in box.engines.latest.argv  # the next change can park it
 
 
@@ -188,7 +189,7 @@ def test_a_probe_parks_production_lends_its_gpus_and_wakes_it(tmp_path: Path) ->
     assert parked.data["pids"] == [box.engines.latest._pid]
     [woken] = wake.verdicts()
     assert woken.outcome == "woken" and woken.detail.startswith("woken in ")
-    assert without_stops(box.events())[3:] == ["parked", "woken", "stopped"]
+    assert without_stops(box.events())[3:] == ["greedy_reference", "parked", "woken", "stopped"]
     assert len(box.engines.started) == 1  # never restarted
     takes = [entry for entry in box.gpu_locks.log if entry.startswith("take ")]
     releases = [entry for entry in box.gpu_locks.log if entry.startswith("release ")]

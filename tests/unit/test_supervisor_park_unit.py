@@ -131,7 +131,8 @@ def test_a_wake_re_gates_only_the_gates_that_speak_http(tmp_path: Path) -> None:
     rig.parker.park_for(rig.candidate(max_num_seqs=8))
     assert rig.parker.wake_parked([], "rejected")
     assert rig.engines.asked == [frozenset({"health", "tool_call", "smoke", "canary"})]
-    assert [c[0] for c in rig.sleeps.calls[-3:]] == ["wake", "is_sleeping", "reset"]
+    # the greedy check after the wake, then (no reference was taken: the rig served it by hand) its reference
+    assert [c[0] for c in rig.sleeps.calls[-5:]] == ["wake", "is_sleeping", "reset", "greedy", "greedy"]
 
 
 def test_back_to_the_engine_kept_asleep_swaps_the_two_and_hands_over_the_gpu_locks(tmp_path: Path) -> None:
