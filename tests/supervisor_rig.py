@@ -35,13 +35,13 @@ from launcher.supervisor.park import Parker
 from launcher.supervisor.progress import Progress
 from launcher.supervisor.recovery import Recovery
 from launcher.supervisor.reload import Reloader
-from launcher.supervisor.seams import Attempt, Execute, Hooks
+from launcher.supervisor.seams import Attempt, DrainReport, Execute, Hooks
 from launcher.supervisor.stage import Stage
 from launcher.supervisor.state import ServingState
 from launcher.supervisor.status import StatusBoard, Transitions, read_status
 from tests.doubles import FakeClock
 from tests.engine_double import Script, ScriptedEngine, ScriptedEngines, ScriptedSleeps, ScriptedWatches
-from tests.launcher_run import write_profile
+from tests.launcher_run import append_table, write_profile
 
 PORT = 18123  # nothing listens: the engine is scripted and preflight is a double
 
@@ -146,10 +146,39 @@ class GpuMemory:
         return sum(self.by_pid.get(pid, 0) for pid in pids)
 
 
+class ScriptedDoor:
+    """The front-door seam (seams.FrontDoor): records each pointing (a port, or None: held) and each
+    drain; a drain leaves `left` requests in flight (None: the door could not tell)."""
+
+    url = "http://127.0.0.1:9000"
+
+    def __init__(self) -> None:
+        self.pointed: list[int | None] = []
+        self.drained: list[tuple[int, float]] = []
+        self.left: int | None = 0
+        self.problem: str | None = None  # what every pointing answers (None: it worked)
+
+    def point_at(self, port: int | None) -> str | None:
+        self.pointed.append(port)
+        return self.problem
+
+    def drain(self, port: int, timeout_s: float) -> DrainReport:
+        self.drained.append((port, timeout_s))
+        why = None if self.left is not None else "the front door's admin API did not answer"
+        return DrainReport(port, self.left, 0.5, why)
+
+
 class Rig:
     """The collaborators of one launcher, built as `service.Supervisor` builds them."""
 
-    def __init__(self, tmp: Path, *scripts: Script, supervisor: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        *scripts: Script,
+        supervisor: dict[str, Any] | None = None,
+        frontdoor: dict[str, Any] | None = None,
+    ) -> None:
+        self.frontdoor = frontdoor  # a `[frontdoor]` table: the profile has a front door (the rig's door)
         self.profiles = tmp / "profiles"
         self.profiles.mkdir(exist_ok=True)
         self.state_dir = tmp / "state"
@@ -161,6 +190,7 @@ class Rig:
         self.gpu_locks = GpuLocks()
         self.gpu_memory = GpuMemory()
         self.watches = ScriptedWatches()
+        self.door = ScriptedDoor()
         self.clock = FakeClock()
         self.store = StateStore(self.state_dir)
         self.guard = RestartGuard(self.store, "svc", max_failures=2, window_s=600.0)
@@ -172,6 +202,7 @@ class Rig:
             gpu_locks=self.gpu_locks,
             restart_guard=lambda _: self.guard,
             watch=self.watches,
+            front_door=lambda candidate: self.door if "frontdoor" in candidate.profile_data else None,
         )
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
@@ -205,9 +236,12 @@ class Rig:
         return self.ctx.state
 
     def write(self, supervisor: dict[str, Any] | None = None, **args: Any) -> Candidate:
-        """Write the profile `svc` (its `[supervisor]`: the rig's, updated by `supervisor`); its candidate."""
+        """Write the profile `svc` (its `[supervisor]`: the rig's, updated by `supervisor`; its
+        `[frontdoor]`: the rig's `frontdoor`, when set); its candidate."""
         table = {**self.supervisor, **(supervisor or {})}
-        write_profile(self.profiles, "svc", PORT, args=args, supervisor=table or None)
+        path = write_profile(self.profiles, "svc", PORT, args=args, supervisor=table or None)
+        if self.frontdoor is not None:
+            append_table(path, "frontdoor", self.frontdoor)
         return self.candidate_now()
 
     def candidate(self, supervisor: dict[str, Any] | None = None, **args: Any) -> Candidate:
