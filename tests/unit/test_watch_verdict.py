@@ -191,6 +191,16 @@ def test_the_tool_call_canary_counts_in_the_canarys_family_both_ways() -> None:
     assert (failing.verdict, failing.check) == (Verdict.FAILING, Check.CANARY)
 
 
+def test_a_wrong_tool_call_stands_until_a_tool_call_passes_though_a_plain_answer_ends_the_errors() -> None:
+    wrong = error(45.0, Check.TOOL_CALL, "tool-call canary (auto): no tool call")
+    judge = judged(wrong, ok(46.0), error(61.0))
+    assert judge.judgement().verdict is Verdict.DEGRADED  # the answer between: not two errors in a row
+    judge.observe(ok(62.0))
+    assert (judge.judgement().verdict, judge.judgement().check) == (Verdict.DEGRADED, Check.TOOL_CALL)
+    judge.observe(ok(76.0, Check.TOOL_CALL))
+    assert judge.judgement().verdict is Verdict.SERVING
+
+
 def test_a_health_answer_breaks_only_the_health_run_and_health_errors_never_make_failing() -> None:
     health_503 = obs(Check.HEALTH, Kind.ERROR, 6.0, "/health answered 503")
     judge = judged(timeout(5.0, Check.HEALTH), health_503, timeout(16.0, Check.HEALTH))
