@@ -651,6 +651,39 @@ def test_an_eager_log_fails_a_graph_profile_and_is_skipped_for_an_eager_one(log:
     assert eager.verdict is Verdict.SKIP
 
 
+def test_an_old_log_that_prints_no_graph_count_cannot_pass() -> None:
+    """≈0.8.5 prints its 67 sizes but no capture bar: nothing says how many graphs exist."""
+    outcome = capture_outcome("v08_literal_ansi_vllmworker.log", Expectations(("m",), None, max_num_seqs=256))
+    assert (outcome.verdict, outcome.summary) == (
+        Verdict.FAIL,
+        "the log does not show how many graphs were captured",
+    )
+
+
+def test_a_log_with_counts_but_no_sizes_cannot_pass() -> None:
+    outcome = capture_outcome("two_line_kv_v011_glm.log", Expectations(("m",), None, max_num_seqs=256))
+    assert (outcome.verdict, outcome.summary) == (
+        Verdict.FAIL,
+        "the log does not show the capture sizes: cannot confirm the capture",
+    )
+    assert outcome.evidence["graphs_captured"] == 102
+
+
+def test_a_capture_whose_mode_the_log_does_not_print_is_not_taken_for_eager() -> None:
+    """Was: no `cudagraph_mode` fact read as the mode NONE (`str(None).upper()`), so a log without a
+    mode line (vLLM before the V1 CUDA-graph modes) failed as "served in eager mode"."""
+    facts = dict(parse_file(REPO_DATA / "logs" / "docker_compose_v033.log")[0].to_json())
+    del facts["cudagraph_mode"]
+    clock = FakeClock()
+    expect = Expectations(("m",), (1, 2, 4, 8), max_num_seqs=32)
+    ctx = make_context(ScriptedLog(clock, current_facts=facts), clock, expect=expect)
+    outcome = GraphCaptureGate().check(ctx)
+    assert (outcome.verdict, outcome.summary) == (
+        Verdict.PASS,
+        "graphs PIECEWISE 4/4, FULL 4/4; sizes [1, 2, 4, 8]",
+    )
+
+
 def test_a_log_that_does_not_print_the_mode_is_counted_by_the_mode_asked() -> None:
     outcome = capture_outcome("docker_compose_v033.log", Expectations(("m",), (1, 2, 4, 8), max_num_seqs=32))
     assert (outcome.verdict, outcome.summary) == (
