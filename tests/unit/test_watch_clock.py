@@ -9,6 +9,7 @@ completion gets no answer until the client's deadline.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,9 +20,11 @@ from typing import Any
 import pytest
 
 from gates.context import HttpReply
+from gates.leak_rule import LeakRule
 from launcher.profile.candidate import Candidate
-from launcher.watch.runner import MIN_CANARY_GAP_S, ServingWatch, WatchPlan
-from launcher.watch.verdict import Check, Judgement, Verdict
+from launcher.watch.runner import KEPT_OBSERVATIONS, MIN_CANARY_GAP_S, ServingWatch, WatchPlan
+from launcher.watch.verdict import Check, Judgement, Kind, Observation, Rules, Verdict
+from tests.doubles import FakeClock
 from tests.supervisor_rig import Rig
 from tests.virtual_clock import VirtualClock
 
@@ -326,3 +329,153 @@ def test_every_miss_is_retried_at_once_not_only_the_one_that_changed_the_verdict
     assert run_until_final(watch, verdicts, clock, limit_s=600) == 15 + 3 * 10 + 2 * MIN_CANARY_GAP_S
     assert [at for at, _ in server.posts()] == [15.0, 26.0, 37.0]  # the 2nd miss left it degraded
     assert changes(verdicts) == [(25.0, Verdict.DEGRADED), (47.0, Verdict.WEDGED)]
+
+
+# ---- the free signals' round, one call at a time on a plain fake clock (no thread started) ----------
+PLAN = WatchPlan(
+    base_url="http://127.0.0.1:1",
+    api_key=None,
+    model="m",
+    interval_s=15.0,
+    timeout_s=10.0,
+    tool_call_every=0,
+    tool_case=None,
+    tool_max_tokens=64,
+    tool_timeout_s=10.0,
+    rules=Rules(),
+    min_available_gib=2.0,
+    max_swap_gib=None,
+    leak_rule=LeakRule(),
+    leak_window_s=20.0,
+    prefixes=("VLLM",),
+)
+
+
+@dataclass
+class Pages:
+    """/metrics answers `statuses` in turn (the last from then on), each page a little further on."""
+
+    statuses: list[int] = field(default_factory=lambda: [200])
+    generated: int = 0
+    asked: list[str] = field(default_factory=list)
+
+    def get(self, path: str, timeout_s: float) -> HttpReply:
+        self.asked.append(path)
+        if path != "/metrics":
+            return HttpReply(200, "")
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        self.generated += 10
+        body = (
+            f'vllm:num_requests_running{{model_name="m"}} 1\n'
+            f'vllm:generation_tokens_total{{model_name="m"}} {self.generated}\n'
+            f'http_requests_total{{handler="/v1/completions",method="POST",status="2xx"}} {self.generated}\n'
+        )
+        return HttpReply(status, body if status == 200 else "Not Found")
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
+        self.asked.append(path)
+        return HttpReply(200, COMPLETION)
+
+    def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
+        return iter(())
+
+
+def plain_watch(
+    http: Pages,
+    plan: WatchPlan = PLAN,
+    pids: Callable[[], Sequence[int]] = lambda: [],
+    clock: FakeClock | None = None,
+) -> tuple[ServingWatch, FakeClock, list[Judgement]]:
+    clock = clock or FakeClock()
+    told: list[Judgement] = []
+    watch = ServingWatch(plan, pids, told.append, host=lambda: PLENTY, clock=clock, http=http)
+    return watch, clock, told
+
+
+def checks_seen(watch: ServingWatch) -> list[str]:
+    return [str(obs.check) for _, obs in watch.recent()]
+
+
+def test_the_free_signals_come_every_free_every_s_and_the_process_states_every_tick() -> None:
+    http = Pages()
+    watch, clock, _ = plain_watch(http)
+    for second in range(1, 11):
+        watch.signals_round(clock.now + second)
+    assert http.asked == ["/health", "/metrics"] * 2  # at 5 s and at 10 s
+    assert checks_seen(watch).count("process") == 10
+
+
+def test_a_metrics_page_that_is_absent_says_nothing_and_traffic_needs_two_readings() -> None:
+    http = Pages(statuses=[404, 200, 200])  # vLLM with --disable-log-stats serves no vllm:* families
+    watch, clock, told = plain_watch(http)
+    watch.signals_round(clock.now + 5)
+    assert "metrics" not in checks_seen(watch) and told == []
+    watch.signals_round(clock.now + 10)
+    assert checks_seen(watch).count("metrics") == 1 and "traffic" not in checks_seen(watch)
+    watch.signals_round(clock.now + 15)
+    assert checks_seen(watch).count("traffic") == 1
+
+
+def test_the_leak_window_keeps_its_grid_when_a_round_comes_late() -> None:
+    http = Pages()
+    watch, clock, _ = plain_watch(http)
+    for at in (19.0, 21.0, 39.0, 40.0, 59.0, 60.0):  # the round of 20 s came at 21
+        clock.now = 1000.0 + at
+        watch.signals_round(clock.now)
+    leaks = [obs.at - 1000.0 for _, obs in watch.recent() if obs.check is Check.LEAK]
+    assert leaks == [21.0, 40.0, 60.0]  # a grid moved by the late round: 21 and 59
+
+
+def test_the_groups_pids_are_read_again_every_30_s() -> None:
+    listed: list[float] = []
+    clock = FakeClock()
+
+    def pids() -> Sequence[int]:
+        listed.append(clock.now)
+        return []
+
+    watch, _, _ = plain_watch(Pages(), pids=pids, clock=clock)
+    for second in range(1, 66):
+        clock.now = 1000.0 + second
+        watch.signals_round(clock.now)
+    assert [at - 1000.0 for at in listed] == [1.0, 31.0, 61.0]
+
+
+def test_only_a_change_of_verdict_or_check_is_told() -> None:
+    http = Pages()
+    watch, clock, told = plain_watch(http)
+    stall = Observation(Check.METRICS, Kind.STALLED, 1.0, "frozen for 10 s")
+    watch.observe(stall)
+    watch.observe(
+        Observation(Check.METRICS, Kind.STALLED, 6.0, "frozen for 15 s")
+    )  # same verdict, same check
+    watch.observe(Observation(Check.HOST_MEMORY, Kind.LOW_MEMORY, 7.0, "low"))  # degraded still, by metrics
+    watch.observe(Observation(Check.METRICS, Kind.PROGRESS, 8.0, "decode progressing"))  # now by host memory
+    watch.observe(Observation(Check.HOST_MEMORY, Kind.OK, 9.0, "fine"))
+    assert [(j.verdict, j.check) for j in told] == [
+        (Verdict.DEGRADED, Check.METRICS),
+        (Verdict.DEGRADED, Check.HOST_MEMORY),
+        (Verdict.SERVING, None),
+    ]
+    assert watch.judgement == Judgement(Verdict.SERVING)
+
+
+def test_a_stopped_watch_judges_nothing_more_and_keeps_only_the_last_observations() -> None:
+    http = Pages()
+    watch, clock, told = plain_watch(http)
+    for second in range(1, 151):
+        watch.signals_round(clock.now + second)
+    kept = watch.recent()
+    assert len(kept) == KEPT_OBSERVATIONS and kept[0][0] == clock.time()  # stamped on the epoch clock
+    watch.stop()
+    watch.observe(Observation(Check.PROCESS, Kind.BAD_PROCESS, 200.0, "pid 1 is stopped (state T)"))
+    assert told == [] and watch.judgement.verdict is Verdict.SERVING and watch.recent() == kept
+
+
+def test_without_a_tool_case_every_canary_is_a_plain_one() -> None:
+    http = Pages()
+    plan = dataclasses.replace(PLAN, tool_call_every=2, tool_case=None)
+    watch, clock, _ = plain_watch(http, plan=plan)
+    dues = [watch.canary_round() - 1000.0 for _ in range(4)]
+    assert http.asked == ["/v1/completions"] * 4 and watch.canaries == 4
+    assert dues == [15.0] * 4  # answered at once: the next is due one interval on, the clock unmoved
