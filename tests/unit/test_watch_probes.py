@@ -389,23 +389,22 @@ def test_sleeping_idle_and_running_processes_are_fine_however_long(state: str) -
 WAITING = "import sys, time; print('ready', flush=True); time.sleep(60)"
 
 
-def started(argv: list[str], cwd: Path | None = None) -> subprocess.Popen[str]:
-    """A real child whose argv[0] is the title it shows (setproctitle does the same for vLLM)."""
+def started(argv: list[str], children: list[subprocess.Popen[str]], cwd: Path) -> None:
+    """A real child whose argv[0] is the title it shows (setproctitle does the same for vLLM); kept in
+    `children` before it is waited for, so the test ends it whatever happens."""
     child = subprocess.Popen(argv, executable=sys.executable, stdout=subprocess.PIPE, text=True, cwd=cwd)
+    children.append(child)
     assert child.stdout is not None and child.stdout.readline() == "ready\n"
-    return child
 
 
 def test_a_process_is_named_by_its_vllm_title_else_as_the_api_server_else_by_its_command(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "serve").write_text(WAITING)
-    children = [
-        started(["VLLM::EngineCore", "-c", WAITING]),
-        started(["vllm", "serve"], cwd=tmp_path),
-        started(["trainer", "-c", WAITING]),
-    ]
+    children: list[subprocess.Popen[str]] = []
     try:
+        for argv in (["VLLM::EngineCore", "-c", WAITING], ["vllm", "serve"], ["trainer", "-c", WAITING]):
+            started(argv, children, cwd=tmp_path)
         core, api, other = (child.pid for child in children)
         assert probes.process_name(core, ("VLLM",)) == f"VLLM::EngineCore pid {core}"
         assert probes.process_name(api, ("VLLM",)) == f"API server pid {api}"
