@@ -117,7 +117,7 @@ class GraphCaptureGate(GateBase):
 
     def _mode_problem(self, facts: Mapping[str, Any], mode: Any, asked: str) -> str | None:
         """Eager where graphs were due, or a mode other than the one asked for (unless allowed)."""
-        if facts.get("enforce_eager") or str(mode).upper() == "NONE":
+        if facts.get("enforce_eager") or (mode is not None and str(mode).upper() == "NONE"):
             return (
                 "served in eager mode though the profile did not ask for it (no CUDA graphs: decode was "
                 "10.3 vs 123.6 tok/s in the field)"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gates.canary import MAX_TOKENS, PROMPT, Answer, CanaryAnswer, CanaryGate, judge_completion, send_canary
+from gates.chain import ChainRunner
 from gates.context import Expectations, HttpReply
 from gates.outcome import Verdict
 from gates.tool_cases import CaseResult
@@ -236,3 +237,81 @@ def test_health_is_ok_only_on_200_and_a_timeout_waited_its_deadline(
     """vllm-facts.md §7: /health is 200 with an empty body, 503 once the engine is dead."""
     obs = probes.health_observation(reply, at=7.0, waited_s=0.01, timeout_s=5.0)
     assert (obs.check, obs.kind, obs.detail, obs.waited_s) == (Check.HEALTH, kind, detail, waited)
+
+
+# ---- the gate through the chain, on a clock the server moves --------------------------------------
+@dataclass
+class ClockedServer:
+    """Refuses connections until `listening_at` (fake seconds since 1000), then answers after
+    `takes_s` with `reply`; a reply that timed out takes the whole deadline."""
+
+    clock: FakeClock
+    reply: HttpReply
+    listening_at: float = 0.0
+    takes_s: float = 0.0
+    posted_at: list[float] = field(default_factory=list)
+
+    def get(self, path: str, timeout_s: float) -> HttpReply:
+        raise AssertionError("the canary only posts")
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
+        self.posted_at.append(self.clock.now - 1000.0)
+        if self.clock.now - 1000.0 < self.listening_at:
+            return HttpReply(0, "", "[Errno 111] Connection refused")
+        self.clock.sleep(timeout_s if self.reply.timed_out else self.takes_s)
+        return self.reply
+
+    def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
+        raise AssertionError("the canary only posts")
+
+
+def chained(server: ClockedServer, **table: Any) -> Any:
+    expect = Expectations(served_model_names=("tiny",), capture_sizes=None)
+    ctx = replace(make_context(ScriptedLog(server.clock), server.clock, expect), http=server)
+    return ChainRunner([CanaryGate({"poll_s": 1.0, **table})]).run(ctx).results[0]
+
+
+def test_the_gate_asks_again_until_the_server_listens_then_passes() -> None:
+    clock = FakeClock()
+    server = ClockedServer(
+        clock, HttpReply(200, recorded("completions.json")), listening_at=4.0, takes_s=0.25
+    )
+    result = chained(server)
+    assert server.posted_at == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert (result.verdict, result.summary) == (Verdict.PASS, "canary answered in 0.25 s on model tiny")
+    assert result.evidence["seconds"] == 0.25  # measured on the clock the gate was given
+
+
+def test_a_server_that_never_listens_fails_at_the_deadline_with_the_refusal() -> None:
+    clock = FakeClock()
+    server = ClockedServer(clock, HttpReply(200, recorded("completions.json")), listening_at=float("inf"))
+    result = chained(server, timeout_s=5)
+    assert (result.verdict, result.duration_s) == (Verdict.FAIL, 5.0)
+    assert result.summary == "deadline 5s passed: canary: no connection: [Errno 111] Connection refused"
+    assert result.evidence["answer"] == "refused"
+
+
+@pytest.mark.parametrize(
+    ("reply", "summary", "duration"),
+    [
+        (
+            HttpReply(0, "", "read timed out", timed_out=True),
+            "canary on model tiny: no answer within 3 s",
+            3.0,
+        ),
+        (
+            HttpReply(500, "Internal Server Error"),
+            "canary on model tiny: HTTP 500: Internal Server Error",
+            0.5,
+        ),
+    ],
+)
+def test_a_late_or_wrong_answer_fails_at_once_without_asking_again(
+    reply: HttpReply, summary: str, duration: float
+) -> None:
+    """A server that answers, late or wrong, is not starting up: waiting to the deadline helps nothing."""
+    clock = FakeClock()
+    server = ClockedServer(clock, reply, takes_s=0.5)
+    result = chained(server, request_timeout_s=3)
+    assert (result.verdict, result.summary, result.duration_s) == (Verdict.FAIL, summary, duration)
+    assert server.posted_at == [0.0]

@@ -4,6 +4,7 @@ pass from a dead or stopped engine is not a pass, and a memory series with zeros
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,3 +159,118 @@ def test_a_pass_from_a_dead_or_stopped_engine_becomes_a_fail() -> None:
     stopped = ChainRunner([PassingGate()], should_stop=lambda: True).run(alive)
     assert not stopped.passed and stopped.results[0].summary.startswith("stopped by a signal")
     assert ChainRunner([PassingGate()]).run(alive).passed  # the control: alive and not stopped
+
+
+# ---- memory_leak's verdict on the two series it samples -------------------------------------------
+MIB = 1024 * 1024
+
+
+@dataclass
+class CountingHttp(ModelHttp):
+    """Answers every request with `status` and keeps the bodies; `answered` is set at the first one."""
+
+    status: int = 200
+    bodies: list[Mapping[str, Any]] = field(default_factory=list)
+    answered: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
+        with self.lock:
+            self.bodies.append(body)
+        self.answered.set()
+        return HttpReply(self.status, "{}")
+
+
+@dataclass
+class SampledMemory:
+    """RSS and GPU memory, one value per window (MiB; None: NVML answered nothing), kept with the fake
+    time of each sample. The first read is the one before any traffic; the window samples wait until
+    a request came back, so the windows saw traffic."""
+
+    clock: FakeClock
+    http: CountingHttp
+    rss_mib: list[float]
+    gpu_mib: list[float | None] | None = None
+    before_mib: float = 1500.0
+    rss_at: list[float] = field(default_factory=list)
+    reads: int = 0
+
+    def rss_bytes(self, pids: Sequence[int]) -> int:
+        self.reads += 1
+        if self.reads == 1:
+            return int(self.before_mib * MIB)
+        assert self.http.answered.wait(30.0), "no request came back"
+        self.rss_at.append(self.clock.now - 1000.0)
+        return int(self.rss_mib[len(self.rss_at) - 1] * MIB)
+
+    def gpu_bytes(self, pids: Sequence[int]) -> int | None:
+        if self.gpu_mib is None:
+            return None
+        used = self.gpu_mib[len(self.rss_at) - 1]
+        return None if used is None else int(used * MIB)
+
+
+FLAT = [2000.0] * 6
+GROWING = [2000.0, 2000.0, 2200.0, 2400.0, 2600.0, 2800.0]  # +600 over the baseline, > FAST's 100
+
+
+def leak_check(
+    rss: list[float], gpu: list[float | None] | None = None, status: int = 200, **table: Any
+) -> tuple[Outcome, SampledMemory, CountingHttp]:
+    clock = FakeClock()
+    http = CountingHttp(status=status)
+    memory = SampledMemory(clock, http, rss, gpu)
+    ctx = dataclasses.replace(make_context(ScriptedLog(clock), clock), http=http, memory=memory)
+    return MemoryLeakGate({**FAST, **table}).check(ctx), memory, http
+
+
+def test_memory_is_sampled_once_at_the_end_of_each_window() -> None:
+    outcome, memory, _ = leak_check(FLAT)
+    assert outcome.verdict is Verdict.PASS
+    assert [round(at, 6) for at in memory.rss_at] == [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    assert outcome.evidence["rss_before_traffic_mib"] == 1500.0 and outcome.evidence["rss_mib"] == FLAT
+
+
+def test_a_gpu_leak_under_flat_resident_memory_fails_and_names_the_gpu() -> None:
+    outcome, _, _ = leak_check(FLAT, gpu=list(GROWING))
+    assert outcome.verdict is Verdict.FAIL
+    assert outcome.summary.startswith("gpu leak: grew 3+ windows in a row to +600 MiB")
+    assert outcome.evidence["gpu_mib"] == GROWING
+
+
+def test_both_series_leaking_are_both_named_resident_first() -> None:
+    outcome, _, _ = leak_check(GROWING, gpu=list(GROWING))
+    assert outcome.summary.startswith("rss leak: grew 3+ windows")
+    assert "; gpu leak: grew 3+ windows" in outcome.summary
+
+
+def test_a_pass_reports_each_series_against_the_rule() -> None:
+    outcome, _, http = leak_check(FLAT, gpu=[40000.0] * 6)
+    assert outcome.verdict is Verdict.PASS
+    rss, gpu = outcome.summary.split("; ")
+    assert rss.startswith("rss: +0 MiB since the baseline (2000 MiB)") and gpu.startswith("gpu: +0 MiB")
+    assert outcome.evidence["rule"] == {"baseline_window": 2, "consecutive": 3, "min_growth_mib": 100}
+    assert outcome.evidence["requests"] == {"completed": len(http.bodies), "failed": 0}
+
+
+def test_without_nvml_in_any_window_the_gpu_series_is_dropped_not_judged_with_a_hole() -> None:
+    outcome, _, _ = leak_check(FLAT, gpu=[40000.0, 40100.0, None, 41000.0, 42000.0, 43000.0])
+    assert outcome.verdict is Verdict.PASS and outcome.evidence["gpu_mib"] is None
+    assert not outcome.summary.count("gpu")
+
+
+def test_no_request_that_succeeded_means_no_verdict() -> None:
+    outcome, _, http = leak_check(FLAT, status=500)
+    assert outcome.verdict is Verdict.FAIL
+    assert outcome.summary == f"no request succeeded ({len(http.bodies)} failed): no data, no verdict"
+    assert http.bodies
+
+
+def test_the_traffic_is_the_tables_shape_sent_to_the_listed_model() -> None:
+    outcome, _, http = leak_check(FLAT, prompt_paragraphs=3, max_tokens=32, concurrency=2)
+    assert outcome.verdict is Verdict.PASS
+    assert {b["model"] for b in http.bodies} == {"m"}
+    assert {b["max_tokens"] for b in http.bodies} == {32}
+    assert all(
+        b["messages"][0]["content"].count("\n\n") == 3 for b in http.bodies
+    )  # 3 paragraphs, a question

@@ -9,10 +9,12 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gates.chain import ChainRunner
 from gates.context import Expectations, HttpReply
 from gates.health import HealthGate
 from gates.needle import ESTIMATED
@@ -57,9 +59,12 @@ class ChatServer:
     models: HttpReply | None = None
     tokenize: bool = True
     asked: list[Mapping[str, Any]] = field(default_factory=list)
+    timeouts: list[float] = field(default_factory=list)  # of each chat request
+    got: list[tuple[str, float]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get(self, path: str, timeout_s: float) -> HttpReply:
+        self.got.append((path, timeout_s))
         if path == "/health":
             return self.health
         assert path == "/v1/models", path
@@ -75,6 +80,7 @@ class ChatServer:
         assert path == "/v1/chat/completions", path
         with self.lock:  # the concurrency check asks from several threads
             self.asked.append(body)
+            self.timeouts.append(timeout_s)
         reply = self.respond(prompt)
         reply = reply if isinstance(reply, Reply) else Reply(content=reply)
         if reply.body is not None or reply.status != 200:
@@ -224,3 +230,147 @@ def test_health_fails_on_another_model_or_a_broken_model_list() -> None:
     assert broken.verdict is Verdict.FAIL and broken.summary.startswith("/v1/models body is not a model list")
     down = health(ChatServer(models=HttpReply(500, "Internal Server Error")))
     assert (down.verdict, down.summary) == (Verdict.FAIL, "/v1/models answered 500")
+
+
+# ---- smoke on vLLM 0.26.0's recorded answers (the trained tiny-chat model, H200) ------------------
+BODIES = Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26" / "h200-3" / "promotion" / "bodies"
+
+
+def recorded_reply(name: str) -> Reply:
+    """The reply vLLM gave to the request recorded on the first line of `bodies/NAME.json`."""
+    return Reply(body=(BODIES / f"{name}.json").read_text(encoding="utf-8").partition("\n")[2])
+
+
+def recorded_model(prompt: str) -> Reply:
+    for name, asked in (
+        ("smoke-arithmetic", "17 + 25"),
+        ("smoke-chinese", "季节"),
+        ("smoke-code", "add(a, b)"),
+    ):
+        if asked in prompt:
+            return recorded_reply(name)
+    assert "primary colours" in prompt, prompt
+    return recorded_reply("smoke-colours")
+
+
+def test_vllms_recorded_answers_pass_the_checks_they_answer() -> None:
+    outcome = smoke(ChatServer(recorded_model), checks=["arithmetic", "chinese", "code", "consistency"])
+    assert (outcome.verdict, outcome.summary) == (
+        Verdict.PASS,
+        "all 4 checks passed (arithmetic, chinese, code, consistency)",
+    )
+
+
+def test_one_answer_of_three_from_a_looping_model_breaks_the_consistency() -> None:
+    answers = iter([recorded_reply("smoke-colours"), recorded_reply("loop"), recorded_reply("smoke-colours")])
+    outcome = smoke(ChatServer(lambda prompt: next(answers)), checks=["consistency"])
+    assert outcome.summary == "consistency: three answers at temperature 0 differ"
+
+
+# ---- smoke's decisions across checks ---------------------------------------------------------------
+def test_results_follow_the_tables_order_and_every_failure_is_named() -> None:
+    outcome = smoke(ChatServer(lambda p: "nothing useful"), checks=["code", "arithmetic", "consistency"])
+    assert list(outcome.evidence["results"]) == ["code", "arithmetic", "consistency"]
+    assert outcome.summary == (
+        "code: expected a def … return; got 'nothing useful'; arithmetic: expected 42; got 'nothing useful'"
+    )
+    assert outcome.evidence["results"]["consistency"] == "ok"
+
+
+def test_an_error_among_the_three_answers_is_told_rather_than_a_difference() -> None:
+    answers: Iterator[Reply | str] = iter(
+        ["Red, yellow, blue.", Reply(502, body="Bad Gateway"), "Red, yellow, blue."]
+    )
+    outcome = smoke(ChatServer(lambda p: next(answers)), checks=["consistency"])
+    assert outcome.summary == "consistency: HTTP 502: Bad Gateway"
+
+
+def test_concurrency_stops_at_the_first_width_that_fails() -> None:
+    server = ChatServer(lambda p: Reply(503, body="busy") if "1 to 4" in p else "1 2 3")
+    outcome = smoke(server, checks=["concurrency"])
+    assert outcome.summary == "concurrency: 1/2 concurrent requests failed: HTTP 503: busy"
+    assert len(server.asked) == 2  # the 4-wide round was never sent
+
+
+def test_each_request_carries_the_tables_budget_and_deadline() -> None:
+    server = ChatServer()
+    outcome = smoke(server, checks=["arithmetic", "code"], max_tokens=64, request_timeout_s=7)
+    assert outcome.verdict is Verdict.PASS
+    assert [b["max_tokens"] for b in server.asked] == [64, 64]
+    assert server.timeouts == [7.0, 7.0]
+
+
+def test_a_needle_for_an_unbounded_context_is_sized_as_asked() -> None:
+    outcome = smoke(ChatServer(), max_model_len=None, needle_contexts=[1024], checks=["needle"])
+    [tokens] = outcome.evidence["needle_tokens"]
+    assert outcome.verdict is Verdict.PASS and 0.97 * 1024 <= tokens <= 1024
+
+
+# ---- health on vLLM's recorded model list, and through the chain ----------------------------------
+MODELS = (
+    Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26" / "eager" / "models.json"
+).read_text(encoding="utf-8")
+
+
+def test_health_on_the_recorded_model_list() -> None:
+    recorded = HttpReply(200, MODELS)
+    assert health(ChatServer(models=recorded), served=("tiny",)).summary == "/health 200; serving tiny"
+    missing = health(ChatServer(models=recorded), served=("tiny", "tiny-lora"))
+    assert (missing.verdict, missing.summary) == (
+        Verdict.FAIL,
+        "server serves ['tiny'], profile expects ['tiny', 'tiny-lora']",
+    )
+    assert missing.evidence == {"served": ["tiny"], "expected": ["tiny", "tiny-lora"]}
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ('{"object": "list", "data": [{"object": "model"}]}', "('id')"),
+        ("<html>502 Bad Gateway</html>", "(Expecting value: line 1 column 1 (char 0))"),
+        ('{"data": "tiny"}', "(string indices must be integers"),
+    ],
+)
+def test_health_fails_a_model_list_of_another_shape_saying_why(body: str, why: str) -> None:
+    outcome = health(ChatServer(models=HttpReply(200, body)))
+    assert outcome.verdict is Verdict.FAIL
+    assert outcome.summary.startswith(f"/v1/models body is not a model list {why}"), outcome.summary
+    assert outcome.evidence == {"body": body}
+
+
+def test_health_asks_both_routes_with_its_own_deadline() -> None:
+    server = ChatServer()
+    clock = FakeClock()
+    ctx = replace(make_context(ScriptedLog(clock), clock, Expectations(("qwen3-8b",), None)), http=server)
+    assert HealthGate({"request_timeout_s": 2.5}).check(ctx).verdict is Verdict.PASS
+    assert server.got == [("/health", 2.5), ("/v1/models", 2.5)]
+
+
+@dataclass
+class StartingServer(ChatServer):
+    """Not listening until `listening_at`, then /health 503 until `ready_at` (fake seconds)."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+    listening_at: float = 3.0
+    ready_at: float = 6.0
+
+    def get(self, path: str, timeout_s: float) -> HttpReply:
+        since = self.clock.now - 1000.0
+        if path == "/health" and since < self.listening_at:
+            return HttpReply(0, "", "[Errno 111] Connection refused")
+        if path == "/health" and since < self.ready_at:
+            return HttpReply(503, "")
+        return super().get(path, timeout_s)
+
+
+def test_health_waits_through_refused_and_503_until_the_server_is_ready() -> None:
+    clock = FakeClock()
+    server = StartingServer(clock=clock)
+    ctx = replace(make_context(ScriptedLog(clock), clock, Expectations(("qwen3-8b",), None)), http=server)
+    result = ChainRunner([HealthGate({"poll_s": 1.0})]).run(ctx).results[0]
+    assert (result.verdict, result.duration_s) == (Verdict.PASS, 6.0)
+    never = StartingServer(clock=clock, ready_at=float("inf"))
+    late = (
+        ChainRunner([HealthGate({"poll_s": 1.0, "timeout_s": 10})]).run(replace(ctx, http=never)).results[0]
+    )
+    assert (late.verdict, late.summary) == (Verdict.FAIL, "deadline 10s passed: /health answered 503")

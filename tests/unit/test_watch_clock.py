@@ -9,16 +9,22 @@ completion gets no answer until the client's deadline.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gates.context import HttpReply
+from gates.leak_rule import LeakRule
 from launcher.profile.candidate import Candidate
-from launcher.watch.runner import MIN_CANARY_GAP_S, ServingWatch, WatchPlan
-from launcher.watch.verdict import Judgement, Verdict
+from launcher.watch.runner import KEPT_OBSERVATIONS, MIN_CANARY_GAP_S, ServingWatch, WatchPlan
+from launcher.watch.verdict import Check, Judgement, Kind, Observation, Rules, Verdict
+from tests.doubles import FakeClock
 from tests.supervisor_rig import Rig
 from tests.virtual_clock import VirtualClock
 
@@ -147,3 +153,329 @@ def test_a_healthy_server_is_asked_at_the_documented_pace(tmp_path: Path) -> Non
     # 60 s: a canary every 15 s (at 15, 30, 45, 60), /health and /metrics every 5 s
     assert engine.asked.count("/v1/completions") in (3, 4)
     assert engine.asked.count("/health") in (11, 12) and engine.asked.count("/metrics") in (11, 12)
+
+
+# ---- more timings: a server scripted by the virtual time ------------------------------------------
+MIB = 1 << 20
+CALL = {"function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}
+TOOL_CALL = json.dumps({"choices": [{"message": {"tool_calls": [CALL]}, "finish_reason": "tool_calls"}]})
+NO_TOOL_CALL = json.dumps({"choices": [{"message": {"content": "It is sunny."}, "finish_reason": "stop"}]})
+
+
+@dataclass
+class Timeline:
+    """A server whose answers depend on the virtual time since `began`: completions hang from
+    `hang_at` on and answer 500 from `errors_at` until `errors_until`; tool calls come back without a
+    call until `tool_wrong_until`. Every request is kept with the time it came at."""
+
+    clock: VirtualClock
+    began: float = 1000.0
+    hang_at: float = float("inf")
+    errors_at: float = float("inf")
+    errors_until: float = float("inf")
+    tool_wrong_until: float = 0.0
+    asked: list[tuple[float, str]] = field(default_factory=list)
+
+    def now(self) -> float:
+        return self.clock.monotonic() - self.began
+
+    def get(self, path: str, timeout_s: float) -> HttpReply:
+        self.asked.append((self.now(), path))
+        if path == "/metrics":
+            return HttpReply(200, 'vllm:num_requests_running{model_name="m"} 0\n')
+        return HttpReply(200, "")
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
+        self.asked.append((self.now(), path))
+        if self.now() >= self.hang_at:
+            self.clock.sleep(timeout_s)
+            return HttpReply(0, "", "read timed out", timed_out=True)
+        if self.errors_at <= self.now() < self.errors_until:
+            return HttpReply(500, '{"error": {"message": "EngineCore encountered an issue"}}')
+        if path == "/v1/chat/completions":
+            return HttpReply(200, NO_TOOL_CALL if self.now() < self.tool_wrong_until else TOOL_CALL)
+        return HttpReply(200, COMPLETION)
+
+    def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
+        return iter(())
+
+    def posts(self) -> list[tuple[float, str]]:
+        return [(at, path) for at, path in self.asked if path.startswith("/v1/")]
+
+
+def watch_with(
+    tmp_path: Path,
+    clock: VirtualClock,
+    server: Timeline,
+    *,
+    host: tuple[int, int] = PLENTY,
+    gpu_bytes: Callable[[Sequence[int]], int | None] | None = None,
+    **supervisor: object,
+) -> tuple[ServingWatch, Verdicts]:
+    candidate: Candidate = Rig(tmp_path).candidate(supervisor={"canary_tool_call_every": 0, **supervisor})
+    verdicts = Verdicts(clock)
+    watch = ServingWatch(
+        WatchPlan.of(candidate),
+        lambda: [],
+        verdicts,
+        host=lambda: host,
+        gpu_bytes=gpu_bytes,
+        clock=clock,
+        http=server,
+    )
+    return watch, verdicts
+
+
+def changes(verdicts: Verdicts) -> list[tuple[float, Verdict]]:
+    return [(at - 1000.0, judgement.verdict) for at, judgement in verdicts.seen]
+
+
+def test_error_answers_are_failing_one_retry_gap_after_the_first(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, errors_at=0.0)
+    watch, verdicts = watch_with(tmp_path, clock, server)
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 15 + MIN_CANARY_GAP_S
+    assert changes(verdicts) == [(15.0, Verdict.DEGRADED), (16.0, Verdict.FAILING)]
+    assert verdicts.seen[-1][1].detail.startswith("canary: HTTP 500: ")
+
+
+def test_a_hang_that_begins_after_healthy_canaries_is_wedged_by_the_next_two(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, hang_at=50.0)
+    watch, verdicts = watch_with(tmp_path, clock, server)
+    after = run_until_final(watch, verdicts, clock, limit_s=600)
+    # answered at 15, 30 and 45; the canary of 60 s waits to 70, its retry (71) to 81
+    assert after == 60 + 10 + MIN_CANARY_GAP_S + 10
+    assert [at for at, _ in server.posts()] == [15.0, 30.0, 45.0, 60.0, 71.0]
+    assert changes(verdicts) == [(70.0, Verdict.DEGRADED), (81.0, Verdict.WEDGED)]
+
+
+def test_one_error_is_retried_at_once_and_the_pace_follows_the_retry(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, errors_at=10.0, errors_until=15.5)  # the canary of 15 s gets the one error
+    watch, verdicts = watch_with(tmp_path, clock, server)
+    assert run_until_final(watch, verdicts, clock, limit_s=60) is None
+    assert changes(verdicts) == [(15.0, Verdict.DEGRADED), (16.0, Verdict.SERVING)]
+    assert [at for at, _ in server.posts()] == [15.0, 16.0, 31.0, 46.0]  # due again 15 s after the retry
+
+
+def test_every_nth_canary_is_the_tool_call_and_a_wrong_one_stands_until_a_tool_call_passes(
+    tmp_path: Path,
+) -> None:
+    """The retry after a wrong tool call is a plain canary (the 4th): it answers, which ends the run of
+    error answers (so no failing), but only the next tool call (the 6th) clears the tool call's own
+    failed check."""
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, tool_wrong_until=50.0)
+    watch, verdicts = watch_with(tmp_path, clock, server, canary_tool_call_every=3)
+    assert run_until_final(watch, verdicts, clock, limit_s=100) is None
+    assert server.posts() == [
+        (15.0, "/v1/completions"),
+        (30.0, "/v1/completions"),
+        (45.0, "/v1/chat/completions"),  # the 3rd
+        (46.0, "/v1/completions"),  # its retry, one gap later: the 4th
+        (61.0, "/v1/completions"),
+        (76.0, "/v1/chat/completions"),  # the 6th
+        (91.0, "/v1/completions"),
+    ]
+    assert changes(verdicts) == [(45.0, Verdict.DEGRADED), (76.0, Verdict.SERVING)]
+    assert verdicts.seen[0][1].check is Check.TOOL_CALL
+    assert verdicts.seen[0][1].detail.startswith("tool-call canary (auto): no tool call")
+
+
+def test_a_right_tool_call_every_nth_canary_changes_nothing(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock)
+    watch, verdicts = watch_with(tmp_path, clock, server, canary_tool_call_every=2)
+    assert run_until_final(watch, verdicts, clock, limit_s=61) is None and verdicts.seen == []
+    assert [path for _, path in server.posts()] == ["/v1/completions", "/v1/chat/completions"] * 2
+
+
+def test_host_memory_low_twice_is_starving_at_the_second_free_read(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    watch, verdicts = watch_with(tmp_path, clock, Timeline(clock), host=(1 << 30, 0))  # 1 GiB < 2 GiB
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 10  # read every 5 s
+    assert changes(verdicts) == [(5.0, Verdict.DEGRADED), (10.0, Verdict.STARVING)]
+    fast_clock = VirtualClock(actors=3)
+    fast, fast_verdicts = watch_with(
+        tmp_path, fast_clock, Timeline(fast_clock), host=(1 << 30, 0), canary_interval_s=2
+    )
+    assert run_until_final(fast, fast_verdicts, fast_clock, limit_s=600) == 4  # at the canary's pace
+
+
+@pytest.mark.parametrize(("growth_mib", "called_at"), [(500, 100.0), (300, 120.0)])
+def test_a_leak_is_called_at_the_first_window_where_the_run_and_the_growth_both_hold(
+    tmp_path: Path, growth_mib: int, called_at: float
+) -> None:
+    """Windows of 20 s, baselined at the 2nd (40 s): 500 MiB a window has grown 3 windows in a row
+    and 1500 MiB at 100 s; 300 MiB a window is 1200 MiB over only at 120 s."""
+    clock = VirtualClock(actors=3)
+
+    def used(pids: Sequence[int]) -> int:
+        windows = (clock.monotonic() - 1000.0) / 20.0
+        return int((4000 + growth_mib * windows) * MIB)
+
+    watch, verdicts = watch_with(tmp_path, clock, Timeline(clock), gpu_bytes=used)
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == called_at
+    [(_, judgement)] = verdicts.seen
+    assert (judgement.verdict, judgement.check) == (Verdict.STARVING, Check.LEAK)
+    assert judgement.detail.startswith("GPU memory (NVML) grew 3+ windows in a row")
+
+
+def test_every_miss_is_retried_at_once_not_only_the_one_that_changed_the_verdict(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, hang_at=0.0)
+    watch, verdicts = watch_with(tmp_path, clock, server, wedge_after=3)
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 15 + 3 * 10 + 2 * MIN_CANARY_GAP_S
+    assert [at for at, _ in server.posts()] == [15.0, 26.0, 37.0]  # the 2nd miss left it degraded
+    assert changes(verdicts) == [(25.0, Verdict.DEGRADED), (47.0, Verdict.WEDGED)]
+
+
+# ---- the free signals' round, one call at a time on a plain fake clock (no thread started) ----------
+PLAN = WatchPlan(
+    base_url="http://127.0.0.1:1",
+    api_key=None,
+    model="m",
+    interval_s=15.0,
+    timeout_s=10.0,
+    tool_call_every=0,
+    tool_case=None,
+    tool_max_tokens=64,
+    tool_timeout_s=10.0,
+    rules=Rules(),
+    min_available_gib=2.0,
+    max_swap_gib=None,
+    leak_rule=LeakRule(),
+    leak_window_s=20.0,
+    prefixes=("VLLM",),
+)
+
+
+@dataclass
+class Pages:
+    """/metrics answers `statuses` in turn (the last from then on), each page a little further on."""
+
+    statuses: list[int] = field(default_factory=lambda: [200])
+    generated: int = 0
+    asked: list[str] = field(default_factory=list)
+
+    def get(self, path: str, timeout_s: float) -> HttpReply:
+        self.asked.append(path)
+        if path != "/metrics":
+            return HttpReply(200, "")
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        self.generated += 10
+        body = (
+            f'vllm:num_requests_running{{model_name="m"}} 1\n'
+            f'vllm:generation_tokens_total{{model_name="m"}} {self.generated}\n'
+            f'http_requests_total{{handler="/v1/completions",method="POST",status="2xx"}} {self.generated}\n'
+        )
+        return HttpReply(status, body if status == 200 else "Not Found")
+
+    def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
+        self.asked.append(path)
+        return HttpReply(200, COMPLETION)
+
+    def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
+        return iter(())
+
+
+def plain_watch(
+    http: Pages,
+    plan: WatchPlan = PLAN,
+    pids: Callable[[], Sequence[int]] = lambda: [],
+    clock: FakeClock | None = None,
+) -> tuple[ServingWatch, FakeClock, list[Judgement]]:
+    clock = clock or FakeClock()
+    told: list[Judgement] = []
+    watch = ServingWatch(plan, pids, told.append, host=lambda: PLENTY, clock=clock, http=http)
+    return watch, clock, told
+
+
+def checks_seen(watch: ServingWatch) -> list[str]:
+    return [str(obs.check) for _, obs in watch.recent()]
+
+
+def test_the_free_signals_come_every_free_every_s_and_the_process_states_every_tick() -> None:
+    http = Pages()
+    watch, clock, _ = plain_watch(http)
+    for second in range(1, 11):
+        watch.signals_round(clock.now + second)
+    assert http.asked == ["/health", "/metrics"] * 2  # at 5 s and at 10 s
+    assert checks_seen(watch).count("process") == 10
+
+
+def test_a_metrics_page_that_is_absent_says_nothing_and_traffic_needs_two_readings() -> None:
+    http = Pages(statuses=[404, 200, 200])  # vLLM with --disable-log-stats serves no vllm:* families
+    watch, clock, told = plain_watch(http)
+    watch.signals_round(clock.now + 5)
+    assert "metrics" not in checks_seen(watch) and told == []
+    watch.signals_round(clock.now + 10)
+    assert checks_seen(watch).count("metrics") == 1 and "traffic" not in checks_seen(watch)
+    watch.signals_round(clock.now + 15)
+    assert checks_seen(watch).count("traffic") == 1
+
+
+def test_the_leak_window_keeps_its_grid_when_a_round_comes_late() -> None:
+    http = Pages()
+    watch, clock, _ = plain_watch(http)
+    for at in (19.0, 21.0, 39.0, 40.0, 59.0, 60.0):  # the round of 20 s came at 21
+        clock.now = 1000.0 + at
+        watch.signals_round(clock.now)
+    leaks = [obs.at - 1000.0 for _, obs in watch.recent() if obs.check is Check.LEAK]
+    assert leaks == [21.0, 40.0, 60.0]  # a grid moved by the late round: 21 and 59
+
+
+def test_the_groups_pids_are_read_again_every_30_s() -> None:
+    listed: list[float] = []
+    clock = FakeClock()
+
+    def pids() -> Sequence[int]:
+        listed.append(clock.now)
+        return []
+
+    watch, _, _ = plain_watch(Pages(), pids=pids, clock=clock)
+    for second in range(1, 66):
+        clock.now = 1000.0 + second
+        watch.signals_round(clock.now)
+    assert [at - 1000.0 for at in listed] == [1.0, 31.0, 61.0]
+
+
+def test_only_a_change_of_verdict_or_check_is_told() -> None:
+    http = Pages()
+    watch, clock, told = plain_watch(http)
+    stall = Observation(Check.METRICS, Kind.STALLED, 1.0, "frozen for 10 s")
+    watch.observe(stall)
+    watch.observe(
+        Observation(Check.METRICS, Kind.STALLED, 6.0, "frozen for 15 s")
+    )  # same verdict, same check
+    watch.observe(Observation(Check.HOST_MEMORY, Kind.LOW_MEMORY, 7.0, "low"))  # degraded still, by metrics
+    watch.observe(Observation(Check.METRICS, Kind.PROGRESS, 8.0, "decode progressing"))  # now by host memory
+    watch.observe(Observation(Check.HOST_MEMORY, Kind.OK, 9.0, "fine"))
+    assert [(j.verdict, j.check) for j in told] == [
+        (Verdict.DEGRADED, Check.METRICS),
+        (Verdict.DEGRADED, Check.HOST_MEMORY),
+        (Verdict.SERVING, None),
+    ]
+    assert watch.judgement == Judgement(Verdict.SERVING)
+
+
+def test_a_stopped_watch_judges_nothing_more_and_keeps_only_the_last_observations() -> None:
+    http = Pages()
+    watch, clock, told = plain_watch(http)
+    for second in range(1, 151):
+        watch.signals_round(clock.now + second)
+    kept = watch.recent()
+    assert len(kept) == KEPT_OBSERVATIONS and kept[0][0] == clock.time()  # stamped on the epoch clock
+    watch.stop()
+    watch.observe(Observation(Check.PROCESS, Kind.BAD_PROCESS, 200.0, "pid 1 is stopped (state T)"))
+    assert told == [] and watch.judgement.verdict is Verdict.SERVING and watch.recent() == kept
+
+
+def test_without_a_tool_case_every_canary_is_a_plain_one() -> None:
+    http = Pages()
+    plan = dataclasses.replace(PLAN, tool_call_every=2, tool_case=None)
+    watch, clock, _ = plain_watch(http, plan=plan)
+    dues = [watch.canary_round() - 1000.0 for _ in range(4)]
+    assert http.asked == ["/v1/completions"] * 4 and watch.canaries == 4
+    assert dues == [15.0] * 4  # answered at once: the next is due one interval on, the clock unmoved

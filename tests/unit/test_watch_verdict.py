@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.watch.verdict import Check, Judge, Kind, Observation, Rules, Verdict
+from launcher.watch.verdict import Check, Judge, Judgement, Kind, Observation, Rules, Verdict
 
 
 def obs(
@@ -134,3 +134,274 @@ def test_a_serving_server_is_serving() -> None:
     )
     assert judge.judgement().verdict is Verdict.SERVING
     assert judge.judgement().to_json()["verdict"] == "serving"
+
+
+# ---- long series: what each observation does to the run it belongs to -----------------------------
+def ok(at: float, check: Check = Check.CANARY) -> Observation:
+    return obs(check, Kind.OK, at)
+
+
+def error(at: float, check: Check = Check.CANARY, detail: str = "canary: HTTP 500") -> Observation:
+    return obs(check, Kind.ERROR, at, detail)
+
+
+def moved(at: float) -> Observation:
+    return obs(Check.METRICS, Kind.PROGRESS, at, "decode progressing", tokens_moved=True, running=8)
+
+
+def verdicts_of(judge: Judge, observations: list[Observation]) -> list[Verdict]:
+    """The verdict after each observation, in order."""
+    found = []
+    for one in observations:
+        judge.observe(one)
+        found.append(judge.judgement().verdict)
+    return found
+
+
+def test_misses_interleaved_with_answers_are_each_retried_and_never_wedge() -> None:
+    series = [one for t in range(0, 200, 20) for one in (timeout(t + 11.0), ok(t + 13.0))]
+    seen = verdicts_of(Judge(Rules()), series)
+    assert seen == [Verdict.DEGRADED, Verdict.SERVING] * 10
+
+
+def test_misses_are_counted_per_family_so_one_of_each_is_no_run() -> None:
+    judge = judged(timeout(11.0), timeout(12.0, Check.HEALTH))
+    assert judge.judgement().verdict is Verdict.DEGRADED  # two misses, but one in each family
+    judge.observe(timeout(17.0, Check.HEALTH))
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check, verdict.figures["misses"]) == (Verdict.WEDGED, Check.HEALTH, 2)
+    assert verdict.detail == "health: no answer within 10 s (2 in a row)"
+
+
+def test_the_longest_run_of_any_family_is_the_one_named() -> None:
+    judge = judged(
+        timeout(5.0, Check.HEALTH), timeout(11.0), timeout(15.0, Check.HEALTH), timeout(22.0), timeout(33.0)
+    )
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check, verdict.figures["misses"]) == (Verdict.WEDGED, Check.CANARY, 3)
+
+
+def test_the_tool_call_canary_counts_in_the_canarys_family_both_ways() -> None:
+    wedged = judged(timeout(11.0), timeout(22.0, Check.TOOL_CALL)).judgement()
+    assert (wedged.verdict, wedged.check) == (Verdict.WEDGED, Check.TOOL_CALL)
+    assert wedged.detail == "tool_call: no answer within 10 s (2 in a row)"
+    answered = judged(timeout(11.0), ok(13.0, Check.TOOL_CALL), timeout(24.0)).judgement()
+    assert answered.verdict is Verdict.DEGRADED  # the tool call answered: the run of misses broke
+    failing = judged(error(1.0, Check.TOOL_CALL), error(2.0)).judgement()
+    assert (failing.verdict, failing.check) == (Verdict.FAILING, Check.CANARY)
+
+
+def test_a_wrong_tool_call_stands_until_a_tool_call_passes_though_a_plain_answer_ends_the_errors() -> None:
+    wrong = error(45.0, Check.TOOL_CALL, "tool-call canary (auto): no tool call")
+    judge = judged(wrong, ok(46.0), error(61.0))
+    assert judge.judgement().verdict is Verdict.DEGRADED  # the answer between: not two errors in a row
+    judge.observe(ok(62.0))
+    assert (judge.judgement().verdict, judge.judgement().check) == (Verdict.DEGRADED, Check.TOOL_CALL)
+    judge.observe(ok(76.0, Check.TOOL_CALL))
+    assert judge.judgement().verdict is Verdict.SERVING
+
+
+def test_a_health_answer_breaks_only_the_health_run_and_health_errors_never_make_failing() -> None:
+    health_503 = obs(Check.HEALTH, Kind.ERROR, 6.0, "/health answered 503")
+    judge = judged(timeout(5.0, Check.HEALTH), health_503, timeout(16.0, Check.HEALTH))
+    assert judge.judgement().verdict is Verdict.DEGRADED  # the 503 was an answer: one miss since
+    for at in (20.0, 25.0, 30.0, 35.0):
+        judge.observe(obs(Check.HEALTH, Kind.ERROR, at, "/health answered 503"))
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check) == (
+        Verdict.DEGRADED,
+        Check.HEALTH,
+    )  # the group watch names a death
+    assert judged(timeout(11.0), health_503, timeout(22.0)).judgement().verdict is Verdict.WEDGED
+
+
+def test_an_error_answer_between_two_misses_breaks_the_run() -> None:
+    judge = judged(timeout(11.0), error(12.0), timeout(23.0))
+    assert judge.judgement().verdict is Verdict.DEGRADED
+
+
+def test_misses_alternating_with_error_answers_end_failing_not_degraded_forever() -> None:
+    seen = verdicts_of(Judge(Rules()), [timeout(11.0), error(12.0), timeout(23.0), error(24.0)])
+    assert seen == [Verdict.DEGRADED, Verdict.DEGRADED, Verdict.DEGRADED, Verdict.FAILING]
+
+
+def test_an_answer_that_is_fine_ends_the_run_of_errors() -> None:
+    assert judged(error(1.0), ok(2.0), error(3.0)).judgement().verdict is Verdict.DEGRADED
+    three = Rules(errors_after=3)
+    assert judged(error(1.0), error(2.0), rules=three).judgement().verdict is Verdict.DEGRADED
+    failing = judged(error(1.0), error(2.0), error(3.0, detail="canary: HTTP 502"), rules=three).judgement()
+    assert failing.detail == "canary: HTTP 502 (3 in a row)" and failing.figures["errors"] == 3
+
+
+def test_a_canary_is_excused_exactly_when_tokens_moved_at_or_after_it_was_sent() -> None:
+    sent_at_1 = timeout(11.0)  # waited 10 s: sent at 1.0
+    assert Judge(Rules()).busy(sent_at_1) is False  # no progress ever seen
+    at_send = judged(moved(1.0))
+    assert at_send.busy(sent_at_1)
+    at_send.observe(sent_at_1)
+    assert at_send.judgement().verdict is Verdict.SERVING  # queued: not even degraded
+    just_before = judged(moved(0.999))
+    assert not just_before.busy(sent_at_1)
+    just_before.observe(sent_at_1)
+    assert just_before.judgement().verdict is Verdict.DEGRADED
+
+
+def test_decode_waiting_is_no_progress_that_excuses_a_canary() -> None:
+    waiting = obs(Check.METRICS, Kind.PROGRESS, 15.0, "decode waiting", tokens_moved=False, running=8)
+    judge = judged(waiting, timeout(22.0), timeout(33.0))
+    assert judge.judgement().verdict is Verdict.WEDGED
+
+
+def test_a_queued_canary_neither_counts_as_a_miss_nor_breaks_the_run() -> None:
+    judge = judged(timeout(11.0), moved(15.0), timeout(22.0))  # the second waited behind moving tokens
+    assert judge.judgement().verdict is Verdict.DEGRADED  # the first miss still stands
+    judge.observe(timeout(33.0))  # sent at 23: nothing moved since 15
+    verdict = judge.judgement()
+    assert verdict.verdict is Verdict.WEDGED and verdict.figures["misses"] == 2
+
+
+def test_tokens_that_moved_before_the_decode_stalled_excuse_nothing() -> None:
+    stall = obs(Check.METRICS, Kind.STALLED, 18.0, "8 requests running and the counter frozen for 10 s")
+    judge = judged(moved(15.0), stall, timeout(22.0))  # sent at 12, tokens moved at 15, then froze
+    verdict = judge.judgement()
+    assert verdict.verdict is Verdict.WEDGED and verdict.figures["misses"] == 1
+
+
+def test_a_stall_that_ended_needs_wedge_after_misses_again() -> None:
+    stall = obs(Check.METRICS, Kind.STALLED, 10.0, "frozen")
+    waiting = obs(Check.METRICS, Kind.PROGRESS, 15.0, "decode waiting", tokens_moved=False)
+    judge = judged(stall, waiting, timeout(21.0))
+    assert judge.judgement().verdict is Verdict.DEGRADED
+    judge.observe(timeout(32.0))
+    assert "decode stalled" not in judge.judgement().detail and judge.judgement().verdict is Verdict.WEDGED
+
+
+def test_with_a_stall_one_miss_wedges_whatever_wedge_after_says() -> None:
+    stall = obs(Check.METRICS, Kind.STALLED, 10.0, "4 requests running and the counter frozen at 9 for 10 s")
+    verdict = judged(stall, timeout(21.0), rules=Rules(wedge_after=5)).judgement()
+    assert verdict.verdict is Verdict.WEDGED
+    assert verdict.detail == (
+        "canary: no answer within 10 s (1 in a row); decode stalled: "
+        "4 requests running and the counter frozen at 9 for 10 s"
+    )
+
+
+def test_an_unreadable_metrics_page_neither_starts_nor_ends_a_stall() -> None:
+    unreadable = obs(Check.METRICS, Kind.UNREADABLE, 12.0, "/metrics: no answer")
+    alone = judged(unreadable, timeout(21.0)).judgement()
+    assert (alone.verdict, alone.check) == (Verdict.DEGRADED, Check.METRICS)  # no stall began
+    stall = obs(Check.METRICS, Kind.STALLED, 10.0, "frozen")
+    assert judged(stall, unreadable, timeout(21.0)).judgement().verdict is Verdict.WEDGED  # nor ended
+
+
+# ---- several verdicts at once: the worst one wins, and each clears on its own -----------------------
+def low_memory(at: float) -> Observation:
+    return obs(Check.HOST_MEMORY, Kind.LOW_MEMORY, at, f"host RAM low at {at:g}")
+
+
+def mostly_5xx(at: float) -> Observation:
+    return obs(Check.TRAFFIC, Kind.MOSTLY_5XX, at, f"30 of 40 requests answered 5xx at {at:g}")
+
+
+def test_failing_outranks_starving_and_starving_shows_once_the_errors_clear() -> None:
+    judge = judged(low_memory(5.0), low_memory(10.0), error(11.0), error(12.0))
+    assert judge.judgement().verdict is Verdict.FAILING
+    judge.observe(ok(27.0))
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check, verdict.detail) == (
+        Verdict.STARVING,
+        Check.HOST_MEMORY,
+        "host RAM low at 10",
+    )
+    judge.observe(obs(Check.HOST_MEMORY, Kind.OK, 15.0))
+    assert judge.judgement().verdict is Verdict.SERVING
+
+
+def test_wedged_by_health_outranks_failing_canaries() -> None:
+    judge = judged(error(1.0), error(2.0), timeout(5.0, Check.HEALTH), timeout(15.0, Check.HEALTH))
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check) == (Verdict.WEDGED, Check.HEALTH)
+    judge.observe(ok(20.0, Check.HEALTH))
+    assert judge.judgement().verdict is Verdict.FAILING
+
+
+def test_the_leak_latch_outlasts_what_outranked_it_and_keeps_the_first_leak() -> None:
+    first = obs(Check.LEAK, Kind.LEAK, 100.0, "GPU memory (NVML) grew to +1500 MiB")
+    later = obs(Check.LEAK, Kind.LEAK, 120.0, "GPU memory (NVML) grew to +2000 MiB")
+    judge = judged(first, error(101.0), error(102.0))
+    assert judge.judgement().verdict is Verdict.FAILING
+    for one in (ok(117.0), later, obs(Check.LEAK, Kind.OK, 140.0, "flat")):
+        judge.observe(one)
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check, verdict.detail) == (Verdict.STARVING, Check.LEAK, first.detail)
+
+
+def test_starving_host_memory_is_named_before_a_latched_leak() -> None:
+    leak = obs(Check.LEAK, Kind.LEAK, 100.0, "resident memory grew")
+    verdict = judged(leak, low_memory(101.0), low_memory(106.0)).judgement()
+    assert (verdict.verdict, verdict.check) == (Verdict.STARVING, Check.HOST_MEMORY)
+
+
+def test_streaks_are_kept_per_check_so_one_does_not_break_anothers() -> None:
+    verdict = judged(mostly_5xx(5.0), low_memory(6.0), mostly_5xx(10.0)).judgement()
+    assert (verdict.verdict, verdict.check, verdict.detail) == (
+        Verdict.FAILING,
+        Check.TRAFFIC,
+        "30 of 40 requests answered 5xx at 10",
+    )
+    assert judged(
+        low_memory(5.0), obs(Check.TRAFFIC, Kind.OK, 6.0), low_memory(10.0)
+    ).judgement().verdict is (Verdict.STARVING)
+
+
+def test_windows_after_sets_how_many_samples_in_a_row_make_starving_and_failing() -> None:
+    three = Rules(windows_after=3)
+    assert judged(low_memory(5.0), low_memory(10.0), rules=three).judgement().verdict is Verdict.DEGRADED
+    assert judged(low_memory(5.0), low_memory(10.0), low_memory(15.0), rules=three).judgement().verdict is (
+        Verdict.STARVING
+    )
+    assert judged(mostly_5xx(5.0), mostly_5xx(10.0), rules=three).judgement().verdict is Verdict.DEGRADED
+    seen = verdicts_of(Judge(three), [mostly_5xx(5.0), mostly_5xx(10.0), obs(Check.TRAFFIC, Kind.OK, 15.0)])
+    assert seen == [Verdict.DEGRADED, Verdict.DEGRADED, Verdict.SERVING]
+
+
+def test_a_bad_process_is_the_degraded_check_named_before_any_other() -> None:
+    stopped = obs(Check.PROCESS, Kind.BAD_PROCESS, 3.0, "VLLM::EngineCore pid 42 is stopped (state T)")
+    judge = judged(error(1.0), stopped)
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check, verdict.process) == (
+        Verdict.DEGRADED,
+        Check.PROCESS,
+        stopped.detail,
+    )
+    judge.observe(obs(Check.PROCESS, Kind.OK, 4.0))
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check, verdict.process) == (Verdict.DEGRADED, Check.CANARY, None)
+    judge.observe(ok(5.0))
+    assert judge.judgement() == Judgement(Verdict.SERVING)
+
+
+def test_every_verdict_names_the_bad_process_while_it_stands() -> None:
+    stopped = obs(Check.PROCESS, Kind.BAD_PROCESS, 3.0, "VLLM::EngineCore pid 42 is stopped (state T)")
+    for series in (
+        [stopped, low_memory(5.0), low_memory(10.0)],
+        [stopped, error(11.0), error(12.0)],
+        [stopped, obs(Check.LEAK, Kind.LEAK, 20.0, "grew")],
+    ):
+        verdict = judged(*series).judgement()
+        assert verdict.verdict.is_final and verdict.process == stopped.detail, series
+
+
+def test_a_judgement_is_the_same_by_verdict_and_check_whatever_its_words() -> None:
+    a = Judgement(Verdict.DEGRADED, Check.CANARY, "canary: HTTP 500", {"status": 500})
+    assert a.same_as(Judgement(Verdict.DEGRADED, Check.CANARY, "canary: HTTP 502"))
+    assert not a.same_as(Judgement(Verdict.DEGRADED, Check.HEALTH, "canary: HTTP 500"))
+    assert not a.same_as(Judgement(Verdict.FAILING, Check.CANARY, "canary: HTTP 500"))
+    assert not a.same_as(None)
+    assert Judgement(Verdict.WEDGED, Check.HEALTH, "d", {"misses": 2}, process="p").to_json() == {
+        "verdict": "wedged",
+        "check": "health",
+        "detail": "d",
+        "process": "p",
+        "figures": {"misses": 2},
+    }
