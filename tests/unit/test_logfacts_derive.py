@@ -3,6 +3,8 @@ capture's settling, the ranks of inferred values, traceback frames, refused argu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from launcher.logfacts import derive, parse_text
@@ -235,3 +237,15 @@ def test_a_failure_after_an_excerpts_capture_is_in_the_capture_phase() -> None:
     )
     facts, _ = parse_text(warmup)
     assert facts.failure_phase == "capture" and facts.enforce_eager is None  # eager mode warms up too
+
+
+REAL_TINY = Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26" / "tiny.log"
+
+
+def test_a_startup_across_new_year_takes_its_real_seconds() -> None:
+    """vLLM stamps `MM-DD HH:MM:SS` without a year: the recorded 0.26.0 start (banner 09:31:20,
+    server 09:32:24: 64 s) moved to New Year's Eve must still take 64 s, not a negative day."""
+    text = REAL_TINY.read_text(encoding="utf-8")
+    assert parse_text(text)[0].startup_seconds == 64.0
+    moved = text.replace("11-29 09:31:", "12-31 23:59:").replace("11-29 09:32:", "01-01 00:00:")
+    assert parse_text(moved)[0].startup_seconds == 64.0
