@@ -17,7 +17,7 @@ from launcher.bench.server_metrics import MetricsDelta, MetricsSnapshot
 from launcher.bench.target import Target, api_key_from_env, from_profile, from_url
 from launcher.bench.workload import ContextSpec
 from launcher.errors import BadInput
-from tests.scripted_bench import one_round, request
+from tests.scripted_bench import failed, one_round, request
 
 SHORT = ContextSpec("short", 0)
 TARGET = Target("http://127.0.0.1:8000", "qwen3-8b", 32768, "--url")
@@ -178,15 +178,11 @@ def test_concurrency_levels_are_sorted_distinct_and_positive() -> None:
 
 
 def test_a_round_of_one_failed_request_has_no_throughput() -> None:
-    from tests.scripted_bench import failed
-
     empty = RoundResult(1, (failed(0.0),), 0.5, MetricsDelta())
     assert empty.total_tok_s is None and empty.output_tokens == 0 and empty.med("ttft_s") is None
 
 
 def test_cold_ttft_is_the_median_of_the_successful_cold_requests_only() -> None:
-    from tests.scripted_bench import failed
-
     records = (
         request(0.0, first_s=0.200, concurrency=1, phase=Phase.COLD),
         request(1.0, first_s=0.300, concurrency=1, phase=Phase.COLD),
@@ -223,20 +219,18 @@ def test_the_explanation_says_what_it_does_not_know() -> None:
 def test_the_spread_column_shows_the_larger_of_decode_and_output_and_a_dash_for_one_round() -> None:
     steady = [request(0.0, round_=1) for _ in range(2)]
     slower = [request(0.0, step_s=0.0125, round_=2) for _ in range(2)]  # decode 80 instead of 100
-    two = judge("short", 2, (one_round(steady, 1), one_round(slower, 2)), signatures=[("a", "1"), ("b", "2")],
-                reasoning=False)  # fmt: skip
+    sigs = [("a", "1"), ("b", "2")]
+    two = judge("short", 2, (one_round(steady, 1), one_round(slower, 2)), signatures=sigs, reasoning=False)
     spreads = two.as_json()["spread"]
     widest = max(spreads["decode_tok_s"], spreads["total_tok_s"])
     assert report.table(run(two)).splitlines()[2].split()[8] == f"{widest * 100:.0f}%"
-    one = judge("short", 2, (one_round(steady, 1),), signatures=[("a", "1"), ("b", "2")], reasoning=False)
+    one = judge("short", 2, (one_round(steady, 1),), signatures=sigs, reasoning=False)
     assert report.table(run(one)).splitlines()[2].split()[8] == "-"
 
 
 def test_a_cell_that_only_failed_shows_dashes_not_zeros_in_the_latency_table() -> None:
-    from tests.scripted_bench import failed
-
-    broken = judge("short", 1, (RoundResult(1, (failed(0.0),), 0.5, MetricsDelta()),), signatures=[("a", "1")],
-                   reasoning=False)  # fmt: skip
+    only_failed = (RoundResult(1, (failed(0.0),), 0.5, MetricsDelta()),)
+    broken = judge("short", 1, only_failed, signatures=[("a", "1")], reasoning=False)
     latency, throughput = report.latency_table(run(broken)).split("\n\n")
     ttft = latency.splitlines()[2].split()
     assert ttft[:4] == ["short", "1", "TTFT", "(ms)"] and ttft[4:] == ["-"] * 4
