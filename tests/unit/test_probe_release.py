@@ -94,3 +94,18 @@ def test_a_long_wait_says_what_is_still_held_every_few_seconds(profiles_dir: Pat
         said[0].startswith("waiting 5 s for the stopped server to let go: ")
         and f":{port} is in use by pid {os.getpid()}" in said[0]
     )
+
+
+def test_an_arm_on_another_port_is_told_free_on_the_port_it_will_use(profiles_dir: Path) -> None:
+    """Production asleep (park = "sleep") keeps its own port; the arm listens on another one, and the
+    release must name the port it checked, not the sleeper's, which is still held."""
+    clock = FakeClock()
+    arm_port = free_port()
+    with socket.socket() as sleeper:
+        sleeper.bind(("127.0.0.1", 0))
+        sleeper.listen()
+        held = sleeper.getsockname()[1]
+        released = wait_released(plan(profiles_dir, held), gone_pids=(), deadline=clock.now, clock=clock,
+                                 probe_factory=FakeGpuProbe, port=arm_port)  # fmt: skip
+    assert released.port == f"port {arm_port} free"
+    assert f"released after 0.0 s: port {arm_port} free; GPU 0:" in released.describe()
