@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.logfacts import configline
+from launcher.logfacts import configline, parse_text
 from launcher.logfacts.failure import FailureKind, classify, process_exit
 from launcher.logfacts.lines import (
     brackets_balanced,
@@ -372,3 +372,19 @@ def test_args_keep_a_speculative_dict_and_name_a_list_of_served_names() -> None:
 )
 def test_echoed_command_lines(command: str, facts: dict[str, object]) -> None:
     assert configline.from_command(command) == facts
+
+
+def test_secrets_are_masked_and_settings_that_merely_mention_tokens_are_not() -> None:
+    """vLLM's `non-default args` shows `api_key` and `hf_token` in clear: those are masked; a key that only
+    contains the word (`max_num_batched_tokens`, `tokenizer`) is a setting the operator needs to read."""
+    echoed = {"api_key": ["sk-1"], "hf_token": "hf_x", "client_secret": "s", "db_password": "p",
+              "max_num_batched_tokens": 8192, "tokenizer": "org/tok", "skip_tokenizer_init": True,
+              "tokenizer_mode": "auto", "num_speculative_tokens": 2, "api_key_file": None}  # fmt: skip
+    assert configline.redact(echoed) == {
+        "api_key": "***", "hf_token": "***", "client_secret": "***", "db_password": "***",
+        "max_num_batched_tokens": 8192, "tokenizer": "org/tok", "skip_tokenizer_init": True,
+        "tokenizer_mode": "auto", "num_speculative_tokens": 2, "api_key_file": None,
+    }  # fmt: skip
+    line = "(APIServer pid=1) INFO 11-30 10:00:01 [api_utils.py:273] non-default args: {'model_tag': 'm', "
+    facts = parse_text(line + "'max_num_batched_tokens': 8192, 'api_key': ['sk-1']}\n")[0]
+    assert facts.non_default_args == {"model_tag": "m", "max_num_batched_tokens": 8192, "api_key": "***"}
