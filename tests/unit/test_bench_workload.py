@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -166,3 +167,48 @@ def test_the_request_body_keeps_chinese_as_utf8_and_asks_for_usage() -> None:
     assert parsed["max_tokens"] == 64 and parsed["temperature"] == 0.0 and "seed" not in parsed
     sampled = json.loads(request_body("m", [], max_tokens=1, temperature=0.5, seed=None))
     assert "seed" not in sampled  # sampling without a seed sends none rather than null
+
+
+# ---- the corpus documents are built from -------------------------------------------------------------
+
+
+def test_the_length_estimate_is_cjk_characters_plus_1_3_per_latin_word_or_number() -> None:
+    assert corpus.estimate_tokens("Hello world 世界 42 don't") == pytest.approx(2 + 1.3 * 4)
+    assert corpus.estimate_tokens("，。！") == 0.0  # punctuation is free
+
+
+def test_a_paragraph_is_cut_at_the_last_sentence_end_within_its_share() -> None:
+    assert corpus._cut("One two. Three four! Five six.", 0.5) == "One two."
+    assert corpus._cut("一二三。四五六。", 0.6) == "一二三。"
+    assert corpus._cut("no sentence end here at all", 0.3) == "no sente"  # no end: characters
+    assert corpus._cut("Short.", 0.0) == "S"  # never empty
+
+
+def test_a_language_sample_holds_only_that_language_and_stops_once_it_is_long_enough() -> None:
+    for lang in corpus.LANGS:
+        sample = corpus.language_sample(lang, 300.0)
+        paras = [p for p in corpus.paragraphs() if p.text in sample.split("\n\n")]
+        assert paras and {p.lang for p in paras} == {lang}
+        assert sum(p.tokens_est for p in paras[:-1]) < 300.0 <= sum(p.tokens_est for p in paras)
+
+
+def test_a_shuffle_never_starts_with_the_paragraph_the_last_one_ended_on() -> None:
+    for seed in range(50):
+        first = corpus.shuffled(random.Random(seed), None)[0]
+        again = corpus.shuffled(random.Random(seed), first)  # the same order would start with it
+        assert again[0] != first and sorted(p.text for p in again) == sorted(
+            p.text for p in corpus.paragraphs()
+        )
+
+
+def test_documents_are_the_same_for_a_seed_and_differ_between_seeds() -> None:
+    assert corpus.document(5, 3000) == corpus.document(5, 3000)
+    assert corpus.document(5, 3000) != corpus.document(6, 3000)
+
+
+def test_a_calibrated_ratio_shrinks_the_document_to_the_servers_count() -> None:
+    # a tokenizer that counts twice our estimate: half the estimated text makes the same server tokens
+    # (the last paragraph is cut at a sentence end, so a document falls short by less than a sentence)
+    plain = corpus.estimate_tokens(corpus.document(9, 16000))
+    doubled = corpus.estimate_tokens(corpus.document(9, 16000, {"en": 2.0, "zh": 2.0}))
+    assert plain == pytest.approx(16000, rel=0.02) and doubled == pytest.approx(8000, rel=0.02)
