@@ -17,7 +17,10 @@ N = 3
 MIN_NGRAMS = 12
 DEGENERATE_BELOW = 0.5
 
-_UNITS = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W\d_]+|\d+", re.UNICODE)
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# A word stops at a CJK character: Chinese glues Latin terms on without spaces (`先用GPU算`), and a word
+# that ran on through the characters made a looping answer a handful of units, too short to score.
+_UNITS = re.compile(rf"[{_CJK}]|[^\W\d_{_CJK}]+|\d+", re.UNICODE)
 
 
 def units(text: str) -> list[str]:

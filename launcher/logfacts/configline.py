@@ -131,8 +131,14 @@ _SECRET_KEYS = ("api_key", "token", "secret", "password")
 
 
 def redact(args: dict[str, Any]) -> dict[str, Any]:
-    """vLLM prints `'api_key': ['sk-…']` in clear (0.26.0, recorded): the facts never carry it."""
-    return {k: ("***" if any(s in k for s in _SECRET_KEYS) and v else v) for k, v in args.items()}
+    """vLLM prints `'api_key': ['sk-…']` in clear (0.26.0, recorded): the facts never carry it. A key is
+    secret when it is, or ends in `_` and, a secret word (`hf_token`); one that only contains the word
+    (`max_num_batched_tokens`, `tokenizer`) is a setting and stays readable."""
+    return {k: ("***" if _is_secret(k) and v else v) for k, v in args.items()}
+
+
+def _is_secret(key: str) -> bool:
+    return any(key == s or key.endswith("_" + s) for s in _SECRET_KEYS)
 
 
 def _is_type(value: Any, kind: type) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from launcher.logfacts import derive
@@ -220,14 +220,15 @@ def _marker(pattern: str, hit: tuple[str, int] | None) -> MarkerHit:
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
     """vLLM timestamps are `MM-DD HH:MM:SS` local time without a year (vllm-facts.md §1): a leap year
-    parses 02-29, and an end before the start is taken to cross New Year."""
+    parses 02-29, and an end before the start is taken to cross New Year (into 2001: adding 365 days
+    to a date of leap year 2000 stopped a day short, and a start over New Year came out negative)."""
     if start is None or end is None:
         return None
     try:
         a = datetime.strptime("2000-" + start, "%Y-%m-%d %H:%M:%S")
         b = datetime.strptime("2000-" + end, "%Y-%m-%d %H:%M:%S")
+        if b < a:
+            b = b.replace(year=2001)  # ValueError for 02-29: no year after a leap year has one
     except ValueError:
         return None
-    if b < a:
-        b += timedelta(days=365)
     return (b - a).total_seconds()

@@ -89,7 +89,7 @@ def wait_released(
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )(look)
     if port_free and gpus_ok:
-        return Release(clock.monotonic() - started, f"port {plan.port} free", gpu_text)
+        return Release(clock.monotonic() - started, f"port {listen_port} free", gpu_text)
     held = ([] if port_free else [holder()]) + ([] if gpus_ok else [gpu_text])
     raise NotReleased(
         f"the stopped server did not let go within {clock.monotonic() - started:.0f} s: " + "; ".join(held),

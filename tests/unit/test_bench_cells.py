@@ -130,3 +130,31 @@ def test_the_summary_speaks_ms_for_latencies_and_vllm_bench_serve_names() -> Non
     assert data["output_throughput"] == pytest.approx(40 / 0.111) == data["total_tok_s"]
     assert data["total_token_throughput"] == pytest.approx((40 + 80) / 0.111)
     assert data["finish_reasons"] == {"stop": 4} and data["rounds"] == 1
+
+
+def test_a_round_without_wall_time_or_without_a_success_has_no_throughput() -> None:
+    records = (request(0.0), request(0.0))
+    assert RoundResult(1, records, 0.0, MetricsDelta()).total_tok_s is None
+    assert RoundResult(1, records, 0.5, MetricsDelta()).total_tok_s == pytest.approx(20 / 0.5)
+
+
+def test_think_share_is_reasoning_tokens_over_all_output_of_successful_requests() -> None:
+    summary = cell_of(one_round([request(0.0), request(0.0), failed(0.0)]))
+    assert summary.think_share == 0.0  # no reasoning in the scripted answers
+    assert cell_of(one_round([failed(0.0)])).think_share is None  # no output at all: no share
+
+
+def test_the_cell_delta_is_the_sum_of_its_rounds_and_unknown_if_any_round_lacks_it() -> None:
+    one = one_round([request(0.0)], 1, MetricsDelta(prefix_queries=100, prefix_hits=10))
+    two = one_round([request(0.0)], 2, MetricsDelta(prefix_queries=300, prefix_hits=290))
+    summary = cell_of(one, two)
+    assert summary.delta.hit_rate == pytest.approx(300 / 400)  # pooled tokens, not the mean of 10 % and 97 %
+    blind = one_round([request(0.0)], 3, MetricsDelta())
+    assert cell_of(one, blind).delta.hit_rate is None  # a scrape that failed: no total to speak of
+
+
+def test_requests_and_rounds_are_counted_over_the_whole_cell() -> None:
+    rounds = [one_round([request(0.0, round_=i) for _ in range(3)], i) for i in (1, 2)]
+    data = cell_of(*rounds).as_json()
+    assert (data["requests"], data["rounds"], data["completed"]) == (6, 2, 6)
+    assert data["total_output_tokens"] == 60 and data["per_round"][1]["output_tokens"] == 30

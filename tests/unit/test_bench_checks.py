@@ -101,3 +101,141 @@ def test_usage_missing_and_errors() -> None:
     found = checks.errors(2, 8, "HTTP 400: too long")
     assert found is not None and "HTTP 400" in found.message
     assert checks.rounds_disagree("total", 0.3) is not None and checks.rounds_disagree("total", 0.05) is None
+
+
+# ---- each detector at its threshold and just past it ------------------------------------------------
+
+
+def test_queued_starts_just_above_its_threshold_and_from_two_users() -> None:
+    assert checks.queued(checks.CHK_QUEUED, 8) is None  # exactly 1.5: still decoding enough
+    assert checks.queued(checks.CHK_QUEUED + 0.001, 8) is not None
+    assert checks.queued(4.0, 2) is not None and checks.queued(None, 8) is None
+    found = checks.queued(4.0, 8)
+    assert found is not None and found.message.startswith("chk 4.00 at c8: only about 1/4.0 of the wall time")
+
+
+def test_chk_needs_both_rates_to_be_non_zero() -> None:
+    assert checks.chk(0.0, 8, 100.0) is None and checks.chk(25.0, 8, None) is None
+    assert checks.chk(25.0, 8, 100.0) == 2.0
+
+
+def test_cold_is_proven_up_to_five_percent_hits_and_not_one_token_more() -> None:
+    at_limit, proof = checks.cold_proof(MetricsDelta(prefix_queries=1000, prefix_hits=50), 2)
+    assert at_limit is None
+    assert proof == "cold proven: 50 of 1000 prompt tokens of 2 cold request(s) hit the prefix cache (5.0%)"
+    over, proof = checks.cold_proof(MetricsDelta(prefix_queries=1000, prefix_hits=51), 2)
+    assert over is not None and over.flag == Flag.COLD_NOT_COLD and "(5.1%)" in proof
+    assert (
+        over.message.startswith("cold was not cold: 51 of 1000")
+        and "nested or repeated prefix" in over.message
+    )
+
+
+def test_cold_requests_that_never_reached_the_cache_prove_nothing() -> None:
+    found, proof = checks.cold_proof(MetricsDelta(prefix_queries=0, prefix_hits=0), 3)
+    assert found is not None and found.flag == Flag.COLD_UNPROVEN
+    assert proof == "cold not measured: none of the 3 cold request(s) reached the prefix cache (failed?)"
+    half, _ = checks.cold_proof(MetricsDelta(prefix_queries=100), 3)  # a hits counter missing
+    assert half is not None and half.flag == Flag.COLD_UNPROVEN
+
+
+def test_one_request_is_never_one_sequence_printed_many_times() -> None:
+    assert checks.same_sequence([("p0", "greedy")], ["x"]) is None
+    two = checks.same_sequence([("p0", "greedy")] * 2, ["a", "b"])
+    assert two is not None and two.message.startswith("one sequence printed 2 times: all 2 requests")
+
+
+def test_identical_answers_count_only_answers_that_have_text() -> None:
+    distinct = [("p0", "1"), ("p1", "2"), ("p2", "3")]
+    found = checks.same_sequence(distinct, ["", "same", "same"])
+    assert found is not None and found.message == (
+        "all 2 answers are identical text: one sequence printed 2 times"
+    )
+    assert checks.same_sequence(distinct, ["", "", "alone"]) is None  # one answer is not a repetition
+    assert checks.same_sequence(distinct, ["", "", ""]) is None  # blanks are empty-answers' business
+
+
+def test_degenerate_at_exactly_a_quarter_of_the_scored_answers() -> None:
+    found = checks.degenerate([0.1, 0.95, 0.96, 0.97], 1)
+    assert found is not None and found.message.startswith("1/4 answers degenerate")
+    assert "as low as 0.10" in found.message
+    assert checks.degenerate([0.1, 0.95, 0.96, 0.97, 0.98], 1) is None  # 20 %
+    # unscored answers (too short) are not in the denominator
+    assert checks.degenerate([0.1, None, None, None], 1) is not None
+
+
+def test_the_reasoning_budget_warning_stops_at_1024_tokens() -> None:
+    found = checks.small_max_tokens(True, checks.REASONING_MIN_TOKENS - 1)
+    assert found is not None and found.message.startswith("reasoning model with max_tokens 1023 < 1024")
+    assert checks.small_max_tokens(True, checks.REASONING_MIN_TOKENS) is None
+
+
+def test_round_one_ttft_must_be_more_than_one_and_a_half_times_the_rest() -> None:
+    decode = [100.0, 100.0, 100.0]
+    assert checks.round1_slow([0.300, 0.200, 0.200], decode) is None  # exactly 1.5x
+    found = checks.round1_slow([0.302, 0.200, 0.200], decode)
+    assert found is not None and found.message.startswith("round 1 TTFT 0.302s vs 0.200s in later rounds")
+
+
+def test_round_one_ttft_must_also_be_more_than_20_ms_slower() -> None:
+    decode = [100.0, 100.0, 100.0]
+    assert checks.round1_slow([0.029, 0.010, 0.010], decode) is None  # 2.9x, but only 19 ms
+    assert checks.round1_slow([0.031, 0.010, 0.010], decode) is not None
+
+
+def test_the_later_rounds_are_summarised_by_their_median() -> None:
+    # rounds 2..4 have median 0.3 s, and 0.5 s is 1.67x that; against their mean (0.467 s) or their
+    # max (0.9 s) round 1 would not stand out: a wrong centre changes the verdict
+    found = checks.round1_slow([0.5, 0.2, 0.3, 0.9], [1.0, 1.0, 1.0, 1.0])
+    assert found is not None and "vs 0.300s" in found.message
+
+
+def test_round_one_decode_must_be_below_four_fifths_of_the_rest() -> None:
+    ttft = [0.1, 0.1, 0.1]
+    assert checks.round1_slow(ttft, [80.0, 100.0, 100.0]) is None  # exactly 0.8x
+    found = checks.round1_slow(ttft, [79.9, 100.0, 100.0])
+    assert found is not None and found.message.startswith("round 1 decode 79.9 tok/s vs 100.0 later")
+    assert checks.round1_slow(ttft, [None, 100.0, 100.0]) is None  # round 1 had no decode figure
+
+
+def test_a_fresh_server_is_judged_by_requests_served_before_uptime() -> None:
+    def snap(up_s: float | None, served: float | None) -> MetricsSnapshot:
+        samples = {} if up_s is None else {"process_start_time_seconds": 10_000.0 - up_s}
+        if served is not None:
+            samples["vllm:request_success_total"] = served
+        return MetricsSnapshot(10_000.0, samples)
+
+    assert checks.fresh_server(snap(checks.FRESH_UPTIME_S, 5.0)) is None  # exactly two minutes up
+    young = checks.fresh_server(snap(checks.FRESH_UPTIME_S - 1, 5.0))
+    assert young is not None and young.message.startswith("the server started 119s ago")
+    idle = checks.fresh_server(snap(None, 0.0))
+    assert idle is not None and "(up unknown time)" in idle.message
+    assert checks.fresh_server(snap(None, None)) is None  # /metrics said nothing: no claim either way
+
+
+def test_rounds_disagree_beyond_fifteen_percent_only() -> None:
+    assert checks.rounds_disagree("output throughput", checks.SPREAD_WARN) is None
+    found = checks.rounds_disagree("output throughput", 0.2)
+    assert found is not None
+    assert found.message == "output throughput differs by 20% between rounds: noisy, add --rounds"
+    assert checks.rounds_disagree("x", None) is None
+
+
+def test_other_traffic_allows_five_percent_and_sixteen_tokens_of_slack() -> None:
+    # 1000 received: up to 1000 x 1.05 + 16 = 1066 generated is still ours
+    assert checks.other_traffic(MetricsDelta(generation_tokens=1066.0), 1000) is None
+    found = checks.other_traffic(MetricsDelta(generation_tokens=1067.0), 1000)
+    assert found is not None and found.message.startswith(
+        "the server generated 1067 tokens while we received 1000"
+    )
+    assert checks.other_traffic(MetricsDelta(generation_tokens=16.0), 0) is None
+    assert checks.other_traffic(MetricsDelta(generation_tokens=17.0), 0) is not None
+    assert checks.other_traffic(MetricsDelta(), 0) is None  # no counter: nothing to compare
+
+
+def test_errors_and_missing_usage_say_how_many_of_how_many() -> None:
+    plain = checks.errors(2, 8, None)
+    assert plain is not None and plain.message == "2/8 requests failed"
+    missing = checks.no_usage(3, 8)
+    assert missing is not None and missing.message.startswith("3/8 streams had no usage chunk")
+    assert missing.as_json() == {"flag": "no-usage", "message": missing.message}

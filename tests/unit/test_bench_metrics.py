@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from launcher.bench import checks
-from launcher.bench.server_metrics import MetricsSnapshot, parse_text
+from launcher.bench.server_metrics import PREFIX_QUERIES, MetricsDelta, MetricsSnapshot, parse_text
 
 # Shape of vLLM 0.33's exposition (vllm-facts.md §8): counters with `_total` and `_created`, two engines.
 BEFORE = """\
@@ -137,3 +137,38 @@ def test_the_real_0_26_page_reads_whole() -> None:
     samples = parse_text(page.read_text(encoding="utf-8"))
     assert samples["vllm:spec_decode_num_accepted_tokens_total"] == 310.0
     assert samples["vllm:prefix_cache_queries_total"] > 0 and "process_start_time_seconds" in samples
+
+
+def test_a_counter_missing_on_either_side_of_a_sum_makes_the_sum_unknown() -> None:
+    known = MetricsDelta(prefix_queries=10.0, generation_tokens=5.0)
+    total = known.plus(MetricsDelta(prefix_queries=30.0))
+    assert total.prefix_queries == 40.0 and total.generation_tokens is None  # never 5 + "nothing"
+
+
+def test_rates_need_a_positive_denominator() -> None:
+    assert MetricsDelta(prefix_queries=0.0, prefix_hits=0.0).hit_rate is None
+    assert MetricsDelta(draft_tokens=0.0, accepted_tokens=0.0).acceptance is None
+    assert MetricsDelta(draft_tokens=40.0, accepted_tokens=30.0).acceptance == pytest.approx(0.75)
+
+
+def test_the_current_counter_name_is_read_before_the_old_one() -> None:
+    both = MetricsSnapshot(
+        0.0, {"vllm:prefix_cache_queries_total": 7.0, "vllm:gpu_prefix_cache_queries_total": 99.0}
+    )
+    assert both.first(PREFIX_QUERIES) == 7.0 and both.has_prefix_cache
+
+
+def test_a_clock_behind_the_servers_start_gives_zero_uptime_not_negative() -> None:
+    assert MetricsSnapshot(100.0, {"process_start_time_seconds": 160.0}).uptime_s == 0.0
+
+
+def test_created_stamps_take_the_earliest_and_other_samples_are_summed() -> None:
+    text = (
+        'vllm:request_success_created{engine="0"} 500.0\n'
+        'vllm:request_success_created{engine="1"} 400.0\n'
+        'vllm:request_success_total{engine="0"} 2.0\n'
+        'vllm:request_success_total{engine="1"} NaN\n'
+    )
+    samples = parse_text(text)
+    assert samples["vllm:request_success_created"] == 400.0 and samples["vllm:request_success_total"] == 2.0
+    assert MetricsSnapshot(1000.0, samples).uptime_s == 600.0  # the oldest counter: the server's start

@@ -17,7 +17,7 @@ from launcher.bench.server_metrics import MetricsDelta, MetricsSnapshot
 from launcher.bench.target import Target, api_key_from_env, from_profile, from_url
 from launcher.bench.workload import ContextSpec
 from launcher.errors import BadInput
-from tests.scripted_bench import one_round, request
+from tests.scripted_bench import failed, one_round, request
 
 SHORT = ContextSpec("short", 0)
 TARGET = Target("http://127.0.0.1:8000", "qwen3-8b", 32768, "--url")
@@ -178,7 +178,60 @@ def test_concurrency_levels_are_sorted_distinct_and_positive() -> None:
 
 
 def test_a_round_of_one_failed_request_has_no_throughput() -> None:
-    from tests.scripted_bench import failed
-
     empty = RoundResult(1, (failed(0.0),), 0.5, MetricsDelta())
     assert empty.total_tok_s is None and empty.output_tokens == 0 and empty.med("ttft_s") is None
+
+
+def test_cold_ttft_is_the_median_of_the_successful_cold_requests_only() -> None:
+    records = (
+        request(0.0, first_s=0.200, concurrency=1, phase=Phase.COLD),
+        request(1.0, first_s=0.300, concurrency=1, phase=Phase.COLD),
+        failed(2.0),
+    )
+    result = ColdResult(SHORT, records, MetricsDelta(), "p", ())
+    assert result.ttft_s == pytest.approx(0.250) and result.prompt_tokens == 20
+    data = result.as_json()
+    assert data["cold_ttft_samples_s"] == pytest.approx([0.200, 0.300])
+    assert data["spread"] == pytest.approx(0.100 / 0.250) and data["prefix_hit_rate"] is None
+
+
+def test_flag_counts_add_the_run_the_cold_phases_and_every_cell() -> None:
+    queued = checks.Finding(checks.Flag.QUEUED, "q")
+    busy = CellSummary("short", 2, cell(2).rounds, (queued,))
+    busier = CellSummary("short", 4, cell(4).rounds, (queued, checks.Finding(checks.Flag.ERRORS, "e")))
+    fresh = checks.Finding(checks.Flag.FRESH_SERVER, "f")
+    data = run(busy, busier, findings=(fresh,)).as_json()
+    assert data["flag_counts"] == {"fresh-server": 1, "queued": 2, "errors": 1}
+    assert data["flags"] == [{"flag": "fresh-server", "message": "f"}]  # run-level flags only
+
+
+def test_the_explanation_says_what_it_does_not_know() -> None:
+    unknown = MetricsSnapshot(10_000.0, {}, error="connection refused")
+    nothing_cold = ColdResult(SHORT, (), MetricsDelta(), "cold not proven: x", ())
+    options = BenchOptions(concurrency=(1,), contexts=(SHORT,), rounds=1)
+    result = RunResult("r", TARGET, options, unknown, {}, False, (nothing_cold,), (), (), ())
+    lines = report.explain(result).splitlines()
+    assert lines[0] == "server http://127.0.0.1:8000 (--url), model qwen3-8b, up unknown"
+    assert lines[1] == "short: - prompt tokens; cold TTFT - ms over 0 unique prefixes; cold not proven: x"
+    assert result.as_json()["server"]["metrics_error"] == "connection refused"
+
+
+def test_the_spread_column_shows_the_larger_of_decode_and_output_and_a_dash_for_one_round() -> None:
+    steady = [request(0.0, round_=1) for _ in range(2)]
+    slower = [request(0.0, step_s=0.0125, round_=2) for _ in range(2)]  # decode 80 instead of 100
+    sigs = [("a", "1"), ("b", "2")]
+    two = judge("short", 2, (one_round(steady, 1), one_round(slower, 2)), signatures=sigs, reasoning=False)
+    spreads = two.as_json()["spread"]
+    widest = max(spreads["decode_tok_s"], spreads["total_tok_s"])
+    assert report.table(run(two)).splitlines()[2].split()[8] == f"{widest * 100:.0f}%"
+    one = judge("short", 2, (one_round(steady, 1),), signatures=sigs, reasoning=False)
+    assert report.table(run(one)).splitlines()[2].split()[8] == "-"
+
+
+def test_a_cell_that_only_failed_shows_dashes_not_zeros_in_the_latency_table() -> None:
+    only_failed = (RoundResult(1, (failed(0.0),), 0.5, MetricsDelta()),)
+    broken = judge("short", 1, only_failed, signatures=[("a", "1")], reasoning=False)
+    latency, throughput = report.latency_table(run(broken)).split("\n\n")
+    ttft = latency.splitlines()[2].split()
+    assert ttft[:4] == ["short", "1", "TTFT", "(ms)"] and ttft[4:] == ["-"] * 4
+    assert throughput.splitlines()[2].split() == ["short", "1", "0", "1", "-", "-", "-"]

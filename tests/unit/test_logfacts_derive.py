@@ -3,6 +3,8 @@ capture's settling, the ranks of inferred values, traceback frames, refused argu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from launcher.logfacts import derive, parse_text
@@ -235,3 +237,133 @@ def test_a_failure_after_an_excerpts_capture_is_in_the_capture_phase() -> None:
     )
     facts, _ = parse_text(warmup)
     assert facts.failure_phase == "capture" and facts.enforce_eager is None  # eager mode warms up too
+
+
+REAL_TINY = Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26" / "tiny.log"
+
+
+def test_a_startup_across_new_year_takes_its_real_seconds() -> None:
+    """vLLM stamps `MM-DD HH:MM:SS` without a year: the recorded 0.26.0 start (banner 09:31:20,
+    server 09:32:24: 64 s) moved to New Year's Eve must still take 64 s, not a negative day."""
+    text = REAL_TINY.read_text(encoding="utf-8")
+    assert parse_text(text)[0].startup_seconds == 64.0
+    moved = text.replace("11-29 09:31:", "12-31 23:59:").replace("11-29 09:32:", "01-01 00:00:")
+    assert parse_text(moved)[0].startup_seconds == 64.0
+
+
+# ---- the capture tracker: which bars and which finish line count ------------------------------------------
+
+
+PIECEWISE, FULL = "Capturing CUDA graphs (PIECEWISE)", "Capturing CUDA graphs (FULL)"
+
+
+def test_bars_before_the_kv_line_are_the_profiling_pass_and_a_redraw_changes_nothing() -> None:
+    cap = CaptureTracker()
+    assert cap.on_bar(PIECEWISE, 10, 51, None) == "profiling"
+    assert cap.on_bar(PIECEWISE, 10, 51, None) is None  # the same redraw again
+    assert cap.on_bar(PIECEWISE, 51, 51, None) == "profiling"
+    assert cap.profiling_graphs() == 51 and cap.captured() is None and cap.final_bars == {}
+
+
+def test_after_the_kv_line_only_the_first_rank_seen_is_counted() -> None:
+    cap = CaptureTracker(kv_sized=True)
+    assert cap.on_bar(PIECEWISE, 51, 51, "VllmWorker rank=0") == "final"
+    assert cap.on_bar(PIECEWISE, 51, 51, "VllmWorker rank=1") is None  # its copy of the same bars
+    assert cap.on_bar(FULL, 26, 51, "VllmWorker rank=1") is None
+    assert cap.on_bar(FULL, 26, 51, "VllmWorker rank=0") == "final"
+    assert cap.captured() == 77 and cap.expected() == 102
+
+
+def test_nothing_counts_once_the_engine_is_initialized() -> None:
+    cap = CaptureTracker(kv_sized=True, engine_initialized=True)
+    assert cap.on_bar(PIECEWISE, 51, 51, None) is None
+    assert not cap.on_done(1.0, 0.1, "Graph capturing finished in 1 secs") and cap.final_done is None
+
+
+def test_only_the_first_finish_line_after_the_kv_line_is_the_final_captures() -> None:
+    cap = CaptureTracker()
+    assert not cap.on_done(3.0, 0.5, "profiling pass")
+    assert not cap.on_done(4.0, 0.6, "a second profiling line")
+    assert cap.profiling_done == (3.0, 0.5, "profiling pass")  # the first one is kept
+    cap.kv_sized = True
+    assert cap.on_done(2.0, 0.11, "final")
+    assert not cap.on_done(9.0, 9.9, "later")
+    assert (cap.final_done, cap.done_line) == ((2.0, 0.11), "final")
+
+
+def test_graphs_per_mode_come_from_v1_and_v2_bar_labels_summed_per_mode() -> None:
+    cap = CaptureTracker(kv_sized=True)
+    cap.on_bar("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 35, 35, None)
+    cap.on_bar("Capturing CUDA graphs (decode, FULL)", 19, 19, None)
+    cap.on_bar(PIECEWISE, 2, 2, None)
+    assert cap.captured_by_mode() == {"PIECEWISE": 37, "FULL": 19}
+
+
+def test_unlabelled_bars_leave_the_modes_to_v1s_printed_profile_once_the_capture_finished() -> None:
+    cap = CaptureTracker(kv_sized=True, mode_counts={"PIECEWISE": 51, "FULL": 51})
+    cap.on_bar("Capturing CUDA graph shapes", 67, 67, None)  # V0's bar names no mode
+    assert cap.captured_by_mode() is None
+    cap.on_done(5.0, None, "Graph capturing finished in 5 secs")
+    assert cap.captured_by_mode() == {"PIECEWISE": 51, "FULL": 51}
+    assert cap.expected() == 102 and cap.captured() == 67  # bars, when there are some, are the count
+
+
+def test_a_finished_capture_without_bars_counts_the_printed_profile() -> None:
+    cap = CaptureTracker(kv_sized=True, mode_counts={"PIECEWISE": 2, "FULL": 2})
+    assert cap.captured() is None  # not finished yet: nothing proven
+    cap.on_done(1.0, 0.04, "done")
+    assert cap.captured() == 4
+
+
+def test_settling_an_excerpt_with_only_a_finish_line_makes_it_the_final_one() -> None:
+    cap = CaptureTracker()
+    cap.on_done(7.0, 1.2, "Graph capturing finished in 7 secs, took 1.2 GiB")
+    settled = cap.settled(excerpt=True)
+    assert (settled.final_done, settled.done_line, settled.final_bars) == (
+        (7.0, 1.2),
+        "Graph capturing finished in 7 secs, took 1.2 GiB",
+        {},
+    )
+    assert settled.profiling_done is None and cap.profiling_done is not None  # the original is untouched
+    assert CaptureTracker().settled(excerpt=True).final_done is None  # nothing seen: nothing to settle
+
+
+# 0.26.0, V2 runner: line 41 is the KV size, line 42 the concurrency printed with it (either one says
+# the KV cache is sized, so the capture after them is the final one)
+TINY_LINES = REAL_TINY.read_bytes().decode("utf-8").split("\n")
+
+
+def test_a_real_capture_seen_after_the_kv_line_is_final_and_counts_both_modes() -> None:
+    assert "GPU KV cache size" in TINY_LINES[40] and "Maximum concurrency" in TINY_LINES[41]
+    facts = parse_text("\n".join(TINY_LINES))[0]
+    assert (facts.graphs_captured, facts.graphs_expected) == (102, 102)
+    assert facts.graphs_captured_by_mode == {"PIECEWISE": 51, "FULL": 51} and facts.profiling_graphs is None
+
+
+def test_the_same_capture_without_its_kv_lines_is_profiling_in_a_whole_log_and_final_in_an_excerpt() -> None:
+    whole = parse_text("\n".join(TINY_LINES[:40] + TINY_LINES[42:]))[0]
+    assert whole.profiling_graphs == 102 and whole.graphs_captured is None and whole.capture_seconds is None
+    excerpt = parse_text("\n".join(TINY_LINES[42:]))[0]  # began after the banner and the KV lines
+    assert (
+        excerpt.graphs_captured == 102 and excerpt.capture_seconds == 1.0 and excerpt.profiling_graphs is None
+    )
+
+
+def test_graphs_of_an_eager_start_are_zero_not_unknown() -> None:
+    g = derive.graphs(CaptureTracker(), none_expected=True, failed=False)
+    assert (g.captured, g.count, g.expected, g.by_mode) == (False, 0, 0, {})
+    unknown = derive.graphs(CaptureTracker(), none_expected=False, failed=False)
+    assert (unknown.captured, unknown.count, unknown.expected, unknown.by_mode) == (None, None, None, None)
+
+
+def test_kv_fields_of_no_kv_line_are_all_unknown() -> None:
+    kv = derive.kv_fields([], [], [], [])
+    assert all(value is None for value in kv.values())
+    blocks = derive.kv_fields([], [], [], [22982, 22900])
+    assert blocks["gpu_blocks"] == 22900 and blocks["kv_cache_tokens"] is None
+
+
+def test_the_smallest_concurrency_comes_with_its_own_max_model_len() -> None:
+    kv = derive.kv_fields([], [(4.5, 32768), (3.9, 16384)], [], [])
+    assert (kv["max_concurrency"].value, kv["max_concurrency"].max_model_len) == (3.9, 16384)
+    assert kv["max_concurrency_per_rank"] == [4.5, 3.9]

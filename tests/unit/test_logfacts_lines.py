@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from launcher.logfacts import configline
+from launcher.logfacts import configline, parse_text
 from launcher.logfacts.failure import FailureKind, classify, process_exit
 from launcher.logfacts.lines import (
     brackets_balanced,
@@ -265,3 +267,124 @@ def test_markers_prefilter_or_fall_back_to_every_line() -> None:
     assert MarkerSet.build(["(?<=x)READY"]).every_line and MarkerSet.build(["^$"]).every_line
     with pytest.raises(BadMarker):
         MarkerSet.build(["("])
+
+
+# ---- reprs a log may hold: read as data, never run, never a traceback ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'a': " + "[" * 5000 + "]" * 5000 + "}", None),  # deeper than the parser recurses
+        ("{'a': 1" + " " * 1_000_001 + "}", None),  # past the size any real args line has
+        ("{'f': lambda: 0, 'g': 2}", {"f": "lambda: 0", "g": 2}),  # kept as its source text
+        ("{1: 'a', None: 2}", {"1": "a", "None": 2}),  # keys become text
+        ("{x: 1, 'y': 2}", {"y": 2}),  # a key that is no literal is dropped, the rest kept
+        ("{k: v for k in x}", None),
+        ("{1, 2}", None),  # a set is no dict
+        ("}{", None),
+        ("{'a': 1", None),
+        ("non-default args: {'a': '}'} [repeated 3x across cluster]", {"a": "}"}),
+        ("{'a': 1e400, 'b': '\\x00'}", {"a": float("inf"), "b": "\x00"}),
+    ],
+)
+def test_hostile_dict_reprs(text: str, expected: dict[str, object] | None) -> None:
+    assert parse_dict(text) == expected
+
+
+def test_a_namespace_reads_keywords_only_and_runs_nothing() -> None:
+    assert parse_namespace("Namespace()") == {}
+    assert parse_namespace("Namespace(1, port=2, **kw)") == {"port": 2}
+    assert parse_namespace("NotNamespace(a=1)") is None and parse_namespace("Namespace(a=") is None
+    sneaky = parse_namespace("Namespace(port=__import__('os').system('touch /tmp/x'))")
+    assert sneaky == {"port": "__import__('os').system('touch /tmp/x')"}
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("x='a,b', y=1", "x", "'a,b'"),  # a comma inside quotes does not end it
+        ("x=')', y=2", "x", "')'"),  # nor a bracket inside quotes
+        ("a=[1, (2, 3)], b=4", "a", "[1, (2, 3)]"),
+        ("a=1, b=2", "b", "2"),  # the last key runs to the end
+        ("X(a=1, b=(2, 3))", "a", "1"),  # the closing bracket of the repr around it ends it
+        ("a=1", "speculative_config", None),
+    ],
+)
+def test_value_after_finds_the_values_source_text(text: str, key: str, value: str | None) -> None:
+    assert value_after(text, key) == value
+
+
+# ---- facts from the engine config line, the echoed args and an echoed command line ---------------------
+
+
+REAL = Path(__file__).resolve().parents[1] / "data" / "real-vllm-0.26"
+
+
+def config_of(log: str) -> dict[str, object]:
+    line = next(
+        text for text in (REAL / log).read_bytes().decode("utf-8").split("\n") if "with config:" in text
+    )
+    return configline.from_engine_config(line.split("with config: ", 1)[1])
+
+
+def test_the_recorded_config_line_states_what_vllm_built() -> None:
+    cfg = config_of("tiny.log")
+    assert cfg["capture_sizes"] == [1, 2, 4, 8, *range(16, 257, 8), *range(272, 513, 16)]
+    assert {k: v for k, v in cfg.items() if k != "capture_sizes"} == {
+        "model": "/root/tiny", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+        "data_parallel_size": 1, "max_model_len": 2048, "enforce_eager": False, "kv_cache_dtype": "auto",
+        "served_model_name": ["tiny"], "cudagraph_mode": "FULL_AND_PIECEWISE", "max_capture_size": 512,
+    }  # fmt: skip
+    assert "speculative_config" not in cfg  # `speculative_config=None` states no speculation
+
+
+def test_the_recorded_ngram_config_keeps_its_speculative_config_whole() -> None:
+    cfg = config_of("tiny-ngram.log")
+    assert cfg["speculative_config"] == "SpeculativeConfig(method='ngram', model=None, num_spec_tokens=2)"
+    assert (cfg["capture_sizes"], cfg["max_capture_size"]) == ([1, 2, 4, 8], 8)
+
+
+def test_args_of_the_wrong_type_are_dropped_not_converted() -> None:
+    echoed = {"port": 8100.0, "max_model_len": "4096", "tensor_parallel_size": True,
+              "gpu_memory_utilization": True, "enforce_eager": 1, "kv_cache_dtype": 8}  # fmt: skip
+    assert configline.from_args(echoed) == {}
+
+
+def test_args_keep_a_speculative_dict_and_name_a_list_of_served_names() -> None:
+    echoed = {"model": "m", "model_tag": "ignored", "speculative_config": {"method": "ngram"},
+              "served_model_name": ["a", 2]}  # fmt: skip
+    assert configline.from_args(echoed) == {
+        "model": "m", "speculative_config": {"method": "ngram"}, "served_model_name": ["a", "2"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "facts"),
+    [
+        ("m --port=", {"model": "m"}),  # an empty value states nothing
+        ("m --tensor_parallel_size=2", {"model": "m", "tensor_parallel_size": 2}),  # underscores, as argparse
+        ("m -tp", {"model": "m"}),  # the flag ends the line
+        ("m --max-model-len $LEN", {"model": "m"}),  # an unexpanded variable is no number
+        ("--port 8000 m", {"served_port": 8000}),  # a flag first: no positional model
+        ("m -pp 2 -dp 4", {"model": "m", "pipeline_parallel_size": 2, "data_parallel_size": 4}),
+    ],
+)
+def test_echoed_command_lines(command: str, facts: dict[str, object]) -> None:
+    assert configline.from_command(command) == facts
+
+
+def test_secrets_are_masked_and_settings_that_merely_mention_tokens_are_not() -> None:
+    """vLLM's `non-default args` shows `api_key` and `hf_token` in clear: those are masked; a key that only
+    contains the word (`max_num_batched_tokens`, `tokenizer`) is a setting the operator needs to read."""
+    echoed = {"api_key": ["sk-1"], "hf_token": "hf_x", "client_secret": "s", "db_password": "p",
+              "max_num_batched_tokens": 8192, "tokenizer": "org/tok", "skip_tokenizer_init": True,
+              "tokenizer_mode": "auto", "num_speculative_tokens": 2, "api_key_file": None}  # fmt: skip
+    assert configline.redact(echoed) == {
+        "api_key": "***", "hf_token": "***", "client_secret": "***", "db_password": "***",
+        "max_num_batched_tokens": 8192, "tokenizer": "org/tok", "skip_tokenizer_init": True,
+        "tokenizer_mode": "auto", "num_speculative_tokens": 2, "api_key_file": None,
+    }  # fmt: skip
+    line = "(APIServer pid=1) INFO 11-30 10:00:01 [api_utils.py:273] non-default args: {'model_tag': 'm', "
+    facts = parse_text(line + "'max_num_batched_tokens': 8192, 'api_key': ['sk-1']}\n")[0]
+    assert facts.non_default_args == {"model_tag": "m", "max_num_batched_tokens": 8192, "api_key": "***"}

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from launcher.cli import launch
 from launcher.logfacts import LogStream, parse_binary, parse_text
-from launcher.logfacts.history import KEEP
+from launcher.logfacts.facts import StartupSummary
+from launcher.logfacts.history import KEEP, History
 from launcher.logfacts.stream import MAX_LINE_CHARS
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -34,8 +35,9 @@ def _skimmed(text: bytes) -> dict[str, object]:
     return stream.facts.to_json()
 
 
-@pytest.mark.parametrize("text", [_loop(3), b"".join(p.read_bytes() for p in CORPUS * 2)],
-                         ids=["real-0.26-loop", "corpus-loop"])
+@pytest.mark.parametrize(
+    "text", [_loop(3), b"".join(p.read_bytes() for p in CORPUS * 2)], ids=["real-0.26-loop", "corpus-loop"]
+)
 def test_skimming_superseded_startups_changes_no_fact(text: bytes) -> None:
     assert _skimmed(text) == parse_text(text)[0].to_json()
 
@@ -47,7 +49,11 @@ def test_every_startup_is_reported_with_its_outcome() -> None:
     assert facts.startup_outcomes == {"failed:free_memory": 5, "ready": 5 * (per_pass - 1)}
     first = facts.startups[0]
     assert (first.line_no, first.vllm_version, first.outcome, first.failure_kind) == (
-        3, "0.26.0", "failed", "free_memory")  # free-memory.log sorts first; its banner is line 3
+        3,
+        "0.26.0",
+        "failed",
+        "free_memory",
+    )  # free-memory.log sorts first; its banner is line 3
     assert [s.line_no for s in facts.startups] == sorted(s.line_no or 0 for s in facts.startups)
 
 
@@ -105,6 +111,47 @@ def test_parse_log_reports_the_restart_loop(tmp_path: Path) -> None:
 
 def test_parse_log_refuses_dev_zero_on_stdin() -> None:
     with open("/dev/zero", "rb") as zero:
-        proc = subprocess.run([sys.executable, "-m", "launcher.cli", "parse-log", "-"], stdin=zero,
-                              capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "launcher.cli", "parse-log", "-"],
+            stdin=zero,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert proc.returncode == 2 and "device" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---- the history of startups, one decision at a time ---------------------------------------------------
+
+
+def summary(line_no: int, outcome: str | None, kind: str | None = None) -> StartupSummary:
+    return StartupSummary(line_no, "0.26.0", outcome, kind, line_no + 40 if kind else None)
+
+
+def test_each_startup_is_labelled_by_its_outcome_and_a_failure_by_its_kind() -> None:
+    history = History()
+    for s in (summary(1, "failed", "free_memory"), summary(50, "ready"), summary(90, None)):
+        history.add(s)
+    recent, totals = history.with_current(summary(130, "failed", "oom"))
+    assert totals == {"failed:free_memory": 1, "failed:oom": 1, "ready": 1, "unknown": 1}
+    assert list(totals) == sorted(totals)  # stable order for the report and the JSON
+    assert [s.line_no for s in recent] == [1, 50, 90, 130]
+
+
+def test_the_startup_being_read_counts_without_being_added() -> None:
+    history = History()
+    history.add(summary(1, "ready"))
+    first = history.with_current(summary(2, "ready"))
+    again = history.with_current(summary(2, "ready"))
+    assert first == again and first[1] == {"ready": 2} and history.total == 1
+    assert history.with_current(None) == ([summary(1, "ready")], {"ready": 1})
+
+
+def test_the_kept_summaries_drop_the_oldest_first_with_the_current_one_included() -> None:
+    history = History()
+    for k in range(KEEP + 3):
+        history.add(summary(k, "failed", "kv_cache_too_small"))
+    recent, totals = history.with_current(summary(10**6, "ready"))
+    assert len(recent) == KEEP and recent[0].line_no == 4 and recent[-1].line_no == 10**6
+    assert totals == {"failed:kv_cache_too_small": KEEP + 3, "ready": 1} and history.total == KEEP + 3

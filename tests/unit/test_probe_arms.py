@@ -103,3 +103,57 @@ def test_an_arm_that_does_not_render_names_the_arm_and_writes_nothing(profiles: 
     assert any("max_num_seq" in p for p in err.value.problems)
     assert "vllm-gate-arm-" not in " ".join(err.value.problems)  # messages speak of the real file
     assert tree_snapshot(profiles) == before
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",  # `:max_num_seqs=8`
+        ".hidden",  # must start with a letter or digit: it names a directory of results
+        "-rf",
+        "a" * 41,
+        "util/030",  # a path separator
+        "../up",
+        "util 030",
+        "ütil",  # ASCII only
+        "a$(id)",
+        "tab\tname",
+    ],
+)
+def test_hostile_arm_names_are_refused_before_anything_is_read(name: str) -> None:
+    with pytest.raises(BadInput, match="is not an arm name") as err:
+        parse_arm_specs([f"{name}:max_num_seqs=8"], "prod")
+    assert err.value.hint is not None and "NAME:KEY=VALUE" in err.value.hint
+
+
+@pytest.mark.parametrize("name", ["a" * 40, "u", "0", "util-0.30_b", "A.B"])
+def test_arm_names_up_to_forty_safe_characters_are_accepted(name: str) -> None:
+    assert parse_arm_specs([f"{name}:max_num_seqs=8"], "prod") == [ArmSpec(name, ("max_num_seqs=8",))]
+
+
+def test_blanks_around_the_name_and_the_assignment_are_dropped() -> None:
+    assert parse_arm_specs(["  seqs :  max_num_seqs=16  "], "prod") == [ArmSpec("seqs", ("max_num_seqs=16",))]
+
+
+@pytest.mark.parametrize("given", ["seqs:   ", ":", "", "   "])
+def test_an_assignment_of_only_blanks_is_no_assignment(given: str) -> None:
+    with pytest.raises(BadInput, match="has no KEY=VALUE"):
+        parse_arm_specs([given], "prod")
+
+
+def test_the_production_name_is_refused_even_as_a_second_spec() -> None:
+    with pytest.raises(BadInput, match="is arm 0"):
+        parse_arm_specs(["ok:max_num_seqs=8", "prod:max_num_seqs=16"], "prod")
+    # a name that only contains the production name is another arm
+    assert [s.name for s in parse_arm_specs(["prod2:max_num_seqs=8"], "prod")] == ["prod2"]
+
+
+def test_no_arms_given_is_no_specs() -> None:
+    assert parse_arm_specs([], "prod") == []
+
+
+def test_an_arm_that_changes_two_keys_shows_both_changes(profiles: Path) -> None:
+    specs = parse_arm_specs(["both:max_num_seqs=16", "both:env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=0"], "prod")
+    _, both = build_arms(profiles, "prod", specs)
+    assert both.describe_keys() == "max_num_seqs=16 env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=0"
+    assert sorted(c.what for c in both.changes) == ["--max-num-seqs", "env VLLM_SM70_QWEN_GDN_FULL_FORWARD"]

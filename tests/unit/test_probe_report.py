@@ -16,7 +16,7 @@ from launcher.probe.handover import Serving
 from launcher.probe.measure import Measurement
 from launcher.probe.plot import plot
 from launcher.probe.presets import bench_options
-from launcher.probe.preview import expected_downtime, render_preview, start_times
+from launcher.probe.preview import StartTimes, expected_downtime, render_preview, start_times
 from launcher.probe.production import Mode, Production
 from launcher.probe.recovery import Restored
 from launcher.probe.report import markdown, to_json
@@ -147,3 +147,79 @@ def test_the_pngs_legend_sits_below_the_panels_and_covers_no_bar(profiles_dir: P
     assert not any(box.overlaps(axis.get_window_extent()) for axis in fig.axes)
     assert all(axis.get_ylim()[0] == 0 for axis in fig.axes)
     plt.close(fig)
+
+
+# ---- the preview's downtime estimate ------------------------------------------------------------------
+
+
+def at(minute: int, second: float = 0.0) -> str:
+    return f"2026-08-06T10:{minute:02d}:{second:09.6f}Z"
+
+
+def test_only_the_last_five_promoted_starts_make_the_estimate(tmp_path: Path) -> None:
+    events = []
+    for k, took in enumerate((600, 10, 20, 30, 40, 50)):  # the oldest, 600 s, falls out
+        events += [(at(k * 10), "start"), (at(k * 10 + took // 60, took % 60), "promoted")]
+    times = start_times(history(tmp_path / "h.jsonl", *events), "prod")
+    assert times.seconds == (10.0, 20.0, 30.0, 40.0, 50.0) and times.typical_s == 30.0
+
+
+def test_a_start_that_ends_otherwise_never_pairs_with_a_later_promotion(tmp_path: Path) -> None:
+    times = start_times(history(
+        tmp_path / "h.jsonl",
+        (at(0), "start"), (at(1), "engine_stopped"), (at(30), "promoted"),  # promoted what? not that start
+        (at(31), "start"), (at(32), "rejected"), (at(40), "promoted"),
+        (at(41), "start"), (at(41, 30), "promoted"), (at(50), "promoted"),  # a second promotion: no start
+    ), "prod")  # fmt: skip
+    assert times.seconds == (30.0,)
+
+
+def test_a_restart_pairs_the_promotion_with_the_latest_start(tmp_path: Path) -> None:
+    times = start_times(
+        history(tmp_path / "h.jsonl", (at(0), "start"), (at(5), "start"), (at(6), "promoted")), "prod"
+    )
+    assert times.seconds == (60.0,)
+
+
+def test_records_of_other_profiles_and_unreadable_times_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    with path.open("w") as out:
+        for record in (
+            {"ts": at(0), "event": "start", "profile": "other"},
+            {"ts": at(1), "event": "promoted", "profile": "other"},
+            {"ts": "yesterday", "event": "start", "profile": "prod"},
+            {"ts": at(3), "event": "promoted", "profile": "prod"},
+            {"ts": at(4), "event": "start", "profile": "prod"},
+            {"ts": "2026-08-06 10:05:00", "event": "promoted", "profile": "prod"},  # not our format
+        ):
+            out.write(json.dumps(record) + "\n")
+    assert start_times(History(path), "prod").seconds == ()
+
+
+def test_the_downtime_counts_one_start_per_arm_plus_the_restore_in_seconds_or_minutes() -> None:
+    two_min = expected_downtime(0, RUNNING, StartTimes((119.0,)))
+    assert "1 starts × 119 s" in two_min and "= about 119 s," in two_min  # production alone: its restore
+    assert "= about 2.0 min," in expected_downtime(0, RUNNING, StartTimes((120.0,)))
+    assert "= about 7.5 min," in expected_downtime(2, RUNNING, StartTimes((100.0, 150.0, 200.0)))
+    assert "median start → promoted of the last 3 starts" in expected_downtime(
+        2, RUNNING, StartTimes((1.0, 2.0, 3.0))
+    )
+
+
+def test_without_history_the_estimate_names_the_starts_and_what_it_lacks() -> None:
+    text = expected_downtime(3, RUNNING, StartTimes(()))
+    assert text.startswith("expected downtime: 4 starts (the arms, then production again)")
+    assert StartTimes(()).typical_s is None
+
+
+def test_a_preview_of_a_stopped_production_starts_arm_zero_like_the_others(
+    profiles_dir: Path, tmp_path: Path
+) -> None:
+    (profiles_dir / "prod.toml").write_text(PROFILE)
+    arms = build_arms(profiles_dir, "prod", parse_arm_specs(["gdn0:env.GDN=0"], "prod"))
+    settings = Settings(bench_options("quick"), "quick", tmp_path / "out", runs=3)
+    text = render_preview(arms, Production("prod", Mode.NONE), settings, StartTimes((240.0,)))
+    assert "production now: no launcher serves it" in text and "started like the others" in text
+    assert "  1  gdn0  env.GDN=0  (prod@" in text and "then 3 bench run(s)" in text
+    assert text.endswith("no launcher serves this profile now, and none is started after")
+    assert f"results: {tmp_path / 'out'}/report.md, probe.json, probe.png" in text

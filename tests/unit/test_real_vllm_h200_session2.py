@@ -21,7 +21,7 @@ from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from launcher.supervisor.history import History
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context
-from tests.recorded_bench import read_cells, rescore
+from tests.recorded_bench import degenerate_message, read_cells, rescore, scored_as_recorded
 from vllm_flags.cudagraph_sizes import expected_graphs
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26" / "h200-2"
@@ -136,17 +136,25 @@ def test_graph_capture_passes_on_the_recorded_draft_model_log() -> None:
 
 # --- issue 22 step 3: the bench's degenerate detector on the real answers ---
 
+# Cells whose finding reads otherwise than recorded, since the score splits a Latin letter from the CJK
+# character it touches (tests/recorded_bench.py `glued`): the loops `…问题I可以回答…` were one unit.
+RESCORED = {("1k", c): degenerate_message(12, 12, 0.14) for c in (1, 2, 4, 8)}  # recorded: as low as 0.10
+RESCORED[("1k", 64)] = degenerate_message(92, 94, 0.02)  # recorded 92/92: two answers had too few units
+
+
 def test_the_degenerate_detector_fires_again_on_the_recorded_answers() -> None:
     summary = json.loads((DATA / "bench" / "summary.json").read_text(encoding="utf-8"))
     cells = read_cells(DATA / "bench" / "requests.jsonl.gz")
     assert len(cells) == len(summary["cells"]) == 14
     fired = 0
     for cell in summary["cells"]:
-        answers = [r for r in cells[(cell["context"], cell["concurrency"])] if r["status"] == 200]
+        key = (cell["context"], cell["concurrency"])
+        answers = [r for r in cells[key] if r["status"] == 200]
         scores, finding = rescore(answers)
-        assert scores == [r["content_score"] for r in answers]
+        assert scored_as_recorded(answers, scores), key
         recorded = [f["message"] for f in cell["flags"] if f["flag"] == "degenerate"]
-        assert [finding.message] if finding else recorded == [], cell["context"]
+        expected = [RESCORED[key]] if key in RESCORED else recorded
+        assert ([finding.message] if finding else []) == expected, key
         fired += finding is not None
     assert fired == summary["flag_counts"]["degenerate"] == 7  # every 1k cell, no short one
 

@@ -30,7 +30,7 @@ from launcher.profile.plan import build_plan
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from tests.conftest import REPO
 from tests.doubles import FakeClock, ScriptedLog, make_context
-from tests.recorded_bench import Cells, read_cells, rescore
+from tests.recorded_bench import Cells, degenerate_message, read_cells, rescore, scored_as_recorded
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26" / "h200-3"
 PROFILES = REPO / "scripts" / "real-vllm" / "profiles"
@@ -226,13 +226,19 @@ def test_the_degenerate_detector_fires_again_on_the_recorded_answers() -> None:
     assert len(cells) == len(summary["cells"]) == 14
     fired = []
     for cell in summary["cells"]:
-        answers = [r for r in cells[(cell["context"], cell["concurrency"])] if r["status"] == 200]
+        key = (cell["context"], cell["concurrency"])
+        answers = [r for r in cells[key] if r["status"] == 200]
         scores, finding = rescore(answers)
-        assert scores == [r["content_score"] for r in answers]
-        assert ([finding.message] if finding else []) == _flags(cell, Flag.DEGENERATE)
+        assert scored_as_recorded(answers, scores), key
+        expected = [] if key == ("short", 64) else _flags(cell, Flag.DEGENERATE)
+        assert ([finding.message] if finding else []) == expected, key
         if finding:
-            fired.append((cell["context"], cell["concurrency"]))
-    assert fired == [("short", 64), ("1k", 16), ("1k", 32)] and summary["flag_counts"]["degenerate"] == 3
+            fired.append(key)
+    # recorded at c64 too: 12 of 48 scored answers, exactly a quarter; two more answers score now that
+    # a Latin word stops at the CJK character it touches (`become秋天和冬天`), and 12 of 50 is under a quarter
+    short64 = next(c for c in summary["cells"] if (c["context"], c["concurrency"]) == ("short", 64))
+    assert _flags(short64, Flag.DEGENERATE) == [degenerate_message(12, 48, 0.19)]
+    assert fired == [("1k", 16), ("1k", 32)] and summary["flag_counts"]["degenerate"] == 3
 
 
 def test_empty_answers_recounted_from_the_records() -> None:
@@ -316,7 +322,10 @@ def test_the_broken_record_is_degenerate_and_its_cold_was_not_cold() -> None:
     fired = 0
     for cell in summary["cells"]:
         _, finding = rescore(cells[("short", cell["concurrency"])])
-        assert finding is not None and [finding.message] == _flags(cell, Flag.DEGENERATE)
+        # at c64 two answers that touch Chinese (tests/recorded_bench.py `glued`) now score: 36 of 88
+        recorded = _flags(cell, Flag.DEGENERATE)
+        expected = [degenerate_message(36, 88, 0.10)] if cell["concurrency"] == 64 else recorded
+        assert finding is not None and [finding.message] == expected
         fired += 1
     assert fired == 3
     # the template's shared system prompt is a cached prefix: 16 of 246 cold prompt tokens hit
