@@ -9,7 +9,13 @@ import pytest
 
 from launcher.profile.findings import Findings
 from launcher.profile.loader import resolve
-from launcher.profile.semantics import capture_config, capture_size_warnings, check_semantics, human_int
+from launcher.profile.semantics import (
+    capture_config,
+    capture_size_warnings,
+    check_semantics,
+    human_int,
+    is_loopback,
+)
 
 
 def findings_of(profiles_dir: Path, args: str, env: str = "") -> Findings:
@@ -190,3 +196,38 @@ def test_capture_size_warnings_say_what_vllm_does_to_the_sizes_asked_for() -> No
     assert rounded.startswith("with 2 speculative token(s) the V1 model runner rounds capture sizes up to")
     assert rounded.endswith("PIECEWISE [3, 6] (2 graphs), FULL [3, 6] (2 graphs) from the sizes [1, 2, 4, 8]")
     assert warnings(cudagraph_capture_sizes=[3, 6], speculative_config=spec, max_num_seqs=2) == []
+
+
+# ---- park = "sleep": the dev-mode routes only on loopback ------------------------------------------
+
+
+def park_findings(profiles_dir: Path, engine: str = "", supervisor: str = "", rest: str = "") -> Findings:
+    """A profile that parks asleep on park_port 8001 unless `supervisor` says otherwise."""
+    (profiles_dir / "p.toml").write_text(
+        f'[engine]\nmodel = "m"\n{engine}\n[supervisor]\npark = "sleep"\n{supervisor or "park_port = 8001"}\n'
+        f"{rest}"
+    )
+    found = Findings()
+    check_semantics(resolve(profiles_dir, "p"), found)
+    return found
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "127.255.255.254", "localhost", "::1"])
+def test_a_loopback_address_may_park_asleep(profiles_dir: Path, host: str) -> None:
+    assert park_findings(profiles_dir, f'host = "{host}"').errors == []
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["0.0.0.0", "::", "10.0.0.5", "192.168.1.20", "gpu-01.lan", "127.evil.example", "127.0.0.1.nip.io"],
+)
+def test_any_other_address_or_a_host_name_that_only_looks_like_loopback_is_refused(
+    profiles_dir: Path, host: str
+) -> None:
+    """A name such as `127.evil.example` resolves wherever its DNS says: it is not loopback, and the
+    unauthenticated sleep routes would be reachable from wherever that is."""
+    (error,) = park_findings(profiles_dir, f'host = "{host}"').errors
+    assert error.startswith(
+        f'{profiles_dir / "p.toml"}: supervisor.park = "sleep" with engine.host = {host!r}'
+    )
+    assert is_loopback(host) is False
