@@ -164,6 +164,17 @@ def test_brackets_in_strings_count_for_nothing() -> None:
     assert bounds.nesting_depth("f(g(h()))") == 3
 
 
+def test_brackets_in_a_toml_comment_count_for_nothing() -> None:
+    """Was: closers in a comment lowered the count, so the brackets after it went unseen and
+    tomllib recursed into them: `launch set 'x=[ # ]]]…' + newline + '[[[…'` exited 70 (RecursionError)."""
+    assert bounds.nesting_depth("x = [ # ]]]]\n[[1]]]") == 3
+    assert bounds.nesting_depth("# [[[[[[\nx = 1") == 0
+    assert bounds.nesting_depth('x = "#" \ny = [[1]]') == 2, "a # inside a string starts no comment"
+    bomb = "[ #" + "]" * 3000 + "\n" + "[" * 3000
+    with pytest.raises(BadInput, match="nested 3,001 levels deep"):
+        parse_assignment(f"compilation_config={bomb}")
+
+
 def test_json_from_the_operator_is_parsed_within_the_bounds() -> None:
     assert bounds.loads_json('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
     with pytest.raises(ValueError, match="too long or nested too deep"):
