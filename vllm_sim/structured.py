@@ -19,10 +19,15 @@ def forced_text(body: dict[str, Any]) -> str | None:
     """The text a literal regex allows, or None (no regex, or one that allows more than one text)."""
     options = body.get("structured_outputs")
     regex = options.get("regex") if isinstance(options, dict) else None
-    if not isinstance(regex, str):
-        return None
+    return _literal(regex) if isinstance(regex, str) else None
+
+
+def _literal(regex: str) -> str | None:
+    """The one text `regex` matches when it holds no operator (punctuation may be escaped), else None."""
     out, escaped = [], False
     for ch in regex:
+        if escaped and ch.isascii() and ch.isalnum():
+            return None  # `\d`, `\w`, `\b`, `\1`, `\n`…: a class, an anchor or a code, not that letter
         if escaped:
             out.append(ch)
             escaped = False
@@ -32,7 +37,7 @@ def forced_text(body: dict[str, Any]) -> str | None:
             return None
         else:
             out.append(ch)
-    return "".join(out)
+    return None if escaped else "".join(out)  # a trailing `\` is no regex at all
 
 
 _NAME = re.compile(r'"name"\s*:\s*"([^"]+)"\s*,\s*"arguments"\s*:\s*(.*)\}\s*$', re.DOTALL)

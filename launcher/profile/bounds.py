@@ -10,6 +10,7 @@ naming its key, before it is parsed when it is text, and with an iterative walk 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from launcher.errors import BadInput
@@ -21,12 +22,25 @@ MAX_PROFILE_BYTES = 1024 * 1024  # one profile file
 
 
 def nesting_depth(text: str) -> int:
-    """The deepest bracket nesting of TOML or JSON text, strings skipped (no parser involved)."""
+    """The deepest bracket nesting of TOML or JSON text, strings and comments skipped (no parser
+    involved): closers in a `# ]]]` comment must not hide the openers after it."""
     depth = deepest = 0
+    for ch in _outside_strings_and_comments(text):
+        if ch in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]})":
+            depth -= 1
+    return deepest
+
+
+def _outside_strings_and_comments(text: str) -> Iterator[str]:
     quote = ""
-    escaped = False
+    escaped = comment = False
     for ch in text:
-        if quote:
+        if comment:
+            comment = ch != "\n"
+        elif quote:
             if escaped:
                 escaped = False
             elif ch == "\\" and quote == '"':
@@ -35,12 +49,10 @@ def nesting_depth(text: str) -> int:
                 quote = ""
         elif ch in "'\"":
             quote = ch
-        elif ch in "[{(":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]})":
-            depth -= 1
-    return deepest
+        elif ch == "#":
+            comment = True
+        else:
+            yield ch
 
 
 def check_text(text: str, what: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -85,7 +86,14 @@ SWITCH_FIELDS = frozenset({"profile", "host", "port", "url"})
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK_NAMES or host.startswith("127.")
+    """`localhost`, or a loopback IP address: a host name that merely starts with `127.`
+    (`127.evil.example`) resolves wherever its DNS says."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def check_park(

@@ -108,3 +108,76 @@ def test_no_profile_text_is_a_recursion_error(tmp_path_factory: pytest.TempPathF
         read_toml(path)
     except BadInput as err:
         assert err.exit_code == ExitCode.BAD_INPUT
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_nesting_at_the_bound_passes_and_one_level_more_is_refused() -> None:
+    assert bounds.value_problem(_nested(bounds.MAX_DEPTH)) is None
+    path = ".".join(["0"] * bounds.MAX_DEPTH)  # the list at that depth, named by its indexes
+    assert bounds.value_problem(_nested(bounds.MAX_DEPTH + 1)) == (
+        f"{path}: nested more than {bounds.MAX_DEPTH} levels deep"
+    )
+    text = "[" * bounds.MAX_DEPTH + "]" * bounds.MAX_DEPTH
+    bounds.check_text(text, "args.x")  # at the bound: nothing raised
+    with pytest.raises(BadInput, match="args.x: nested 17 levels deep, more than a setting holds \\(16\\)"):
+        bounds.check_text("[" + text + "]", "args.x")
+
+
+def test_a_value_below_the_profiles_own_tables_starts_deeper() -> None:
+    """`launch set args.x=VALUE`: the value sits two tables down, so two levels fewer are left to it."""
+    assert bounds.value_problem(_nested(bounds.MAX_DEPTH - 2), start_depth=2) is None
+    problem = bounds.value_problem(_nested(bounds.MAX_DEPTH - 1), start_depth=2)
+    assert problem is not None and problem.endswith("levels deep")
+
+
+def test_the_item_and_length_bounds_are_inclusive() -> None:
+    assert bounds.value_problem(list(range(bounds.MAX_ITEMS))) is None
+    assert (
+        bounds.value_problem({"a": list(range(bounds.MAX_ITEMS + 1))}) == "a: 4,097 entries (at most 4,096)"
+    )
+    assert bounds.value_problem("x" * bounds.MAX_TEXT_CHARS) is None
+    assert bounds.value_problem({"s": "x" * (bounds.MAX_TEXT_CHARS + 1)}) == (
+        "s: a string of 65,537 characters (at most 65,536)"
+    )
+    assert bounds.value_problem("x" * (bounds.MAX_TEXT_CHARS + 1)) == (
+        "value: a string of 65,537 characters (at most 65,536)"
+    ), "a bare value is named as such"
+
+
+def test_text_too_long_is_refused_with_its_length_and_a_bomb_for_its_depth_first() -> None:
+    with pytest.raises(BadInput, match="args.x: 65,537 characters, more than a setting holds"):
+        bounds.check_text("a" * (bounds.MAX_TEXT_CHARS + 1), "args.x")
+    bomb = "[" * (bounds.MAX_TEXT_CHARS + 1)
+    with pytest.raises(BadInput, match="nested 65,537 levels deep"):
+        bounds.check_text(bomb, "args.x")
+
+
+def test_brackets_in_strings_count_for_nothing() -> None:
+    assert bounds.nesting_depth("a = 'C:\\dir\\' \nb = [1]") == 1, "a TOML literal string has no escapes"
+    assert bounds.nesting_depth('x = "\\\\" \ny = [[1]]') == 2, "an escaped backslash ends no string"
+    assert bounds.nesting_depth("f(g(h()))") == 3
+
+
+def test_brackets_in_a_toml_comment_count_for_nothing() -> None:
+    """Was: closers in a comment lowered the count, so the brackets after it went unseen and
+    tomllib recursed into them: `launch set 'x=[ # ]]]…' + newline + '[[[…'` exited 70 (RecursionError)."""
+    assert bounds.nesting_depth("x = [ # ]]]]\n[[1]]]") == 3
+    assert bounds.nesting_depth("# [[[[[[\nx = 1") == 0
+    assert bounds.nesting_depth('x = "#" \ny = [[1]]') == 2, "a # inside a string starts no comment"
+    bomb = "[ #" + "]" * 3000 + "\n" + "[" * 3000
+    with pytest.raises(BadInput, match="nested 3,001 levels deep"):
+        parse_assignment(f"compilation_config={bomb}")
+
+
+def test_json_from_the_operator_is_parsed_within_the_bounds() -> None:
+    assert bounds.loads_json('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    with pytest.raises(ValueError, match="too long or nested too deep"):
+        bounds.loads_json('"' + "x" * bounds.MAX_TEXT_CHARS + '"')
+    with pytest.raises(ValueError):
+        bounds.loads_json("{not json")

@@ -3,6 +3,11 @@ who holds which GPU, whose orphan a process is, and which of them refuse a start
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
 from launcher.host.gpu import GIB, MIB, GpuDevice
 from launcher.host.gpu_checks import (
     REAP_HINT,
@@ -13,12 +18,21 @@ from launcher.host.gpu_checks import (
     check_one_model,
     check_orphans,
     relevant_orphans,
+    without_holders,
     without_serving,
 )
 from launcher.host.gpu_locks import LockHolder
-from launcher.host.orphans import HostProcess, Role, classify, prefixes_for
+from launcher.host.orphans import (
+    INIT_NAMES,
+    HostProcess,
+    Role,
+    classify,
+    deployment_id,
+    mark_env,
+    prefixes_for,
+)
 from launcher.host.policy import GpuDemand
-from launcher.host.process_view import ProcessView
+from launcher.host.process_view import ProcessView, is_api_server, vllm_title
 from launcher.host.report import CheckName, CheckStatus
 
 # Pids far above any pid_max a test host uses: environment reads of them find no process.
@@ -35,6 +49,10 @@ def view(
 def process(pid: int, role: Role, title: str = "VLLM::Worker_TP0", deployment: str | None = None,
             user: str = ME, root: ProcessView | None = None) -> HostProcess:  # fmt: skip
     return HostProcess(view(NO_SUCH_PID + pid, (title,), user=user), role, title, root, deployment)
+
+
+def not_vllm(pid: int, user: str = ME) -> HostProcess:
+    return HostProcess(view(NO_SUCH_PID + pid, ("python", "train.py"), user=user), Role.OTHER, None, None)
 
 
 def gpu(index: int, free_gib: float, total_gib: float = 80.0) -> GpuDevice:
@@ -256,3 +274,245 @@ def test_an_orphan_says_whose_it_is_and_how_old() -> None:
         orphan.describe(None, me=ME)
         == f"pid {orphan.pid} VLLM::Worker_TP0 (orphan: its parent is gone, user bob)"
     )
+
+
+def test_free_memory_exactly_at_the_demand_is_enough() -> None:
+    """vLLM refuses only when free < utilization × total: equal passes there, so it passes here."""
+    total = 80 * GIB
+    exact = GpuDevice(0, "GPU-0000", "H100", total, total // 2, total // 2)
+    gpus = host(TargetGpu("0", exact, ()))
+    assert check_gpu_memory(gpus, demand("0", utilization=0.5), ME).status is CheckStatus.OK
+    short = replace(exact, free_bytes=total // 2 - 1)
+    assert check_gpu_memory(host(TargetGpu("0", short, ())), demand("0", utilization=0.5), ME).status is (
+        CheckStatus.REFUSED
+    )
+
+
+def test_the_demand_is_of_cudas_total_not_nvmls() -> None:
+    """NVML's total includes the driver-reserved memory that CUDA (and so vLLM) never sees."""
+    device = GpuDevice(0, "GPU-0000", "H200", 1000 * MIB, 0, 900 * MIB, reserved_bytes=100 * MIB)
+    result = check_gpu_memory(host(TargetGpu("0", device, ())), demand("0", utilization=1.0), ME)
+    assert result.status is CheckStatus.OK, "900 MiB free covers 1.0 × (1000 − 100) MiB"
+    assert result.data["gpus"][0]["needed_mib"] == 900
+
+
+def test_every_short_or_missing_gpu_is_named_and_the_fine_ones_are_not() -> None:
+    gpus = host(
+        TargetGpu("0", gpu(0, 79.0), ()),
+        TargetGpu("1", gpu(1, 10.0), ()),
+        TargetGpu("4", None, ()),
+    )
+    result = check_gpu_memory(gpus, demand("0", "1", "4"), ME)
+    assert result.status is CheckStatus.REFUSED
+    assert result.detail == (
+        "GPU 1: free 10.00 GiB < needed 72.00 GiB; no process visible from here holds it; "
+        "GPU 4 does not exist (this host has GPUs 0,1)"
+    )
+    assert [row["gpu"] for row in result.data["gpus"]] == ["0", "1"], "figures for the GPUs that exist"
+
+
+def test_the_memory_a_parked_engine_holds_stays_used_while_it_leaves_the_holders() -> None:
+    parked = Holder(NO_SUCH_PID + 1, 60 * GIB, None)
+    other = Holder(NO_SUCH_PID + 2, 5 * GIB, None)
+    gpus = host(TargetGpu("0", gpu(0, 15.0), (parked, other)))
+    after = without_holders(gpus, frozenset({parked.pid}))
+    target = after.targets[0]
+    assert target.holders == (other,)
+    assert target.device is not None and target.device.free_bytes == 15 * GIB, (
+        "a sleeper's memory is not free"
+    )
+    assert without_holders(gpus, frozenset()) is gpus
+
+
+def test_a_reload_frees_only_what_the_serving_engine_holds_on_each_gpu() -> None:
+    serving = NO_SUCH_PID + 1
+    gpus = host(
+        TargetGpu("0", gpu(0, 5.0), (Holder(serving, 70 * GIB, None),)),
+        TargetGpu("1", gpu(1, 5.0), (Holder(serving, None, None),)),  # the driver did not say how much
+    )
+    after = without_serving(gpus, frozenset({serving}))
+    assert [t.device.free_bytes for t in after.targets if t.device is not None] == [75 * GIB, 5 * GIB]
+    assert all(t.holders == () for t in after.targets)
+
+
+def test_what_each_process_holds_is_gathered_across_the_target_gpus() -> None:
+    a, b = NO_SUCH_PID + 1, NO_SUCH_PID + 2
+    gpus = host(
+        TargetGpu("0", gpu(0, 10.0), (Holder(a, 30 * GIB, None), Holder(b, None, None))),
+        TargetGpu("1", gpu(1, 10.0), (Holder(a, 31 * GIB, None),)),
+    )
+    assert gpus.held_on_targets() == {a: [("0", 30 * GIB), ("1", 31 * GIB)], b: [("0", None)]}
+
+
+def test_an_orphan_on_several_gpus_lists_each_and_one_the_driver_does_not_size_is_named_bare() -> None:
+    ours = process(1, Role.ORPHAN, deployment="prod@/state")
+    gpus = host(
+        TargetGpu("0", gpu(0, 40.0), (Holder(ours.pid, 30 * GIB, ours),)),
+        TargetGpu("1", gpu(1, 40.0), (Holder(ours.pid, None, ours),)),
+    )
+    result = check_orphans([ours], gpus, "VLLM", "prod", ME, "prod@/state", now=1000.0)
+    assert result.detail == (
+        f"1 vLLM orphan(s), parent gone: pid {ours.pid} VLLM::Worker_TP0 "
+        "(orphan: its parent is gone, 30.0 GiB on GPU 0, on GPU 1)"
+    )
+
+
+def test_a_foreign_live_server_is_never_an_orphan_to_reap() -> None:
+    live = process(1, Role.SERVER, deployment="other@/elsewhere")
+    gpus = host(TargetGpu("0", gpu(0, 40.0), (Holder(live.pid, 30 * GIB, live),)))
+    assert relevant_orphans([live], gpus, "VLLM", "prod@/state") == []
+    assert check_orphans([live], gpus, "VLLM", "prod", ME, "prod@/state", now=0.0).status is CheckStatus.OK
+
+
+def test_locks_and_model_servers_on_several_gpus_are_all_named() -> None:
+    lock = LockHolder("1", 4242, "staging", "2026-12-01T10:00:00Z")
+    a = process(1, Role.SERVER, title="VLLM::Worker_TP0", deployment="x@/s")
+    b = process(2, Role.SERVER, title="VLLM::Worker_TP1", deployment="x@/s")
+    trainer = not_vllm(3, user="bob")
+    gpus = host(
+        TargetGpu("0", gpu(0, 10.0), (Holder(a.pid, 60 * GIB, a), Holder(trainer.pid, 1 * GIB, trainer))),
+        TargetGpu("1", gpu(1, 10.0), (Holder(b.pid, 60 * GIB, b),)),
+    )
+    result = check_one_model(gpus, demand("0", "1"), [lock], ME)
+    assert result.status is CheckStatus.REFUSED
+    parts = result.detail.removeprefix("one model per GPU set: ").split("; ")
+    assert parts[0] == "GPU 1 is locked by profile 'staging', launcher pid 4242 since 2026-12-01T10:00:00Z"
+    assert parts[1].startswith(f"GPU 0 already serves a model: pid {a.pid} VLLM::Worker_TP0")
+    assert str(trainer.pid) not in result.detail, "a process that is not a model server is not one"
+    assert parts[2].startswith(f"GPU 1 already serves a model: pid {b.pid} VLLM::Worker_TP1")
+
+
+def test_a_hand_started_model_on_two_gpus_names_its_api_server_once() -> None:
+    api = view(NO_SUCH_PID + 60, ("vllm", "serve", "org/m"))
+    workers = [process(n, Role.SERVER, title=f"VLLM::Worker_TP{n}", root=api) for n in (0, 1)]
+    gpus = host(
+        *(TargetGpu(str(n), gpu(n, 10.0), (Holder(w.pid, 60 * GIB, w),)) for n, w in enumerate(workers))
+    )
+    hint = check_one_model(gpus, demand("0", "1"), [], ME).hint
+    assert hint is not None and hint.startswith(f"pid {api.pid} was not started by vllm-gate")
+    assert f"`kill {api.pid}`" in hint and hint.count(str(api.pid)) == 2
+
+
+def test_a_marked_and_an_unmarked_model_name_only_the_unmarked_one_for_a_hand_stop() -> None:
+    marked = process(1, Role.SERVER, deployment="x@/s")
+    unmarked = process(2, Role.SERVER)
+    gpus = host(
+        TargetGpu("0", gpu(0, 10.0), (Holder(marked.pid, 1, marked), Holder(unmarked.pid, 1, unmarked)))
+    )
+    hint = check_one_model(gpus, demand("0"), [], ME).hint
+    assert hint is not None and hint.startswith(f"pid {unmarked.pid} was not started by vllm-gate")
+    assert str(marked.pid) not in hint
+
+
+# ---- orphans and process views ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(-5, "0 s"), (0, "0 s"), (59.9, "59 s"), (60, "1 min"), (3599, "59 min"), (3600, "1h00m"),
+     (3660, "1h01m"), (26 * 3600 + 5 * 60, "26h05m")],
+)  # fmt: skip
+def test_an_orphans_age_is_seconds_then_minutes_then_hours_and_minutes(seconds: float, shown: str) -> None:
+    orphan = process(1, Role.ORPHAN)
+    assert orphan.owner(1000.0 + seconds).endswith(f"age {shown}")
+
+
+def test_a_mark_decides_whose_an_orphan_is_before_any_title() -> None:
+    """A marked orphan is its deployment's, even under our own title prefix; unmarked, the prefix
+    claims it only when it is ours and not vLLM's default."""
+    marked_elsewhere = process(1, Role.ORPHAN, title="PROD::EngineCore", deployment="other@/x")
+    assert not marked_elsewhere.owned_by("prod@/state", "PROD")
+    assert process(2, Role.ORPHAN, deployment="prod@/state").owned_by("prod@/state", "VLLM")
+    untitled = HostProcess(view(NO_SUCH_PID + 3, ("vllm", "serve", "m")), Role.ORPHAN, None, None)
+    assert not untitled.owned_by("prod@/state", "PROD"), "no title, no prefix"
+    assert process(4, Role.ORPHAN, title="PROD::Worker_TP0").prefix == "PROD"
+
+
+def test_the_deployment_is_the_profile_at_its_resolved_state_dir(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "state")
+    assert deployment_id(tmp_path / "link", "prod") == f"prod@{(tmp_path / 'state').resolve()}"
+    assert deployment_id(tmp_path / "state" / ".." / "state", "prod") == deployment_id(
+        tmp_path / "state", "prod"
+    )
+    assert mark_env("prod@/s") == {"VLLM_GATE_DEPLOYMENT": "prod@/s", "SPT_NOENV": "1"}
+
+
+def test_a_server_is_described_by_what_it_hangs_off_and_another_users_process_by_its_user() -> None:
+    api = view(NO_SUCH_PID + 70, ("vllm", "serve", "org/m"), user="bob")
+    itself = HostProcess(api, Role.SERVER, None, api)
+    assert itself.describe(None, me=ME) == f"pid {api.pid} vllm serve org/m (live model server, user bob)"
+    assert itself.describe(None, me="bob") == f"pid {api.pid} vllm serve org/m (live model server)"
+    other = not_vllm(5)
+    assert other.describe(None, me=ME).endswith(f"(user {ME})"), "not vLLM: whose it is, always"
+
+
+@pytest.mark.parametrize("init", sorted(INIT_NAMES))
+def test_a_titled_process_under_any_init_like_parent_is_an_orphan(init: str) -> None:
+    parent = view(NO_SUCH_PID + 80, (f"/sbin/{init}",), ppid=0, name=init)
+    engine = view(NO_SUCH_PID + 81, ("VLLM::EngineCore",), ppid=parent.pid)
+    assert classify(engine, ("VLLM",), {parent.pid: parent}).role is Role.ORPHAN
+
+
+def test_a_titled_process_whose_parent_cannot_be_found_is_an_orphan() -> None:
+    engine = view(NO_SUCH_PID + 90, ("VLLM::EngineCore",), ppid=NO_SUCH_PID + 91)
+    assert classify(engine, ("VLLM",), {}).role is Role.ORPHAN
+
+
+def test_an_endless_chain_of_titled_parents_stops_as_a_server_without_a_root() -> None:
+    """A cycle in a stale process table must not loop for ever: the walk stops after 64 steps."""
+    a = view(NO_SUCH_PID + 100, ("VLLM::Worker_TP0",), ppid=NO_SUCH_PID + 101)
+    b = view(NO_SUCH_PID + 101, ("VLLM::EngineCore",), ppid=NO_SUCH_PID + 100)
+    found = classify(a, ("VLLM",), {a.pid: a, b.pid: b})
+    assert (found.role, found.root, found.title) == (Role.SERVER, None, "VLLM::Worker_TP0")
+
+
+def test_a_worker_under_its_engine_under_a_launcher_is_part_of_a_live_model() -> None:
+    launcher = view(NO_SUCH_PID + 110, ("/opt/venv/bin/python3", "/opt/venv/bin/launch", "--profile", "p"))
+    engine = view(NO_SUCH_PID + 111, ("VLLM::EngineCore",), ppid=launcher.pid)
+    worker = view(NO_SUCH_PID + 112, ("VLLM::Worker_TP1",), ppid=engine.pid)
+    found = classify(worker, ("VLLM",), {v.pid: v for v in (launcher, engine, worker)})
+    assert found.role is Role.SERVER and found.root == launcher
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "title"),
+    [
+        (("VLLM::DPCoordinator",), "VLLM::DPCoordinator"),
+        (("VLLM::APIServer_1",), "VLLM::APIServer_1"),
+        (("VLLM::Worker_DP1_TP3_EP3",), "VLLM::Worker_DP1_TP3_EP3"),
+        (("VLLM::anything", "x"), "VLLM::anything"),  # our own prefix: any title
+        (("PROD::EngineCore extra words",), "PROD::EngineCore"),  # a known role under any prefix
+        (("Foo::Workers",), None),  # not a role vLLM has
+        (("a/b::EngineCore",), None),  # a path is no prefix
+        (("  VLLM::EngineCore",), "VLLM::EngineCore"),
+        (("python", "VLLM::EngineCore"), None),
+    ],
+)
+def test_what_counts_as_a_vllm_title(cmdline: tuple[str, ...], title: str | None) -> None:
+    assert vllm_title(cmdline, ("VLLM",)) == title
+
+
+def test_a_deployments_own_prefix_claims_any_title_under_it() -> None:
+    assert vllm_title(("PROD::custom",), ("VLLM", "PROD")) == "PROD::custom"
+    assert vllm_title(("PROD::custom",), ("VLLM",)) is None
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "server"),
+    [
+        (("/usr/bin/python3", "/usr/local/bin/vllm", "serve", "org/m"), True),
+        (("python3", "-m", "vllm.entrypoints.cli.main", "serve"), True),
+        (("vllm", "--help", "serve"), False),  # "serve" must follow the program itself
+        (("/opt/vllm/bin/python", "train.py"), False),  # a vllm directory is not the vllm program
+    ],
+)
+def test_more_api_server_command_lines(cmdline: tuple[str, ...], server: bool) -> None:
+    assert is_api_server(view(NO_SUCH_PID, cmdline)) is server
+
+
+def test_a_label_keeps_a_title_whole_and_a_program_by_its_name() -> None:
+    assert view(1, ("VLLM::Worker_TP0", "")).label == "VLLM::Worker_TP0"
+    assert view(1, ("/usr/lib/a::b/prog", "x")).label == "/usr/lib/a::b/prog x", "a title-like path kept"
+    assert view(1, ("/usr/bin/python3", "-c", "x" * 30)).shortened(20) == "python3 -c xxxxxxxx…"
+    assert len(view(1, ("/usr/bin/python3", "-c", "x" * 30)).shortened(20)) == 20

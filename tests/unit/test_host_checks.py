@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher.host.host_checks import check_model_path, check_port, check_restart_guard, check_swap
+from launcher.host.host_checks import (
+    check_host_memory,
+    check_model_path,
+    check_port,
+    check_restart_guard,
+    check_swap,
+)
 from launcher.host.process_view import ProcessView, is_api_server, my_lineage, view_of, vllm_title
 from launcher.host.report import CheckStatus
 from launcher.host.restart_guard import GuardStatus
@@ -183,3 +189,42 @@ def test_this_process_and_its_parents_are_its_lineage() -> None:
     lineage = my_lineage()
     assert os.getpid() in lineage and os.getppid() in lineage
     assert view_of(0) is None and view_of(4_000_000) is None
+
+
+def test_host_ram_exactly_at_the_minimum_is_enough() -> None:
+    assert check_host_memory(2 * GIB, 2.0).status is CheckStatus.OK
+    short = check_host_memory(2 * GIB - 1, 2.0)
+    assert short.status is CheckStatus.REFUSED
+    assert short.detail == (
+        "host RAM: 2.00 GiB available < 2 GiB required (preflight.min_host_available_gib)"
+    ), "2.00 shown, yet one byte short: the comparison is on bytes, not on the rounded figure"
+    assert short.data == {"available_gib": 2.0}
+
+
+def test_a_fractional_minimum_is_shown_as_given() -> None:
+    result = check_host_memory(GIB // 4, 0.5)
+    assert (
+        result.detail == "host RAM: 0.25 GiB available < 0.5 GiB required (preflight.min_host_available_gib)"
+    )
+
+
+def test_a_relative_directory_that_exists_is_a_local_model_even_without_dot_slash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`org/name` is a Hub name unless a directory of that name is here: vLLM loads it from disk then."""
+    monkeypatch.chdir(tmp_path)
+    assert check_model_path("org/name").status is CheckStatus.SKIPPED
+    (tmp_path / "org" / "name").mkdir(parents=True)
+    assert check_model_path("org/name").detail == "model path org/name is readable"
+
+
+def test_a_home_relative_model_path_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert check_model_path("~/models/m").detail == "model path ~/models/m does not exist"
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    assert check_model_path("~/models/m").status is CheckStatus.OK
+
+
+def test_a_parent_relative_path_is_local_and_judged() -> None:
+    missing = check_model_path("../no-such-model-dir-here")
+    assert missing.status is CheckStatus.REFUSED and missing.hint == "fix engine.model"

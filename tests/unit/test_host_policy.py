@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from launcher.errors import BadInput
 from launcher.host.gpu import GIB, MIB, GpuDevice, resolve_device
 from launcher.host.gpu_checks import HostGpus, TargetGpu, check_gpu_memory
 from launcher.host.host_checks import check_host_memory, check_model_path, check_swap
@@ -123,3 +127,100 @@ def test_a_last_good_record_asks_the_host_checks_what_its_plan_asked(profiles_di
     assert (request.model, request.port, request.has_secret_env) == ("/models/m", 8123, True)
     assert gpu_demand(request, {}).ids == ("1", "2")
     assert HostPolicy.from_request(request).reap_grace_s == 3.0
+
+
+def request(
+    args: Mapping[str, object] | None = None,
+    env: Mapping[str, str] | None = None,
+    argv: tuple[str, ...] = ("vllm", "serve", "org/m"),
+    preflight: Mapping[str, object] | None = None,
+) -> HostRequest:
+    """A request as the host checks read it, built by hand (no profile file)."""
+    return HostRequest(
+        profile="p",
+        argv=argv,
+        env=env or {},
+        args=args or {},
+        host="127.0.0.1",
+        port=8000,
+        model="org/m",
+        fingerprint="f",
+        has_secret_env=False,
+        preflight=preflight or {},
+    )
+
+
+def test_the_world_is_tensor_times_pipeline_times_data_parallel() -> None:
+    demand = gpu_demand(request({"tensor_parallel_size": 2, "data_parallel_size": 3}), {})
+    assert demand.ids == ("0", "1", "2", "3", "4", "5")
+    assert demand.source == "the default for tensor × pipeline × data parallel = 6"
+
+
+def test_the_local_part_of_data_parallel_wins_over_the_whole() -> None:
+    """Across nodes only data_parallel_size_local ranks run on this host."""
+    args = {"tensor_parallel_size": 2, "data_parallel_size": 4, "data_parallel_size_local": 1}
+    assert gpu_demand(request(args), {}).ids == ("0", "1")
+
+
+@pytest.mark.parametrize("size", [0, -2, True, "4", 2.0, None])
+def test_a_size_that_is_not_a_positive_integer_counts_as_one(size: object) -> None:
+    assert gpu_demand(request({"tensor_parallel_size": size}), {}).ids == ("0",)
+
+
+def test_dashed_keys_are_read_as_their_snake_form() -> None:
+    demand = gpu_demand(request({"tensor-parallel-size": 2, "gpu-memory-utilization": 0.5}), {})
+    assert (demand.ids, demand.utilization) == (("0", "1"), 0.5)
+
+
+def test_only_the_first_world_of_the_visible_gpus_are_used_spaces_and_empty_entries_dropped() -> None:
+    demand = gpu_demand(request({"tensor_parallel_size": 2}, env={"CUDA_VISIBLE_DEVICES": " 3 , ,5, 7,"}), {})
+    assert demand.ids == ("3", "5") and demand.problem is None
+
+
+@pytest.mark.parametrize("visible", ["", " ", "-1", "-1,0", ","])
+def test_cuda_visible_devices_that_hides_every_gpu_means_no_gpu(visible: str) -> None:
+    demand = gpu_demand(request(), {"CUDA_VISIBLE_DEVICES": visible})
+    assert not demand.uses_gpu and demand.ids == ()
+    assert demand.no_gpu_reason == (
+        f"CUDA_VISIBLE_DEVICES of the launcher's environment is {visible!r}: no GPU visible to vLLM"
+    )
+
+
+def test_the_profiles_empty_visible_devices_hides_the_gpus_even_when_the_launcher_has_some() -> None:
+    demand = gpu_demand(request(env={"CUDA_VISIBLE_DEVICES": ""}), {"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert not demand.uses_gpu and "in the profile's [env]" in str(demand.no_gpu_reason)
+
+
+def test_a_kv_cache_sized_in_bytes_is_noted_for_the_memory_check() -> None:
+    assert gpu_demand(request({"kv_cache_memory_bytes": 8 << 30}), {}).kv_cache_bytes_set
+    assert not gpu_demand(request({"kv_cache_memory_bytes": None}), {}).kv_cache_bytes_set
+    assert not gpu_demand(request(), {}).kv_cache_bytes_set
+
+
+def test_the_simulator_is_known_by_its_program_name_wherever_it_is_installed() -> None:
+    sim = ("/opt/venv/bin/vllm-sim", "serve", "m")
+    assert not gpu_demand(request(argv=sim), {}).uses_gpu
+    assert gpu_demand(request(argv=(*sim, "--sim-gpu-allocate")), {}).uses_gpu
+    assert gpu_demand(request(argv=("/opt/vllm-sim-wrapper", "serve")), {}).uses_gpu, "not the simulator"
+    assert gpu_demand(request(argv=()), {}).uses_gpu
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["reap_grace_s", "reap_deadline_s", "min_host_available_gib", "max_swap_used_gib", "cuda_context_mib"],
+)
+def test_a_negative_amount_in_the_preflight_table_is_bad_input_naming_it(name: str) -> None:
+    with pytest.raises(BadInput, match=f"profile 'p': preflight.{name} = -1 must not be negative"):
+        HostPolicy.from_request(request(preflight={name: -1}))
+
+
+def test_zero_failures_allowed_would_never_start_and_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="restart_max_failures must be at least 1"):
+        HostPolicy.from_request(request(preflight={"restart_max_failures": 0}))
+    assert HostPolicy.from_request(request(preflight={"restart_max_failures": 1})).restart_max_failures == 1
+
+
+def test_the_policy_takes_the_declared_defaults_and_what_the_table_sets() -> None:
+    policy = HostPolicy.from_request(request(preflight={"reap_orphans": True, "max_swap_used_gib": 0}))
+    assert policy.reap_orphans is True and policy.max_swap_used_gib == 0
+    assert HostPolicy.from_request(request()).max_swap_used_gib is None, "no swap limit unless set"

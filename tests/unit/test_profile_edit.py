@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,8 +16,10 @@ from launcher.profile.snapshots import (
     available_tags,
     bak_path,
     check_tag,
+    prune_replaced,
     replaced_path,
     restore_snapshot,
+    save_and_write,
     save_snapshot,
 )
 from tests.conftest import SHIPPED_PROFILES
@@ -269,3 +272,148 @@ def test_snapshot_round_trip_keeps_bytes_mode_and_the_replaced_file(profiles_dir
     assert replaced_path(profile, now).name == "prod.toml.replaced-20260917T101500Z-2"
     assert available_tags(profiles_dir, "prod") == ["gdn_off"]
     assert sorted(p.name for p in profiles_dir.iterdir()) == ["prod.toml", "prod.toml.bak_gdn_off", kept.name]
+
+
+@pytest.mark.parametrize("tag", ["a", "a" * 64, "gdn_off", "v1.2-rc", "..x", "2026-09-17"])
+def test_tags_up_to_64_safe_characters_are_accepted(tag: str) -> None:
+    assert check_tag(tag) == tag
+
+
+def test_a_tag_with_a_trailing_newline_is_refused() -> None:
+    """`$` in the pattern would accept "gdn\\n": the file name would carry a newline."""
+    with pytest.raises(BadInput, match="invalid tag"):
+        check_tag("gdn\n")
+
+
+def test_the_snapshot_path_is_the_profile_file_with_its_tag() -> None:
+    assert bak_path(Path("/p"), "prod", "gdn_off") == Path("/p/prod.toml.bak_gdn_off")
+
+
+def _touch(path: Path, mtime: float, text: str = "x") -> None:
+    path.write_text(text)
+    os.utime(path, (mtime, mtime))
+
+
+def test_tags_are_listed_newest_first_by_the_time_the_snapshot_was_written(profiles_dir: Path) -> None:
+    _touch(profiles_dir / "prod.toml.bak_old", 1_700_000_000)
+    _touch(profiles_dir / "prod.toml.bak_newest", 1_700_000_300)
+    _touch(profiles_dir / "prod.toml.bak_middle", 1_700_000_100)
+    assert available_tags(profiles_dir, "prod") == ["newest", "middle", "old"]
+
+
+def test_only_this_profiles_snapshots_with_valid_tags_that_are_files_are_listed(profiles_dir: Path) -> None:
+    _touch(profiles_dir / "prod.toml.bak_mine", 1_700_000_000)
+    _touch(profiles_dir / "prod2.toml.bak_theirs", 1_700_000_000)  # another profile's
+    _touch(profiles_dir / "prod.toml.bak_", 1_700_000_000)  # an empty tag
+    _touch(profiles_dir / "prod.toml.bak_with space", 1_700_000_000)
+    _touch(profiles_dir / "prod.toml.replaced-20260101T000000Z", 1_700_000_000)
+    (profiles_dir / "prod.toml.bak_adir").mkdir()
+    assert available_tags(profiles_dir, "prod") == ["mine"]
+    assert available_tags(profiles_dir, "prod2") == ["theirs"]
+    assert available_tags(profiles_dir, "absent") == []
+
+
+def test_the_replaced_copy_is_named_in_utc_whatever_the_callers_zone() -> None:
+    from datetime import timedelta, timezone
+
+    tokyo = timezone(timedelta(hours=9))
+    now = datetime(2026, 9, 17, 19, 15, 0, tzinfo=tokyo)
+    assert replaced_path(Path("/p/prod.toml"), now).name == "prod.toml.replaced-20260917T101500Z"
+
+
+def test_a_second_taken_already_gets_the_next_free_serial(profiles_dir: Path) -> None:
+    profile = profiles_dir / "prod.toml"
+    now = datetime(2026, 9, 17, 10, 15, 0, tzinfo=UTC)
+    for name in ("prod.toml.replaced-20260917T101500Z", "prod.toml.replaced-20260917T101500Z-2"):
+        (profiles_dir / name).write_text("x")
+    assert replaced_path(profile, now).name == "prod.toml.replaced-20260917T101500Z-3"
+    assert replaced_path(profile, datetime(2026, 9, 17, 10, 15, 1, tzinfo=UTC)).name == (
+        "prod.toml.replaced-20260917T101501Z"
+    )
+
+
+def test_pruning_keeps_the_newest_copies_by_the_time_and_serial_in_their_names(profiles_dir: Path) -> None:
+    """Serials compare as numbers: `-10` is newer than `-9`, though it sorts before it as text; the
+    file times say nothing (a copy restored from a backup has a new mtime)."""
+    profile = profiles_dir / "prod.toml"
+    stamp = "20260917T101500Z"
+    names = [f"prod.toml.replaced-{stamp}"] + [f"prod.toml.replaced-{stamp}-{n}" for n in (2, 9, 10)]
+    names.append("prod.toml.replaced-20260918T000000Z")
+    for age, name in enumerate(names):
+        _touch(profiles_dir / name, 1_800_000_000 - age)  # mtimes in the reverse order of the names
+    removed = prune_replaced(profile, keep=2)
+    assert sorted(p.name for p in removed) == sorted(names[:3])
+    left = sorted(p.name for p in profiles_dir.iterdir())
+    assert left == [f"prod.toml.replaced-{stamp}-10", "prod.toml.replaced-20260918T000000Z"]
+
+
+def test_pruning_touches_nothing_that_is_not_a_replaced_copy_of_this_profile(profiles_dir: Path) -> None:
+    profile = profiles_dir / "prod.toml"
+    keep = [
+        "prod.toml.replaced-notes",
+        "prod.toml.replaced-20260917T101500Z.orig",
+        "prod.toml.replaced-2026091T101500Z",  # a digit short
+        "prod.toml.replaced-20260917T101500Z-1234567",  # a serial longer than replaced_path writes
+        "prod2.toml.replaced-20260101T000000Z",
+        "prod.toml.bak_20260101T000000Z",
+    ]
+    for name in keep:
+        (profiles_dir / name).write_text("x")
+    (profiles_dir / "prod.toml.replaced-20250101T000000Z").symlink_to(profiles_dir / "prod2.toml.bak")
+    (profiles_dir / "prod.toml.replaced-20250102T000000Z").mkdir()
+    assert prune_replaced(profile, keep=0) == []
+    assert sorted(p.name for p in profiles_dir.iterdir()) == sorted(
+        [*keep, "prod.toml.replaced-20250101T000000Z", "prod.toml.replaced-20250102T000000Z"]
+    )
+
+
+def test_pruning_with_fewer_copies_than_kept_removes_nothing(profiles_dir: Path) -> None:
+    for day in range(1, 4):
+        (profiles_dir / f"prod.toml.replaced-202601{day:02d}T000000Z").write_text("x")
+    assert prune_replaced(profiles_dir / "prod.toml", keep=3) == []
+    assert len(prune_replaced(profiles_dir / "prod.toml", keep=2)) == 1
+    assert not (profiles_dir / "prod.toml.replaced-20260101T000000Z").exists()
+
+
+def test_a_restore_where_the_profile_is_gone_keeps_no_copy_and_takes_the_snapshots_mode(
+    profiles_dir: Path,
+) -> None:
+    bak = profiles_dir / "prod.toml.bak_t"
+    bak.write_bytes(b"[args]\nmax_num_seqs = 4\n")
+    bak.chmod(0o600)
+    profile = profiles_dir / "prod.toml"
+    assert restore_snapshot(profile, bak, datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert profile.read_bytes() == bak.read_bytes() and (profile.stat().st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in profiles_dir.iterdir()) == ["prod.toml", "prod.toml.bak_t"]
+
+
+def test_a_forced_snapshot_replaces_the_old_one_with_the_profiles_bytes(profiles_dir: Path) -> None:
+    profile = profiles_dir / "prod.toml"
+    profile.write_bytes(b"new = 1\n")
+    bak = bak_path(profiles_dir, "prod", "t")
+    bak.write_bytes(b"old = 1\n")
+    save_snapshot(profile, bak, force=True)
+    assert bak.read_bytes() == b"new = 1\n"
+
+
+def test_save_and_write_leaves_the_snapshot_of_the_old_text_and_the_new_text_in_place(
+    profiles_dir: Path,
+) -> None:
+    profile = profiles_dir / "prod.toml"
+    profile.write_bytes(b"[args]\nmax_num_seqs = 32\n")
+    bak = bak_path(profiles_dir, "prod", "before")
+    save_and_write(profile, bak, "[args]\nmax_num_seqs = 8\n", force=False)
+    assert bak.read_bytes() == b"[args]\nmax_num_seqs = 32\n"
+    assert profile.read_text() == "[args]\nmax_num_seqs = 8\n"
+    with pytest.raises(BadInput, match="never overwritten silently"):
+        save_and_write(profile, bak, "[args]\nmax_num_seqs = 1\n", force=False)
+    assert profile.read_text() == "[args]\nmax_num_seqs = 8\n", "a refused snapshot writes nothing"
+
+
+def test_save_and_write_that_cannot_read_the_profile_leaves_no_snapshot(profiles_dir: Path) -> None:
+    profile = profiles_dir / "prod.toml"
+    profile.symlink_to(profiles_dir / "nowhere" / "prod.toml")  # a dangling link: unreadable
+    bak = bak_path(profiles_dir, "prod", "t")
+    with pytest.raises(BadInput, match="nothing was changed"):
+        save_and_write(profile, bak, "x = 1\n", force=False)
+    assert not bak.exists()

@@ -9,7 +9,13 @@ import pytest
 
 from launcher.profile.findings import Findings
 from launcher.profile.loader import resolve
-from launcher.profile.semantics import capture_config, capture_size_warnings, check_semantics, human_int
+from launcher.profile.semantics import (
+    capture_config,
+    capture_size_warnings,
+    check_semantics,
+    human_int,
+    is_loopback,
+)
 
 
 def findings_of(profiles_dir: Path, args: str, env: str = "") -> Findings:
@@ -190,3 +196,108 @@ def test_capture_size_warnings_say_what_vllm_does_to_the_sizes_asked_for() -> No
     assert rounded.startswith("with 2 speculative token(s) the V1 model runner rounds capture sizes up to")
     assert rounded.endswith("PIECEWISE [3, 6] (2 graphs), FULL [3, 6] (2 graphs) from the sizes [1, 2, 4, 8]")
     assert warnings(cudagraph_capture_sizes=[3, 6], speculative_config=spec, max_num_seqs=2) == []
+
+
+# ---- park = "sleep": the dev-mode routes only on loopback ------------------------------------------
+
+
+def park_findings(profiles_dir: Path, engine: str = "", supervisor: str = "", rest: str = "") -> Findings:
+    """A profile that parks asleep on park_port 8001 unless `supervisor` says otherwise."""
+    (profiles_dir / "p.toml").write_text(
+        f'[engine]\nmodel = "m"\n{engine}\n[supervisor]\npark = "sleep"\n{supervisor or "park_port = 8001"}\n'
+        f"{rest}"
+    )
+    found = Findings()
+    check_semantics(resolve(profiles_dir, "p"), found)
+    return found
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "127.255.255.254", "localhost", "::1"])
+def test_a_loopback_address_may_park_asleep(profiles_dir: Path, host: str) -> None:
+    assert park_findings(profiles_dir, f'host = "{host}"').errors == []
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["0.0.0.0", "::", "10.0.0.5", "192.168.1.20", "gpu-01.lan", "127.evil.example", "127.0.0.1.nip.io"],
+)
+def test_any_other_address_or_a_host_name_that_only_looks_like_loopback_is_refused(
+    profiles_dir: Path, host: str
+) -> None:
+    """A name such as `127.evil.example` resolves wherever its DNS says: it is not loopback, and the
+    unauthenticated sleep routes would be reachable from wherever that is."""
+    (error,) = park_findings(profiles_dir, f'host = "{host}"').errors
+    assert error.startswith(
+        f'{profiles_dir / "p.toml"}: supervisor.park = "sleep" with engine.host = {host!r}'
+    )
+    assert is_loopback(host) is False
+
+
+def test_parking_needs_a_second_port_that_is_an_integer_other_than_the_engines(profiles_dir: Path) -> None:
+    missing = park_findings(profiles_dir, supervisor="stop_grace_s = 5")
+    assert [e for e in missing.errors if "needs supervisor.park_port" in e] != []
+    same = park_findings(profiles_dir, "port = 8123", supervisor="park_port = 8123")
+    assert same.errors == ["supervisor.park_port = 8123 is engine.port: the two must differ"]
+    # the default engine.port is 8000: a park_port of 8000 collides with it
+    assert park_findings(profiles_dir, supervisor="park_port = 8000").errors == [
+        "supervisor.park_port = 8000 is engine.port: the two must differ"
+    ]
+
+
+def test_a_boolean_park_port_is_no_port(profiles_dir: Path) -> None:
+    """TOML's true is Python's True, an int subclass: it must not pass as port 1."""
+    found = park_findings(profiles_dir, supervisor="park_port = true")
+    assert any("needs supervisor.park_port" in e for e in found.errors)
+
+
+@pytest.mark.parametrize(("value", "refused"), [('"1"', False), ("1", False), ('"0"', True), ('"yes"', True)])
+def test_sleep_routes_need_dev_mode_which_the_profile_may_not_turn_off(
+    profiles_dir: Path, value: str, refused: bool
+) -> None:
+    found = park_findings(profiles_dir, rest=f"[env]\nVLLM_SERVER_DEV_MODE = {value}\n")
+    dev_mode = [e for e in found.errors if "VLLM_SERVER_DEV_MODE" in e]
+    assert bool(dev_mode) is refused, found.errors
+    if refused:
+        assert dev_mode[0].endswith("the sleep routes exist only in dev mode")
+
+
+def test_sleep_mode_turned_off_contradicts_parking_asleep_and_turned_on_agrees(profiles_dir: Path) -> None:
+    off = park_findings(profiles_dir, rest="[args]\nenable-sleep-mode = false\n")
+    assert [e for e in off.errors if "contradict" in e] == [
+        f'{profiles_dir / "p.toml"}: supervisor.park = "sleep" with args.enable_sleep_mode = false: '
+        "they contradict each other"
+    ]
+    assert park_findings(profiles_dir, rest="[args]\nenable_sleep_mode = true\n").errors == []
+
+
+def test_parking_by_stopping_judges_neither_the_host_nor_the_second_port(profiles_dir: Path) -> None:
+    (profiles_dir / "p.toml").write_text(
+        '[engine]\nmodel = "m"\nhost = "0.0.0.0"\n[supervisor]\npark = "stop"\n'
+        "[args]\nenable_sleep_mode = false\n"
+    )
+    found = Findings()
+    check_semantics(resolve(profiles_dir, "p"), found)
+    assert found.items == []
+
+
+@pytest.mark.parametrize(
+    ("hook", "errors"),
+    [
+        ('["/usr/local/bin/switch", "{profile}", "{host}:{port}", "{url}"]', []),
+        ('["/bin/echo", "{gpu}", "{pid}"]', ["unknown placeholder {gpu}", "unknown placeholder {pid}"]),
+        ('["/bin/echo", "{}"]', ["unknown placeholder {}"]),
+        ('["/bin/echo", "{PORT}"]', ["unknown placeholder {PORT}"]),
+        ("[]", ["is empty"]),
+    ],
+)
+def test_the_switch_hook_takes_only_the_four_placeholders(
+    profiles_dir: Path, hook: str, errors: list[str]
+) -> None:
+    (profiles_dir / "p.toml").write_text(f'[engine]\nmodel = "m"\n[supervisor]\non_switch = {hook}\n')
+    found = Findings()
+    check_semantics(resolve(profiles_dir, "p"), found)
+    assert len(found.errors) == len(errors), found.errors
+    for message, phrase in zip(found.errors, errors, strict=True):
+        assert message.startswith(f"{profiles_dir / 'p.toml'}: supervisor.on_switch") and phrase in message
+    if errors and "placeholder" in errors[0]:
+        assert found.errors[0].endswith("(known: host, port, profile, url)")

@@ -39,6 +39,18 @@ def test_a_literal_regex_forces_its_text_and_anything_else_forces_nothing() -> N
     )
 
 
+@pytest.mark.parametrize("regex", [r"\d", r"code \w", r"\bword\b", r"x\1", r"\s", "abc\\"])
+def test_an_escaped_letter_or_digit_is_a_class_or_an_anchor_not_that_letter(regex: str) -> None:
+    """Was: `\\d` forced the text "d", though the regex allows any digit; a trailing backslash
+    (a regex vLLM refuses) forced the text before it."""
+    assert forced_text({"structured_outputs": {"regex": regex}}) is None
+
+
+def test_escaped_punctuation_is_that_character() -> None:
+    regex = r"\{\"name\": \"x\"\} \- \\ \/"
+    assert forced_text({"structured_outputs": {"regex": regex}}) == '{"name": "x"} - \\ /'
+
+
 def test_a_call_is_read_with_its_arguments_dumped_as_hermes_dumps_them() -> None:
     [call] = hermes_calls(CALL) or []
     assert call.name == "get_weather"

@@ -163,3 +163,53 @@ def test_a_cache_of_less_than_one_block_estimates_nothing() -> None:
 def test_a_cache_that_holds_one_full_request_is_enough() -> None:
     m = plan(kv_bytes=147456 * 40960)
     assert m.kv_tokens == 40960 and m.kv_error() is None and m.concurrency == 1.0
+
+
+@pytest.mark.parametrize(
+    ("model", "params"),
+    [
+        ("org/Model-1.5b-chat", 1.5),  # a lower-case b
+        ("org/Model-7B", 7.0),
+        ("org/Model-13Bx", None),  # a letter right after the B: not a size
+        ("org/v2.5-Model", None),  # a version number is no size
+        ("org/Model-3B-v1.5", 3.0),
+        ("org/Mixtral-8x7B", 7.0),  # the larger figure; no arithmetic on the name
+    ],
+)
+def test_more_sizes_read_from_names(model: str, params: float | None) -> None:
+    assert params_b(model) == params
+
+
+def test_activations_grow_with_the_token_budget_and_the_model_and_split_across_ranks() -> None:
+    """0.2 + (mnbt / 8192) x (0.4 + 0.08 x params_B) / TP (docs/simulator.md "Memory model")."""
+    assert plan(mnbt=8192).activation_gib == pytest.approx(0.2 + 1.0 * (0.4 + 0.64))
+    assert plan(mnbt=16384).activation_gib == pytest.approx(0.2 + 2.0 * (0.4 + 0.64))
+    assert plan(mnbt=8192, tp=2).activation_gib == pytest.approx(0.2 + (0.4 + 0.64) / 2), (
+        "the 0.2 is per rank"
+    )
+
+
+def test_graph_memory_grows_with_the_square_root_of_the_size_above_8b_only() -> None:
+    assert plan(model="org/M-32B").graph_gib == pytest.approx(0.006 * 102 * 2.0)  # sqrt(32 / 8)
+    assert plan(model="org/M-0.5B").graph_gib == pytest.approx(0.006 * 102), "no smaller than an 8 B model's"
+    assert plan(model="org/unnamed").graph_gib == pytest.approx(0.006 * 102)
+
+
+@pytest.mark.parametrize(
+    ("kv_dtype", "halved"),
+    [("int8", True), ("nvfp4", True), ("fp8", True), ("bfloat16", False), ("auto", False)],
+)
+def test_quantized_kv_caches_halve_the_bytes_per_token(kv_dtype: str, halved: bool) -> None:
+    assert plan(kv_dtype=kv_dtype).bytes_per_token == (147456 // 2 if halved else 147456)
+
+
+def test_a_given_bytes_per_token_wins_over_the_name_and_is_still_halved_for_fp8() -> None:
+    assert plan(bytes_per_token_override=1000).bytes_per_token == 1000
+    assert plan(bytes_per_token_override=1000, kv_dtype="fp8").bytes_per_token == 500
+
+
+def test_the_requested_share_and_the_concurrency_follow_the_documented_formula() -> None:
+    m = plan(total_gib=139.8, util=0.5, max_model_len=4096)
+    assert m.requested_gib == pytest.approx(69.9)
+    assert m.concurrency == m.kv_tokens / 4096
+    assert m.free_gib == 139.8, "no --sim-free-memory-gib: the whole card is free"

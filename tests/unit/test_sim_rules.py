@@ -364,3 +364,203 @@ def test_step_time_follows_the_documented_formula() -> None:
     slow = Scheduler(cfg("--sim-slow-decode", "4"), SimMetrics(), 1000, lambda job, reason: None, gate)  # type: ignore[arg-type]
     assert slow.step_seconds(0, 1, 1) == pytest.approx((12 + 0.08) * 4 / 1000)
     assert slow.step_seconds(1000, 1, 1) - slow.step_seconds(0, 1, 1) == pytest.approx(0.04)
+
+
+# ---- the prefix cache (docs/simulator.md "Prefix cache") ----------------------------------------
+
+
+def test_only_full_blocks_are_cached() -> None:
+    cache = PrefixCache(block_size=4, capacity_blocks=100)
+    cache.insert(list(range(7)))  # one full block and three tokens
+    assert len(cache) == 1
+    assert cache.lookup(list(range(7)) + [99]) == 4
+
+
+def test_the_least_recently_used_block_is_evicted_first_and_a_hit_refreshes_a_block() -> None:
+    cache = PrefixCache(block_size=4, capacity_blocks=2)
+    a, b, c = [1, 1, 1, 1, 0], [2, 2, 2, 2, 0], [3, 3, 3, 3, 0]
+    cache.insert(a)
+    cache.insert(b)
+    assert cache.lookup(a) == 4  # a is now the most recently used
+    cache.insert(c)
+    assert len(cache) == 2
+    assert (cache.lookup(a), cache.lookup(b), cache.lookup(c)) == (4, 0, 4), "b, the least recent, went"
+
+
+def test_a_miss_in_the_middle_stops_the_hits_even_if_later_blocks_are_cached() -> None:
+    cache = PrefixCache(block_size=2, capacity_blocks=100)
+    cache.insert([1, 2, 3, 4, 5, 6, 0])
+    assert cache.lookup([1, 2, 3, 4, 5, 6, 0]) == 6
+    assert cache.lookup([1, 2, 9, 9, 5, 6, 0]) == 2, "block 3 hashes its parents: it misses after block 2"
+
+
+def test_a_prompt_of_one_block_exactly_hits_nothing() -> None:
+    """The last token is always computed: a prompt of exactly one block has no block to hit."""
+    cache = PrefixCache(block_size=4, capacity_blocks=100)
+    cache.insert([1, 2, 3, 4])
+    assert cache.lookup([1, 2, 3, 4]) == 0 and cache.lookup([1, 2, 3, 4, 5]) == 4
+
+
+def test_stale_blocks_spoil_only_the_prompts_that_hit_them_until_the_reset() -> None:
+    cache = PrefixCache(block_size=4, capacity_blocks=100)
+    old = [1, 2, 3, 4, 5]
+    cache.insert(old)
+    assert not cache.hits_stale(old), "nothing is stale before a sleep"
+    cache.mark_stale()
+    fresh = [7, 7, 7, 7, 7]
+    cache.insert(fresh)
+    assert cache.hits_stale(old) and not cache.hits_stale(fresh)
+    assert not cache.hits_stale([9, 9, 9, 9, 9]), "a miss reads no stale block"
+    cache.reset()
+    assert len(cache) == 0 and not cache.hits_stale(old) and cache.lookup(old) == 0
+
+
+def test_a_cache_of_no_capacity_keeps_one_block() -> None:
+    cache = PrefixCache(block_size=4, capacity_blocks=0)
+    cache.insert(list(range(12)))
+    assert cache.capacity_blocks == 1 and len(cache) == 1
+
+
+# ---- speculative decoding (docs/simulator.md "Speculative decoding") ---------------------------
+
+
+def test_each_draft_position_is_accepted_only_after_the_ones_before_it() -> None:
+    spec = SpecDecode("mtp", 4, 0.8)
+    rng = random.Random(3)
+    for _ in range(300):
+        tokens = [f"w{rng.randrange(50)}" for _ in range(5)]
+        accepted = spec.draft(tokens[0], tokens[1:], frozenset())
+        assert 0 <= accepted <= 4
+    per_position = spec.stats.per_position
+    assert per_position == sorted(per_position, reverse=True), "position i+1 needs position i accepted"
+    assert spec.stats.accepted == sum(per_position)
+    assert (spec.stats.drafts, spec.stats.draft_tokens) == (300, 1200)
+
+
+def test_a_drafter_never_accepts_more_than_its_k_tokens_or_than_there_are() -> None:
+    spec = SpecDecode("mtp", 2, 1.0)
+    assert spec.draft("a", [",", ".", ";", "!"], frozenset()) <= 2
+    assert spec.draft("a", [","], frozenset()) <= 1
+    assert spec.draft("a", [], frozenset()) == 0
+    assert spec.stats.draft_tokens == 6, "k tokens are drafted each step, whatever is accepted"
+
+
+def test_an_acceptance_of_zero_accepts_nothing() -> None:
+    spec = SpecDecode("ngram", 3, 0.0)
+    assert spec.draft("the", ["river", "rises", "again"], frozenset({"river", "rises", "again"})) == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "token", "prompt", "factor"),
+    [
+        ("ngram", " river", {"river"}, 1.0),  # in the prompt
+        ("ngram", " river", {"sea"}, 0.25),
+        ("ngram_gpu", "sea", {"sea"}, 1.0),
+        ("mtp", ",", set(), 1.0),  # one character
+        ("mtp", " ", set(), 1.0),  # nothing but a space
+        ("eagle", " river", set(), 0.85),  # a word
+        ("draft_model", "河", set(), 0.7),  # CJK
+        ("mtp", "河流", set(), 0.7),
+    ],
+)
+def test_the_acceptance_factor_of_a_token_by_drafting_method(
+    method: str, token: str, prompt: set[str], factor: float
+) -> None:
+    assert SpecDecode(method, 1, 0.8)._factor(token, frozenset(prompt)) == factor
+
+
+def test_ngram_drafting_accepts_more_of_what_the_prompt_holds() -> None:
+    words = [f"w{i}" for i in range(200)]
+
+    def rate(prompt: frozenset[str]) -> float:
+        spec = SpecDecode("ngram", 2, 0.8)
+        for i in range(len(words) - 3):
+            spec.draft(words[i], words[i + 1 : i + 3], prompt)
+        return spec.stats.accepted / spec.stats.draft_tokens
+
+    assert rate(frozenset(words)) > 2 * rate(frozenset())
+
+
+# ---- the toy tokenizer (docs/simulator.md "Text") ----------------------------------------------
+
+
+def test_a_chat_template_marker_is_one_token_with_its_reserved_id() -> None:
+    pieces = tokenizer.pieces("<|im_start|>user\nhi<|im_end|>")
+    assert pieces == ["<|im_start|>", "user", "\nhi", "<|im_end|>"]
+    ids = tokenizer.encode("<|im_start|><|im_end|><|endoftext|>")
+    assert ids == [tokenizer.SPECIAL_BASE, tokenizer.SPECIAL_BASE + 1, tokenizer.SPECIAL_BASE + 2]
+
+
+def test_digits_and_cjk_characters_are_one_token_each_and_words_one_each() -> None:
+    assert tokenizer.count("2026") == 4
+    assert tokenizer.count("你好世界") == 4
+    assert tokenizer.count("hello world") == 2
+    assert tokenizer.pieces("café") == ["caf", "é"], "a letter outside A-Z is a token of its own"
+
+
+def test_trailing_whitespace_stays_with_the_last_piece_and_blank_text_has_no_tokens() -> None:
+    assert tokenizer.pieces("hi  \n") == ["hi  \n"]
+    assert tokenizer.pieces("   ") == [] and tokenizer.count("") == 0
+
+
+def test_ids_ignore_leading_whitespace_and_stay_below_the_special_range() -> None:
+    assert tokenizer.encode("word")[0] == tokenizer.encode(" word")[0]
+    ids = tokenizer.encode("The quick brown fox jumps over the lazy dog 0123456789 !?")
+    assert all(0 <= i < tokenizer.VOCAB for i in ids)
+
+
+# ---- CUDA graphs as the simulator plans them ---------------------------------------------------
+
+
+def test_the_mode_given_wins_whatever_its_case_and_an_unknown_one_is_refused() -> None:
+    assert plan(compilation_config={"cudagraph_mode": "piecewise"}).mode == cudagraph.GraphMode.PIECEWISE
+    assert plan(optimization_level=0, compilation_config={"cudagraph_mode": "FULL"}).mode == (
+        cudagraph.GraphMode.FULL
+    )
+    with pytest.raises(cudagraph.GraphConfigError, match="Invalid cudagraph_mode: 'SOMETIMES'"):
+        plan(compilation_config={"cudagraph_mode": "SOMETIMES"})
+
+
+def test_a_mode_of_none_captures_no_default_sizes_and_o0_does_not_compile() -> None:
+    none = plan(compilation_config={"cudagraph_mode": "NONE"})
+    assert (none.sizes, none.max_size) == ((), 0)
+    assert plan(optimization_level=0).compile_mode == 0 and plan().compile_mode == 3
+
+
+def test_the_default_max_size_is_twice_the_decode_batch_capped_at_512_and_the_token_budget() -> None:
+    assert plan(max_num_seqs=8).max_size == 16
+    assert plan(max_num_seqs=8, spec_tokens=2).max_size == 48, "twice 8 sequences of 3 tokens"
+    capped = plan(max_num_seqs=1024, max_num_batched_tokens=256)
+    assert capped.max_size == 256 and capped.warnings == ("Truncating max_cudagraph_capture_size to 256",)
+    assert plan(max_num_seqs=1024).max_size == 512
+
+
+def test_the_engine_config_line_shows_the_modes_enum_value() -> None:
+    assert {m.value: m.enum_value for m in cudagraph.GraphMode} == {
+        "NONE": "0",
+        "PIECEWISE": "1",
+        "FULL": "2",
+        "FULL_DECODE_ONLY": "(2, 0)",
+        "FULL_AND_PIECEWISE": "(2, 1)",
+    }
+
+
+def test_the_v1_runner_rounds_the_sizes_for_ngram_and_the_v2_runner_keeps_them() -> None:
+    """tiny-ngram.log (vLLM 0.26.0, k = 2): sizes [1, 2, 4, 8] printed, [3, 6] captured."""
+    given = plan(user_sizes=[1, 2, 4, 8], max_num_seqs=2, spec_tokens=2)
+    v1 = cudagraph.for_runner(given, "V1", 3)
+    assert (v1.sizes, v1.max_size, v1.piecewise_sizes, v1.full_sizes) == ((3, 6), 6, (3, 6), (3, 6))
+    v2 = cudagraph.for_runner(given, "V2", 3)
+    assert v2.sizes == (1, 2, 4, 8) and v2.max_size == 8 and v2.piecewise_sizes == (1, 2, 4, 8)
+    assert v2.full_sizes == (3, 6), "V2 rounds only its FULL decode graphs, up to max_num_seqs x 3"
+
+
+def test_the_eager_fault_drops_every_graph_and_compilation() -> None:
+    eager = cudagraph.eager_plan(plan())
+    assert (eager.mode, eager.sizes, eager.max_size, eager.compile_mode) == (
+        cudagraph.GraphMode.NONE,
+        (),
+        0,
+        0,
+    )
+    assert not eager.covers(1)

@@ -17,9 +17,12 @@ from vllm_sim.metrics_text import MetricsText
 from vllm_sim.toolcalls import (
     RequestInvalid,
     apply_fault,
+    arguments_for,
+    as_text,
     check_server_support,
     plan_calls,
     validate_tool_usage,
+    value_for,
 )
 from vllm_sim.versions import DIALECTS
 
@@ -219,3 +222,109 @@ def test_metrics_text_uses_dialect_names_and_labels() -> None:
         k: v for k, v in heads.items() if k in families and k not in spec
     }
     assert "vllm:gpu_cache_usage_perc" not in families
+
+
+# ---- tool calls: the request checks and the simulated model's choice -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("choice", "message", "param"),
+    [
+        ("sometimes", "Invalid value for `tool_choice`: sometimes!", "tool_choice"),
+        ({"type": "function"}, "Invalid value for `function`: `None`", "tool_choice.function"),
+        ({"function": "get_weather"}, "Invalid value for `function`", "tool_choice.function"),
+        ({"function": {}}, "Expected field `name` in `function`", "tool_choice.function.name"),
+    ],
+)
+def test_each_bad_tool_choice_names_the_field_it_is_about(choice: object, message: str, param: str) -> None:
+    with pytest.raises(RequestInvalid) as caught:
+        validate_tool_usage({"tools": [WEATHER], "tool_choice": choice})
+    assert caught.value.message.startswith(message) and caught.value.param == param
+    with pytest.raises(RequestInvalid, match="`tools` must be set") as caught:
+        validate_tool_usage({"tool_choice": "required"})
+    assert caught.value.param == "tool_choice"
+
+
+def test_no_tool_choice_or_none_needs_no_tools_and_an_explicit_choice_is_kept() -> None:
+    for plain in ({}, {"tool_choice": "none"}, {"tool_choice": None}):
+        validate_tool_usage(dict(plain))  # accepted: no RequestInvalid
+    body: dict[str, Any] = {"tools": [WEATHER], "tool_choice": "required"}
+    validate_tool_usage(body)
+    assert body["tool_choice"] == "required"
+    named = {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    validate_tool_usage(named)  # a tool the request has: accepted
+
+
+def test_a_parser_ready_server_or_no_choice_needs_nothing_and_auto_needs_both_flags() -> None:
+    assert check_server_support("required", True, False) is None, "the parser alone serves required"
+    assert check_server_support(None, False, False) is None
+    assert check_server_support("auto", False, True) is not None, "auto needs the parser too"
+
+
+def test_the_model_answers_in_text_when_no_call_is_possible_or_wanted() -> None:
+    rng = random.Random(0)
+    assert plan_calls([], "auto", "weather in Paris", "user", rng) == []
+    assert plan_calls([WEATHER], "none", "weather in Paris", "user", rng) == []
+    assert plan_calls([WEATHER], None, "weather in Paris", "user", rng) == []
+    assert plan_calls([WEATHER], "auto", "你好", "user", rng) == [], "a greeting, in Chinese too"
+    assert plan_calls([WEATHER], "auto", "Hello there", "user", rng) == []
+
+
+def test_a_named_choice_calls_that_tool_whatever_the_question() -> None:
+    named = {"type": "function", "function": {"name": "web_search"}}
+    (call,) = plan_calls([WEATHER, SEARCH], named, "weather in Paris", "user", random.Random(0))
+    assert call.name == "web_search" and json.loads(call.arguments) == {"query": "weather in Paris"}
+
+
+def test_the_tool_sharing_the_most_words_is_called_and_a_tie_keeps_the_first() -> None:
+    rng = random.Random(0)
+    (search,) = plan_calls([WEATHER, SEARCH], "required", "search the web for llamas", "user", rng)
+    assert search.name == "web_search"
+    (first,) = plan_calls([SEARCH, WEATHER], "required", "zzz qqq", "user", rng)
+    assert first.name == "web_search", "no word in common: the first tool"
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        ({"type": "integer"}, 25),
+        ({"type": "number"}, 25.5),
+        ({"type": ["null", "integer"]}, 25),
+        ({"type": "boolean"}, True),
+        ({"enum": ["metric", "imperial"]}, "metric"),
+        ({"type": "array", "items": {"type": "integer"}}, [25]),
+        ({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}, {"n": 25.5}),
+        ({}, "Oslo"),  # no type: a string; a place in the question is the likeliest value
+    ],
+)
+def test_an_argument_takes_its_schemas_type_from_what_the_question_says(
+    schema: dict[str, Any], value: object
+) -> None:
+    assert value_for("value", schema, "What about 25.5 degrees in Oslo?", random.Random(0)) == value
+
+
+def test_arguments_without_a_number_or_place_take_defaults_of_the_right_type() -> None:
+    rng = random.Random(0)
+    assert value_for("n", {"type": "integer"}, "how many?", rng) == 1
+    assert value_for("x", {"type": "number"}, "how much?", rng) == 1.0
+    assert value_for("city", {"type": "string"}, "what is the weather", rng) == "Paris"
+    assert value_for("date", {"type": "string"}, "when", rng) == "2026-01-01"
+    assert value_for("unit", {"type": "string"}, "which", rng) == "celsius"
+    assert value_for("query", {"type": "string"}, "  find   cheap\n flights ", rng) == "find cheap flights"
+    assert value_for("label", {"type": "string"}, "nothing here", rng) == "example"
+
+
+def test_only_the_required_arguments_are_filled_or_every_one_when_none_is_required() -> None:
+    rng = random.Random(0)
+    schema = {"properties": {"a": {"type": "integer"}, "b": {"type": "boolean"}}, "required": ["b"]}
+    assert arguments_for(schema, "x", rng) == {"b": True}
+    assert arguments_for({"properties": schema["properties"]}, "x", rng) == {"a": 1, "b": True}
+    assert arguments_for({}, "x", rng) == {}
+
+
+def test_the_text_fault_writes_the_calls_as_json_in_the_answer_and_leaves_the_calls_as_they_were() -> None:
+    calls = plan_calls([WEATHER], "required", "weather in Oslo for 2 days", "user", random.Random(0))
+    assert apply_fault(calls, "text") == calls and apply_fault(calls, None) == calls
+    assert json.loads(as_text(calls)) == {"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}
+    assert apply_fault([], "malformed") == []
+    assert apply_fault(calls, "wrong-name")[0].name == "get_weather_unknown"

@@ -14,7 +14,7 @@ from gates.registry import build_chain
 from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from tests.conftest import REPO
-from vllm_sim.timing import STARTUP_S
+from vllm_sim.timing import STARTUP_S, Timing
 
 DATA = REPO / "tests" / "data" / "real-vllm-0.26"
 READY_RUNS = ("tiny.log", "tiny-ngram.log", "eager/vllm.log")
@@ -61,3 +61,22 @@ def test_every_profiles_startup_deadlines_hold_at_real_speed(folder: Path, name:
             gate.name,
             gate.timeout_s,
         )
+
+
+def test_the_startup_speed_scales_the_startup_alone_and_the_engine_speed_the_rest() -> None:
+    """The suites start at --sim-startup-speed 1000 and serve at their own speed (docs/simulator.md)."""
+    tests = Timing(speed=10.0, startup_speed=1000.0)
+    assert tests.startup("api") == pytest.approx(12.0 / 1000)
+    assert tests.once(2.7) == pytest.approx(2.7 / 1000), "a one-off setup cost goes at the startup speed"
+    assert tests.scaled(0.012) == pytest.approx(0.0012), "serving goes at the engine speed"
+    plain = Timing(speed=10.0)
+    assert plain.startup("settle") == pytest.approx(1.3), "no startup speed: the engine speed for both"
+    assert sum(Timing().startup(phase) for phase in STARTUP_S) == pytest.approx(57.7)
+
+
+def test_the_documented_step_costs_are_the_defaults() -> None:
+    """docs/simulator.md "Time model": 12 ms a decode step, 0.08 ms a sequence, 40 us a prefill
+    token, eager 3x, drafts accepted at 0.8."""
+    default = Timing()
+    assert (default.decode_ms, default.decode_ms_per_seq, default.prefill_us_per_token) == (12.0, 0.08, 40.0)
+    assert (default.eager_factor, default.spec_acceptance, default.speed) == (3.0, 0.8, 1.0)

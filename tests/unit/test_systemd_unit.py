@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import configparser
+import grp
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +19,17 @@ import pytest
 from click.testing import CliRunner
 
 from launcher.cli import launch
-from launcher.host.service_user import Needed, launch_needs, service_user_notes
-from launcher.host.unit import SHIPPED_LAUNCH, UNIT_NAME, launch_executable, render_unit
-from launcher.host.unit_network import LOOPBACK_ENV, ip_filter_lines
+from launcher.errors import BadInput
+from launcher.host.service_user import Needed, _blocked, launch_needs, service_user_notes
+from launcher.host.unit import (
+    SHIPPED_LAUNCH,
+    UNIT_NAME,
+    dropin_path,
+    launch_executable,
+    render_dropin,
+    render_unit,
+)
+from launcher.host.unit_network import LOOPBACK_ENV, client_networks, ip_filter_lines
 from tests.conftest import REPO, SHIPPED_PROFILES, tree_snapshot
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -403,3 +415,232 @@ def test_systemd_analyze_accepts_the_drop_in_with_its_allow_list(tmp_path: Path)
     assert code == 0, output
     rc, complaints = verify(tmp_path / "units", "vllm-gate@prod.service")
     assert (rc, complaints) == (0, [])
+
+
+# ---- the drop-in's values, rendered ------------------------------------------------------------
+
+
+def test_the_drop_in_names_the_profiles_state_key_file_and_user(tmp_path: Path) -> None:
+    text = render_dropin("prod", tmp_path / "profiles", tmp_path / "state", "MY_KEY", user="vllm")
+    service = directives(text)["Service"]
+    assert service["User"] == "vllm"
+    assert service["EnvironmentFile"] == "-/etc/vllm-gate/prod.env"
+    assert all_values(text, "Environment")[:3] == [
+        f"VLLM_GATE_PROFILES={tmp_path / 'profiles'}",
+        f"VLLM_GATE_STATE={tmp_path / 'state'}",
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+    ]
+    assert "put `MY_KEY=...` in this root-only (0600) file" in text
+    assert "# IPAddressDeny= not set" in text, "no IP lines given: said so, nothing filtered"
+
+
+def test_without_a_user_or_key_the_drop_in_leaves_the_units_default_commented(tmp_path: Path) -> None:
+    text = render_dropin("prod", tmp_path, tmp_path, None)
+    assert "#User=vllm-gate" in text and "User" not in directives(text)["Service"]
+    assert "put `VLLM_API_KEY=...`" in text
+
+
+def test_relative_and_home_paths_are_written_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    text = render_dropin("prod", Path("profiles"), Path("~/state"), None)
+    assert f"Environment=VLLM_GATE_PROFILES={tmp_path / 'profiles'}\n" in text
+    assert f"Environment=VLLM_GATE_STATE={tmp_path / 'home' / 'state'}\n" in text
+
+
+def test_the_ip_lines_given_go_in_as_they_are(tmp_path: Path) -> None:
+    lines = "IPAddressDeny=any\nIPAddressAllow=localhost"
+    service = directives(render_dropin("prod", tmp_path, tmp_path, None, ip_lines=lines))["Service"]
+    assert (service["IPAddressDeny"], service["IPAddressAllow"]) == ("any", "localhost")
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("/opt/a\tb/launch", "contains a control character"),
+        ("/opt/a\x7fb/launch", "contains a control character"),
+        ("/opt/a b/launch", "spaces, quotes or backslashes"),
+        ("/opt/a'b/launch", "spaces, quotes or backslashes"),
+        ("/opt/a\u00a0b/launch", "spaces, quotes or backslashes"),  # a no-break space is whitespace too
+    ],
+)
+def test_a_launch_path_systemd_would_misread_is_refused(text: str, phrase: str) -> None:
+    with pytest.raises(BadInput, match=phrase):
+        render_unit(text)
+
+
+def test_a_percent_in_the_launch_path_is_escaped_for_systemd() -> None:
+    assert "ExecStart=/opt/100%%/bin/launch --profile %i\n" in render_unit("/opt/100%/bin/launch")
+    assert "ExecStart=/usr/bin/env launch --profile %i\n" in render_unit(SHIPPED_LAUNCH)
+
+
+def test_a_profiles_drop_in_lives_in_its_instance_directory(tmp_path: Path) -> None:
+    assert dropin_path(tmp_path, "prod") == tmp_path / "vllm-gate@prod.service.d" / "10-host.conf"
+
+
+@pytest.mark.parametrize("user", ["vllm", "_svc", "a" * 32, "vllm-gate_2"])
+def test_user_names_in_the_portable_set_are_accepted(tmp_path: Path, user: str) -> None:
+    assert f"User={user}\n" in render_dropin("p", tmp_path, tmp_path, None, user=user)
+
+
+@pytest.mark.parametrize("user", ["Vllm", "1vllm", "a" * 33, "vllm.gate", "vllm$"])
+def test_user_names_outside_the_portable_set_are_refused(tmp_path: Path, user: str) -> None:
+    with pytest.raises(BadInput, match="invalid user name"):
+        render_dropin("p", tmp_path, tmp_path, None, user=user)
+
+
+# ---- the IP allow list ------------------------------------------------------------------------
+
+
+def test_client_networks_are_normalised_as_systemd_reads_them() -> None:
+    assert client_networks([" 10.1.2.3/8 ", "192.168.1.20", "fd00::1/8", "::1"]) == [
+        "10.0.0.0/8",
+        "192.168.1.20/32",
+        "fd00::/8",
+        "::1/128",
+    ]
+    assert client_networks([]) == []
+
+
+@pytest.mark.parametrize("given", ["10.0.0.0/33", "localhost", "10.0.0", "", "any", "10.0.0.0/8 10.1.0.0/16"])
+def test_a_client_network_that_is_not_one_is_refused_naming_it(given: str) -> None:
+    with pytest.raises(BadInput, match=f"--ip-allow {given!r} is not an IP address or network"):
+        client_networks([given])
+
+
+def test_an_ipv6_server_address_is_allowed_in_brackets_or_bare() -> None:
+    assert ip_filter_lines("[::1]", LOCAL, {}, {}, []).startswith(DENY + "localhost\n")
+    assert ip_filter_lines("fd00::5", LOCAL, {}, {}, ["fd00::/8"]).startswith(
+        DENY + "localhost fd00::5 fd00::/8\n"
+    )
+    assert ip_filter_lines("::", LOCAL, {}, {}, ["fd00::/8"]).startswith(DENY + "localhost fd00::/8\n")
+
+
+def test_a_host_name_is_refused_for_the_list_even_with_clients_named_and_loopback_names_pass() -> None:
+    assert ip_filter_lines("localhost", LOCAL, {}, {}, ["10.0.0.0/8"]).startswith(
+        DENY + "localhost 10.0.0.0/8"
+    )
+    commented = ip_filter_lines("gpu-01.lan", LOCAL, {}, {}, [])
+    assert commented.startswith("# IPAddressDeny= not set: the server binds the host name 'gpu-01.lan'")
+
+
+def test_the_commented_lines_offer_the_clients_given_as_the_example() -> None:
+    lines = ip_filter_lines("127.0.0.1", {"model": "org/m"}, {}, {}, ["10.0.0.0/8"])
+    assert lines.splitlines()[1:] == ["#IPAddressDeny=any", "#IPAddressAllow=localhost 10.0.0.0/8"]
+    bare = ip_filter_lines("127.0.0.1", {"model": "org/m"}, {}, {}, [])
+    assert bare.splitlines()[-1] == "#IPAddressAllow=localhost 10.0.0.0/8", "an example when none given"
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "localhost"])
+def test_data_parallel_on_this_host_needs_no_network(address: str) -> None:
+    assert ip_filter_lines("127.0.0.1", LOCAL, {"data_parallel_address": address}, {}, []).startswith(DENY)
+
+
+def test_the_profiles_own_loopback_settings_that_agree_keep_the_list() -> None:
+    env = {"VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1"}
+    assert ip_filter_lines("127.0.0.1", LOCAL, {}, env, []).startswith(DENY)
+    no_model = ip_filter_lines("127.0.0.1", {}, {}, {}, [])
+    assert no_model.startswith("# IPAddressDeny= not set: engine.model '' is not an absolute path")
+
+
+# ---- the service user's reach, judged from mode bits ------------------------------------------
+
+STRANGER = 4_000_123  # a uid no file here belongs to, in no group of theirs
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory every user may enter, on a path every user may enter (pytest's own tmp dirs are
+    0700, so everything under them is out of a stranger's reach)."""
+    path = Path(tempfile.mkdtemp(prefix="vllm-gate-reach-", dir="/tmp"))
+    try:
+        path.chmod(0o755)
+        if not all(parent.stat().st_mode & stat.S_IXOTH for parent in path.parents):
+            pytest.skip("/tmp is not open to every user here")
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+def owner(path: Path) -> str:
+    """`root:root` as CI runs: the owner and group names `ls -l` shows."""
+    info = path.stat()
+    return f"{pwd.getpwuid(info.st_uid).pw_name}:{grp.getgrgid(info.st_gid).gr_name}"
+
+
+def test_a_file_the_user_may_not_read_is_named_with_its_mode(open_dir: Path) -> None:
+    secret = open_dir / "weights.bin"
+    secret.write_bytes(b"x")
+    secret.chmod(0o600)
+    why = _blocked(Needed("the model", secret, "r"), STRANGER, set())
+    assert why == f"needs r on it (-rw------- {owner(secret)})"
+    secret.chmod(0o644)
+    assert _blocked(Needed("the model", secret, "r"), STRANGER, set()) == ""
+
+
+def test_a_directory_on_the_way_the_user_cannot_enter_is_named_first(open_dir: Path) -> None:
+    closed = open_dir / "closed"
+    (closed / "inner").mkdir(parents=True)
+    target = closed / "inner" / "launch"
+    target.write_text("#!/bin/sh\n")
+    target.chmod(0o755)
+    closed.chmod(0o700)
+    assert _blocked(Needed("launch", target, "rx"), STRANGER, set()) == (
+        f"cannot enter {closed} (drwx------ {owner(closed)})"
+    )
+
+
+def test_the_group_bits_count_for_a_member_and_the_owner_bits_for_the_owner(open_dir: Path) -> None:
+    shared = open_dir / "shared.bin"
+    shared.write_bytes(b"x")
+    shared.chmod(0o640)
+    gid = shared.stat().st_gid
+    assert _blocked(Needed("m", shared, "r"), STRANGER, {gid}) == "", "a member of its group reads it"
+    assert _blocked(Needed("m", shared, "r"), STRANGER, set()) != ""
+    assert (
+        _blocked(Needed("m", shared, "w"), STRANGER, {gid}) == f"needs w on it (-rw-r----- {owner(shared)})"
+    )
+    assert _blocked(Needed("m", shared, "rw"), shared.stat().st_uid, set()) == ""
+
+
+def test_reading_a_directory_needs_entering_it_too(open_dir: Path) -> None:
+    listed = open_dir / "models"
+    listed.mkdir()
+    listed.chmod(0o744)  # others may list the names but not enter
+    assert (
+        _blocked(Needed("the model", listed, "r"), STRANGER, set())
+        == f"needs r on it (drwxr--r-- {owner(listed)})"
+    )
+    listed.chmod(0o755)
+    assert _blocked(Needed("the model", listed, "r"), STRANGER, set()) == ""
+
+
+def test_a_link_is_judged_at_its_target_and_says_so(open_dir: Path) -> None:
+    real = open_dir / "real.bin"
+    real.write_bytes(b"x")
+    real.chmod(0o600)
+    link = open_dir / "link.bin"
+    link.symlink_to(real)
+    assert (
+        _blocked(Needed("m", link, "r"), STRANGER, set())
+        == f"(it is {real}) needs r on it (-rw------- {owner(real)})"
+    )
+
+
+def test_a_path_that_is_not_there_is_left_for_the_start_to_name(open_dir: Path) -> None:
+    assert _blocked(Needed("m", open_dir / "absent" / "x", "r"), STRANGER, set()) == ""
+
+
+def test_a_launch_script_without_an_absolute_interpreter_needs_only_itself(open_dir: Path) -> None:
+    env_form = open_dir / "launch"
+    env_form.write_text("#!/usr/bin/env python3\n")
+    assert launch_needs(env_form)[1:] == [Needed("its interpreter", Path("/usr/bin/env"), "rx")]
+    relative = open_dir / "relative"
+    relative.write_text("#!python3\n")
+    assert launch_needs(relative) == [Needed("the launch executable", relative, "rx")]
+    binary = open_dir / "binary"
+    binary.write_bytes(b"\x7fELF\x02\x01")
+    assert launch_needs(binary) == [Needed("the launch executable", binary, "rx")]
+    assert launch_needs(open_dir / "absent") == [Needed("the launch executable", open_dir / "absent", "rx")]
