@@ -55,7 +55,8 @@ install)
     exit 3; }
   pipt --target /tmp/site $whl "$wheels"/deps/*.whl || exit 4
   bash "$0" gate-deps || exit 5
-  rm -rf "$home/tiny" && cp -r "$wheels/tiny" "$home/tiny"
+  # the carried model, when it was carried (else `device.sh frontdoor` built it here)
+  [ -d "$wheels/tiny" ] && rm -rf "$home/tiny" && cp -r "$wheels/tiny" "$home/tiny"
   # tiny-chat (issue 22) when carried; check-i22.sh step 0 trains it on the GPU when it is not.
   [ -d "$wheels/tiny-chat" ] && rm -rf "$home/tiny-chat" && cp -r "$wheels/tiny-chat" "$home/tiny-chat"
   python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.is_available())" ;;
