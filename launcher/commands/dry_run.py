@@ -13,11 +13,13 @@ from launcher.errors import BadInput, ExitCode
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.frontdoor.first_target import first_target
 from launcher.profile.diff import Change, diff_launches
+from launcher.profile.keys import SupervisorSettings
 from launcher.profile.kvpool import KvPool, kv_pool
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.redact import redact_argv, redact_env
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
+from launcher.supervisor.sleep import park_costs
 
 
 def run_dry_run(
@@ -29,11 +31,12 @@ def run_dry_run(
     facts = store.last_facts(name) if options.state_dir.exists() else None
     pool = kv_pool(plan.args, facts)
     door = _frontdoor(plan, store)
+    park = park_costs(SupervisorSettings.read(_table(plan.profile.data, "supervisor")), facts)
     if as_json:
-        shown = {**_as_json(plan, baseline_label, changes, pool), "frontdoor": door}
+        shown = {**_as_json(plan, baseline_label, changes, pool), "frontdoor": door, "park": park}
         click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
     else:
-        _print_human(plan, explain, baseline_label, changes, pool, door)
+        _print_human(plan, explain, baseline_label, changes, pool, door, park)
     return int(ExitCode.BAD_INPUT) if plan.errors or (door and "error" in door) else int(ExitCode.OK)
 
 
@@ -56,6 +59,29 @@ def _frontdoor(plan: LaunchPlan, store: StateStore) -> dict[str, Any] | None:
         "retry_after_s": door.settings.retry_after_s,
         "drain_timeout_s": door.settings.drain_timeout_s,
     }
+
+
+def _table(data: dict[str, Any], name: str) -> dict[str, Any] | None:
+    table = data.get(name)
+    return table if isinstance(table, dict) else None
+
+
+def _park_lines(park: dict[str, Any] | None) -> list[str]:
+    """What `park = "sleep"` costs, so an operator sees when `stop` is cheaper (vllm-facts.md §12)."""
+    if park is None:
+        return []
+    first = (
+        f"about {park['first_sleep_s']:g} s for the {park['weights_gib']:.1f} GiB of weights it loaded"
+        if park["first_sleep_s"] is not None
+        else "unknown until a start has logged its weights"
+    )
+    start = f"{park['last_start_s']:.0f} s" if park["last_start_s"] is not None else "unknown yet"
+    return [
+        f"park: sleep beside a change. An engine's first sleep pins host buffers for its weights: {first};",
+        f"  later sleeps ~{park['later_sleep_s']:g} s, a wake ~{park['wake_s']:g} s. A rejected change then "
+        f'costs its candidate\'s start and a wake; with park = "stop" its start and a cold start of '
+        f"last-good (the last start took {start}).",
+    ]
 
 
 def _frontdoor_lines(name: str, door: dict[str, Any] | None) -> list[str]:
@@ -120,6 +146,7 @@ def _print_human(
     changes: list[Change],
     pool: KvPool | None,
     door: dict[str, Any] | None,
+    park: dict[str, Any] | None = None,
 ) -> None:
     echo = click.echo
     chain = " ← ".join(plan.profile.chain)
@@ -137,7 +164,7 @@ def _print_human(
         for line in _provenance_lines(plan):
             echo(f"  {line}")
     echo("")
-    for line in _frontdoor_lines(plan.name, door):
+    for line in [*_frontdoor_lines(plan.name, door), *_park_lines(park)]:
         echo(line)
     for line in _change_lines(baseline, changes):
         echo(line)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from basis.clock import SYSTEM_CLOCK, Clock
 from basis.setting import SettingValues
 from gates.context import HttpClient
 from launcher.host.adapters import RequestsHttp
 from launcher.profile.candidate import Candidate
-from launcher.profile.keys import PREFLIGHT
+from launcher.profile.keys import PREFLIGHT, SupervisorSettings
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -29,7 +30,13 @@ RESIDUE_FLOOR = 4 * GIB  # … or under 4 GiB (measured: 0.9 GiB tiny, 1.6 GiB f
 # so the engine runs it alone: no batch to change the numerics.
 GREEDY_PROMPT = "A list of the first ten prime numbers:"
 GREEDY_TOKENS = 16
-RESET_RETRY_S = 0.2  # `success: false` while requests hold blocks: vLLM says callers may retry
+RESET_RETRY_S = 0.2
+# What a park costs on vLLM 0.26.0 (vllm-facts.md §12; H200): an engine's first level-1 sleep pins
+# host buffers for its weights, 2.7 s for 5.29 GiB (0.145 s of it the sleep itself); later sleeps
+# 0.14-0.17 s, a wake 0.06-0.32 s. The dry run shows them, so an operator sees when stop is cheaper.
+SLEEP_S = 0.15
+PIN_S_PER_GIB = (2.7 - 0.145) / 5.29
+WAKE_S = 0.3  # `success: false` while requests hold blocks: vLLM says callers may retry
 
 
 def asleep_enough(awake_bytes: int, asleep_bytes: int) -> bool:
@@ -105,6 +112,23 @@ class VllmSleep:
         if reply.timed_out:
             return f"POST {path}: no answer within {timeout_s:g} s"
         return f"POST {path} answered {reply.status or reply.error}: {reply.body[:300]}".rstrip(": ")
+
+
+def park_costs(settings: SupervisorSettings, facts: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What parking costs this profile, from the last start's log facts (its weights, its start):
+    the first sleep's pinning, later sleeps and a wake; None when it does not park."""
+    if settings.park != "sleep":
+        return None
+    weights = facts.get("weights_gib") if facts else None
+    start = facts.get("startup_seconds") if facts else None
+    gib = float(weights) if isinstance(weights, int | float) and not isinstance(weights, bool) else None
+    return {
+        "weights_gib": gib,
+        "first_sleep_s": None if gib is None else round(SLEEP_S + PIN_S_PER_GIB * gib, 1),
+        "later_sleep_s": SLEEP_S,
+        "wake_s": WAKE_S,
+        "last_start_s": start if isinstance(start, int | float) else None,
+    }
 
 
 def can_sleep(candidate: Candidate) -> bool:
