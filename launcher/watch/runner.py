@@ -66,7 +66,10 @@ class WatchPlan:
         settings = candidate.settings
         tool = SettingValues.of(GATE_SETTINGS["tool_call"], candidate.gate_tables.get("tool_call"))
         wanted = list(tool.value("cases"))
-        case = next((c for c in CASES if wanted and c.name == wanted[0]), None)
+        # tool-call canaries only where the chain has the tool gate: a server started without tool
+        # calling answers them 400, which is the profile's choice, not a sickness
+        in_chain = "tool_call" in candidate.gate_order
+        case = next((c for c in CASES if in_chain and wanted and c.name == wanted[0]), None)
         leak = MemoryLeakGate(candidate.gate_tables.get("memory_leak", {}))
         names = candidate.expect.served_model_names
         preflight = SettingValues.of(PREFLIGHT, candidate.profile_data.get("preflight"))

@@ -45,7 +45,7 @@ def served(
     launcher = launcher_factory()
     supervisor = {"park": park, "park_port": free_port()} if park == "sleep" else {}
     path = write_profile(launcher.profiles, "svc", free_port(), args=args, supervisor=supervisor)
-    table = {"port": free_port(), "hold_s": HANG_S, "drain_timeout_s": 60}
+    table = {"port": free_port(), "drain_timeout_s": 60}  # hold_s: the default
     # a loopback admin port: the default socket in a test's deep state dir is past sun_path's 107 bytes
     append_table(path, "frontdoor", {**table, "admin": f"127.0.0.1:{free_port()}"})
     launcher.start()
@@ -85,12 +85,13 @@ def test_a_parked_change_rejected_late_costs_clients_a_wait_and_nothing_else(
     assert "woken" in events(launcher) and "rollback" not in events(launcher)
 
 
-def test_a_parked_change_promoted_moves_clients_to_the_new_engine_without_a_failure(
+def test_parked_changes_promoted_move_clients_to_the_new_engine_without_a_failure(
     launcher_factory: LauncherFactory,
 ) -> None:
     with served(launcher_factory) as (launcher, door, clients):
-        done = launch(launcher, "set", "svc", "max_num_seqs=2", "--tag", "two", "--apply")
-        assert done.returncode == 0, done.stdout + done.stderr
+        for seqs in (2, 3):  # two promotions: what serves goes to park_port and back to engine.port
+            done = launch(launcher, "set", "svc", f"max_num_seqs={seqs}", "--tag", f"s{seqs}", "--apply")
+            assert done.returncode == 0, done.stdout + done.stderr
         assert_clients_saw_nothing(clients)
         promoted_port = record(launcher, "switched")["port"]
         assert door.admin.target() == f"127.0.0.1:{promoted_port}"  # the door follows what serves
@@ -100,6 +101,10 @@ def test_a_parked_change_promoted_moves_clients_to_the_new_engine_without_a_fail
         shown = launch(launcher, "status", "--profile", "svc", "--json")
         entry = json.loads(shown.stdout)["profiles"][0]
         assert entry["url"] == door.door.url and entry["engine_url"].endswith(f":{promoted_port}")
+        bench = launch(launcher, "bench", "--profile", "svc", "--contexts", "short", "--concurrency", "1",
+                       "--rounds", "1", "--prompts", "1", "--max-tokens", "8", "--no-plots", "--json",
+                       "--out", str(launcher.state.parent / "bench"))  # fmt: skip
+        assert bench.returncode == 0, bench.stdout + bench.stderr  # through the door, not engine.port
 
 
 def test_with_park_stop_a_rejected_change_costs_clients_a_longer_wait_and_nothing_else(
