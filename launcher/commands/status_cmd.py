@@ -233,6 +233,8 @@ def _human(status: dict[str, Any]) -> str:
     for key, label in LABELS.items():
         if status.get(key) is not None:
             lines.append(f"  {label}: {status[key]}")
+        if key == "url" and status.get("engine_url") not in (None, status.get("url")):
+            lines.append(f"  engine: {status['engine_url']} (clients use the front door above)")
     differs = drift(status)
     if differs is not None:
         lines.append(f"  file: {differs}")

@@ -101,6 +101,8 @@ def test_parked_changes_promoted_move_clients_to_the_new_engine_without_a_failur
         shown = launch(launcher, "status", "--profile", "svc", "--json")
         entry = json.loads(shown.stdout)["profiles"][0]
         assert entry["url"] == door.door.url and entry["engine_url"].endswith(f":{promoted_port}")
+        said = launch(launcher, "status", "--profile", "svc").stdout
+        assert f"url: {door.door.url}" in said and f"engine: {entry['engine_url']}" in said
         bench = launch(launcher, "bench", "--profile", "svc", "--contexts", "short", "--concurrency", "1",
                        "--rounds", "1", "--prompts", "1", "--max-tokens", "8", "--no-plots", "--json",
                        "--out", str(launcher.state.parent / "bench"))  # fmt: skip
