@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from tests.integration.sim_support import Stream, answer, chat, log_line, metric
-from tests.simserver import SimHandle, running_sim
+from tests.simserver import HANG_S, SimHandle, running_sim
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,8 @@ RESET = "Successfully reset prefix cache"
 ASLEEP = "seconds to fall asleep."
 
 
-def wait_metric(sim: SimHandle, name: str, value: float, timeout_s: float = 60.0) -> None:
+def wait_metric(sim: SimHandle, name: str, value: float, timeout_s: float = HANG_S) -> None:
+    """Until the metric reads `value`; the deadline only ends a hang (decision 0013)."""
     deadline = time.monotonic() + timeout_s
     while metric(sim, name) != value:
         assert time.monotonic() < deadline, f"{name} never became {value}"

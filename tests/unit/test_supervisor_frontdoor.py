@@ -225,3 +225,17 @@ def test_status_tells_the_door_s_url_and_the_engine_s_apart() -> None:
     assert (shown["url"], shown["engine_url"]) == ("http://127.0.0.1:9000", "http://127.0.0.1:8001")
     down = entry({**status, "phase": "failed"}, None)
     assert (down["url"], down["engine_url"]) == (None, None)  # nothing serves: no address at all
+
+
+def test_a_corrupt_status_or_last_good_leaves_check_on_the_profile_s_address(tmp_path: Path) -> None:
+    from launcher.state.serving import reach_now
+    from launcher.state.store import StateStore
+
+    store = StateStore(tmp_path / "state")
+    store.status_path("svc").parent.mkdir(parents=True)
+    store.status_path("svc").write_text("{not json")
+    profile = {"engine": {"port": 8000}}
+    assert reach_now(store, "svc", profile) == "http://127.0.0.1:8000"
+    store.status_path("svc").write_text('{"phase": "serving", "serving_fingerprint": "fp"}')
+    store.last_good_path("svc").write_text("[1, 2")  # unreadable: no engine URL, not a crash
+    assert reach_now(store, "svc", profile) == "http://127.0.0.1:8000"
