@@ -33,7 +33,7 @@ from launcher.probe.trial import Trial
 from launcher.procgroup import process_tree
 from launcher.profile.candidate import Candidate
 from launcher.settings import GlobalOptions
-from launcher.state.serving import serving_entry
+from launcher.state.serving import serving_now
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import SignalInbox, StopOnSignal
 from launcher.supervisor.control import control_and_wait, running_launcher_pid
@@ -332,14 +332,8 @@ class ProbeSession:
 def serving_port(store: StateStore, profile: str) -> int | None:
     """The port production's engine serves on now (a promoted parked change leaves it on park_port),
     as `launch status` reads it; None when nothing says (arm 0 then uses the profile's engine.port)."""
-    try:
-        status = read_status(store.status_path(profile))
-        last_good = store.last_good(profile) if status is not None else None
-    except BadInput:
-        return None
-    url = serving_entry(profile, status, last_good, profile_known=True)["engine_url"]
-    port = urlsplit(url).port if isinstance(url, str) else None
-    return port
+    url = serving_now(store, profile)["engine_url"]
+    return urlsplit(url).port if isinstance(url, str) else None
 
 
 def check_production(production: Production, arm0: Arm) -> None:

@@ -110,14 +110,19 @@ def _same_launch(status: dict[str, Any], last_good: dict[str, Any] | None) -> bo
     return last_good is not None and last_good.get("fingerprint") == status.get("serving_fingerprint")
 
 
-def reach_now(store: StateStore, name: str, profile_data: Mapping[str, Any]) -> str:
-    """`reach_url` from what the state dir says serves now (an unreadable record says nothing)."""
+def serving_now(store: StateStore, name: str) -> dict[str, Any]:
+    """`serving_entry` from what the state dir says now; an unreadable record says nothing."""
     try:
         status = read_record(store.status_path(name), STATUS, STATUS_OPTIONAL)
         last_good = store.last_good(name) if status is not None else None
     except BadInput:
         status = last_good = None
-    return reach_url(profile_data, serving_entry(name, status, last_good, profile_known=True))
+    return serving_entry(name, status, last_good, profile_known=True)
+
+
+def reach_now(store: StateStore, name: str, profile_data: Mapping[str, Any]) -> str:
+    """`reach_url` from what the state dir says serves now."""
+    return reach_url(profile_data, serving_now(store, name))
 
 
 def reach_url(profile_data: Mapping[str, Any], entry: Mapping[str, Any]) -> str:
