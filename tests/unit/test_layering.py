@@ -1,7 +1,8 @@
 """The product's packages import each other in one direction only, so none can be changed in a cycle.
 
 `gates/` never imports `launcher/`: gates declare the interfaces they need, the launcher supplies
-them. `basis/` (the clock, a declared setting) is a leaf that gates/ and launcher/ both import.
+them. `basis/` (the clock, a declared setting, the simulated GPU set) is a leaf that gates/ and launcher/
+both import, and the simulator too (it writes the simulated GPU set the launcher reads).
 `vllm_flags/` (vLLM's flag schema, the capture-size rule, the simulator's flags) is a leaf
 that all three may import. `vllm_sim/` is a separate program: the launcher knows it only as a
 command to run, and it knows nothing of the launcher or the gates.
@@ -24,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "basis": frozenset(),
     "vllm_flags": frozenset(),
     "gates": frozenset({"basis", "vllm_flags"}),
-    "vllm_sim": frozenset({"vllm_flags"}),
+    "vllm_sim": frozenset({"basis", "vllm_flags"}),
     "launcher": frozenset({"basis", "gates", "vllm_flags"}),
 }
 _BY_NAME = ("files", "import_module")  # importlib.resources.files("pkg"), importlib.import_module("pkg")
