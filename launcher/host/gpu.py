@@ -1,15 +1,18 @@
-"""The one seam to GPU memory: which GPUs exist, how full they are, which pids hold what.
+"""The one seam to the GPUs: which exist, how full they are, which pids hold what, their power limits.
 
 `NvmlProbe` reads NVML (nvidia-ml-py's `pynvml`); without a driver or library it reports a skip
 reason instead of raising, so every GPU check can say "skipped: no NVML". `FakeGpuProbe` is the
-test double: the test sets devices and maps real pids of real processes to memory. Nothing else
+test double: the test sets devices and maps real pids of real processes to memory. The simulated
+GPU set (`gpu_sim.SimGpuProbe`) is the third reading, chosen by `gpu_sim.gpu_probe`. Nothing else
 in the launcher is faked.
 """
 
 from __future__ import annotations
 
+import importlib
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -37,6 +40,22 @@ class GpuDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class PowerLimit:
+    """A GPU's power limit and the range NVML lets it be set in, in watts."""
+
+    current_w: float
+    default_w: float
+    min_w: float
+    max_w: float
+
+    def refusal(self, watts: float) -> str | None:
+        """Why `watts` cannot be set on this GPU, in the words the probes share; None when it can."""
+        if not math.isfinite(watts) or not self.min_w <= watts <= self.max_w:
+            return f"{watts:g} W is outside {self.min_w:g}–{self.max_w:g} W"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     pid: int
     used_bytes: int | None  # None where the driver does not say (some containers, MIG)
@@ -59,6 +78,18 @@ class GpuProbe(Protocol):
 
     def processes(self, index: int) -> Sequence[GpuProcess]: ...
 
+    def power_limit(self, index: int) -> PowerLimit | None:
+        """The GPU's power limit and its range; None where the GPU does not report one."""
+        ...
+
+    def set_power_limit(self, index: int, watts: float) -> str | None:
+        """Set the limit: None when done, else why not in NVML's words ("NVML refused: Insufficient
+        Permissions", "not supported on this GPU", "450 W is outside 100–700 W")."""
+        ...
+
+
+NOT_SUPPORTED = "not supported on this GPU"
+
 
 def resolve_device(token: str, devices: Sequence[GpuDevice]) -> GpuDevice | None:
     """A CUDA_VISIBLE_DEVICES entry (an index or a UUID prefix, as CUDA accepts) to its device."""
@@ -71,16 +102,17 @@ def resolve_device(token: str, devices: Sequence[GpuDevice]) -> GpuDevice | None
 
 
 class NvmlProbe:
-    """The real probe. NVML is initialised in `__enter__`, never in the constructor."""
+    """The real probe. NVML is initialised in `__enter__`, never in the constructor. `nvml` stands in
+    for the `pynvml` module (a test's hand-written one); None imports the real one."""
 
-    def __init__(self) -> None:
+    def __init__(self, nvml: Any = None) -> None:
+        self._module = nvml
         self._nvml: Any = None
         self._reason: str | None = "NVML not started"
 
     def __enter__(self) -> Self:
         try:
-            import pynvml
-
+            pynvml = self._module if self._module is not None else importlib.import_module("pynvml")
             pynvml.nvmlInit()
         except Exception as err:  # NVMLError_LibraryNotFound, DriverNotLoaded, ImportError...
             self._reason = f"no NVML: {err}"
@@ -137,6 +169,37 @@ class NvmlProbe:
                 held[int(entry.pid)] = used if previous is None else previous + (used or 0)
         return [GpuProcess(pid, used) for pid, used in sorted(held.items())]
 
+    def power_limit(self, index: int) -> PowerLimit | None:
+        """nvmlDeviceGetPowerManagementLimit, ...LimitConstraints and ...DefaultLimit (milliwatts)."""
+        nvml = self._require()
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            current = nvml.nvmlDeviceGetPowerManagementLimit(handle)
+            low, high = nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+            default = nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)
+        except nvml.NVMLError:
+            return None
+        return PowerLimit(current / 1000, default / 1000, low / 1000, high / 1000)
+
+    def set_power_limit(self, index: int, watts: float) -> str | None:
+        """nvmlDeviceSetPowerManagementLimit, after the range check NVML would answer "Invalid
+        Argument" to; needs root (else "Insufficient Permissions")."""
+        nvml = self._require()
+        limit = self.power_limit(index)
+        if limit is None:
+            return NOT_SUPPORTED
+        refusal = limit.refusal(watts)
+        if refusal is not None:
+            return refusal
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            nvml.nvmlDeviceSetPowerManagementLimit(handle, round(watts * 1000))
+        except nvml.NVMLError as err:
+            if getattr(err, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3):
+                return NOT_SUPPORTED
+            return f"NVML refused: {err}"
+        return None
+
     def _memory(self, handle: Any) -> Any:
         # v2 leaves driver-reserved memory out of `used`, as cudaMemGetInfo (what vLLM reads) does.
         try:
@@ -167,6 +230,9 @@ class FakeGpuProbe:
     held: dict[int, dict[int, int | None]] = field(default_factory=dict)  # index -> pid -> MiB
     reason: str | None = None
     entered: int = 0
+    power: dict[int, PowerLimit] = field(default_factory=dict)  # index -> limit; absent: not reported
+    power_refusal: str | None = None  # what every set answers, e.g. "NVML refused: Insufficient Permissions"
+    power_sets: list[tuple[int, float]] = field(default_factory=list)  # each set asked for, in order
 
     def __post_init__(self) -> None:
         if not self.free_mib:
@@ -213,6 +279,20 @@ class FakeGpuProbe:
         self._prune()
         pids: Mapping[int, int | None] = self.held.get(index, {})
         return [GpuProcess(pid, None if mib is None else mib * MIB) for pid, mib in sorted(pids.items())]
+
+    def power_limit(self, index: int) -> PowerLimit | None:
+        return self.power.get(index)
+
+    def set_power_limit(self, index: int, watts: float) -> str | None:
+        """Recorded; refused as set in `power_refusal`, or as NVML would (unreported, out of range)."""
+        self.power_sets.append((index, watts))
+        limit = self.power.get(index)
+        if limit is None:
+            return NOT_SUPPORTED
+        refusal = self.power_refusal or limit.refusal(watts)
+        if refusal is None:
+            self.power[index] = replace(limit, current_w=float(watts))
+        return refusal
 
 
 def _running(pid: int) -> bool:

@@ -9,6 +9,7 @@ from pathlib import PurePath
 from typing import Any
 
 from basis.setting import SettingValues
+from basis.simgpus import ENV as SIM_GPU_SET_ENV
 from launcher.errors import BadInput
 from launcher.host.request import HostRequest
 from launcher.profile.keys import PREFLIGHT
@@ -17,6 +18,7 @@ from launcher.profile.keys import PREFLIGHT
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 SIM_PROGRAM = "vllm-sim"
 SIM_GPU_FLAG = "--sim-gpu-allocate"
+SIM_GPU_SET_FLAG = "--sim-gpu-set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +77,31 @@ def gpu_demand(request: HostRequest, environ: Mapping[str, str] | None = None) -
     kv_bytes = args.get("kv_cache_memory_bytes") is not None
     world = _world_size(args)
     program = PurePath(request.argv[0]).name if request.argv else ""
-    if program == SIM_PROGRAM and SIM_GPU_FLAG not in request.argv:
-        return GpuDemand(
-            (), "", utilization, no_gpu_reason=f"the simulator without {SIM_GPU_FLAG} uses no GPU"
-        )
+    if program == SIM_PROGRAM and SIM_GPU_FLAG not in request.argv and not sim_gpu_set_of(request, environ):
+        why = f"the simulator without {SIM_GPU_FLAG} or a simulated GPU set ({SIM_GPU_SET_ENV}) uses no GPU"
+        return GpuDemand((), "", utilization, no_gpu_reason=why)
     given = _visible_devices(request.env, environ)
     if given is None:
         ids = tuple(str(i) for i in range(world))
         source = f"the default for tensor × pipeline × data parallel = {world}"
         return GpuDemand(ids, source, utilization, kv_cache_bytes_set=kv_bytes)
     return _named_gpus(*given, world, utilization, kv_bytes)
+
+
+def sim_gpu_set_of(request: HostRequest, environ: Mapping[str, str] | None = None) -> str | None:
+    """The simulated GPU set a `vllm-sim` start holds its memory on: its `--sim-gpu-set`, else
+    `VLLM_SIM_GPU_SET` in the profile's [env], else in the launcher's environment (the simulator
+    reads the same, in that order); None for any other program, or without one."""
+    if not request.argv or PurePath(request.argv[0]).name != SIM_PROGRAM:
+        return None
+    environ = os.environ if environ is None else environ
+    argv = list(request.argv)
+    for i, token in enumerate(argv):
+        if token == SIM_GPU_SET_FLAG and i + 1 < len(argv):
+            return argv[i + 1] or None
+        if token.startswith(SIM_GPU_SET_FLAG + "="):
+            return token.split("=", 1)[1] or None
+    return request.env.get(SIM_GPU_SET_ENV) or environ.get(SIM_GPU_SET_ENV) or None
 
 
 def _named_gpus(visible: str, source: str, world: int, utilization: float, kv_bytes: bool) -> GpuDemand:

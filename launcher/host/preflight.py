@@ -21,7 +21,7 @@ from functools import partial
 from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput
 from launcher.host.compile_cache import check_compile_cache
-from launcher.host.gpu import MIB, GpuProbe, NvmlProbe
+from launcher.host.gpu import MIB, GpuProbe
 from launcher.host.gpu_checks import (
     HostGpus,
     check_gpu_memory,
@@ -33,6 +33,7 @@ from launcher.host.gpu_checks import (
     without_serving,
 )
 from launcher.host.gpu_locks import LockHolder, busy_holders
+from launcher.host.gpu_sim import SimGpuProbe, gpu_probe
 from launcher.host.host_checks import (
     check_host_memory,
     check_model_path,
@@ -42,7 +43,7 @@ from launcher.host.host_checks import (
     measure_host,
 )
 from launcher.host.orphans import HostProcess, Role, deployment_id, prefixes_for, scan_vllm
-from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand
+from launcher.host.policy import GpuDemand, HostPolicy, gpu_demand, sim_gpu_set_of
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
 from launcher.host.report import CheckResult, PreflightReport
@@ -101,13 +102,14 @@ def check_host(
     deployment = deployment_id(options.state_dir, request.profile)
     me = view_of(os.getpid())
     user = me.user if me is not None else str(os.geteuid())
-    with probe if probe is not None else NvmlProbe() as gpu_probe:
-        observe = partial(_observe, gpu_probe, demand, prefixes, serving, parked)
+    reader = probe if probe is not None else _probe_for(request, environ)
+    with reader:
+        observe = partial(_observe, reader, demand, prefixes, serving, parked)
         gpus, scan = observe()
         targets = _chosen_targets(scan, gpus, prefixes[-1], deployment, force, named) if reap else []
         reaped = None
         if targets:
-            reaped = _reap(targets, policy, clock or SystemClock(), gpu_probe)
+            reaped = _reap(targets, policy, clock or SystemClock(), reader)
             gpus, scan = observe()
     locks = _others_locks(options, demand, lent=bool(serving or parked))
     checks = (
@@ -117,7 +119,15 @@ def check_host(
         *_machine_checks(request, options, policy, serving),
     )
     where = demand.source if demand.uses_gpu else str(demand.no_gpu_reason)
+    if demand.uses_gpu and isinstance(reader, SimGpuProbe):
+        where += f"; the simulated GPU set at {reader.directory}, not hardware"
     return PreflightReport(request.profile, checks, demand.ids, where, reaped)
+
+
+def _probe_for(request: HostRequest, environ: Mapping[str, str] | None) -> GpuProbe:
+    """The simulated set a `vllm-sim` start holds its memory on, else the launcher's own reading."""
+    directory = sim_gpu_set_of(request, environ)
+    return SimGpuProbe(directory) if directory else gpu_probe(environ)
 
 
 def _machine_checks(

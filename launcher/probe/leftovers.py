@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import psutil
 
 from basis.clock import Clock
-from launcher.host.gpu import NvmlProbe
+from launcher.host.gpu_sim import gpu_probe
 from launcher.host.process_view import ProcessView, my_lineage, view_of
 from launcher.host.reaper import ReapReport, reap
 
@@ -39,5 +39,5 @@ def end_processes(
 
 
 def _reap(views: list[ProcessView], grace_s: float, deadline_s: float, clock: Clock) -> ReapReport:
-    with NvmlProbe() as probe:
+    with gpu_probe() as probe:
         return reap(views, grace_s=grace_s, deadline_s=deadline_s, clock=clock, probe=probe)

@@ -15,7 +15,8 @@ from tenacity import RetryCallState, Retrying, retry_if_result, wait_fixed
 
 from basis.clock import Clock
 from launcher.errors import GateFailed
-from launcher.host.gpu import GIB, GpuDevice, GpuProbe, NvmlProbe, resolve_device
+from launcher.host.gpu import GIB, GpuDevice, GpuProbe, resolve_device
+from launcher.host.gpu_sim import gpu_probe
 from launcher.host.host_checks import check_port
 from launcher.host.policy import GpuDemand, gpu_demand
 from launcher.host.report import CheckStatus
@@ -46,7 +47,7 @@ def wait_released(
     gone_pids: Collection[int],
     deadline: float,
     clock: Clock,
-    probe_factory: Callable[[], GpuProbe] = NvmlProbe,
+    probe_factory: Callable[[], GpuProbe] = gpu_probe,
     on_wait: Callable[[str], None] | None = None,
     port: int | None = None,
 ) -> Release:

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 
 from basis.clock import Clock, SystemClock
 from launcher.errors import BadInput, GateError, GateFailed
-from launcher.host.gpu import GpuProbe, NvmlProbe
+from launcher.host.gpu import GpuProbe
+from launcher.host.gpu_sim import gpu_probe
 from launcher.probe.arms import Arm
 from launcher.probe.handover import Handover, Serving
 from launcher.probe.journal import Entry, Journal, Step
@@ -62,7 +63,7 @@ class ProbeSession:
         handover: Handover | None = None,
         clock: Clock | None = None,
         progress: Progress | None = None,
-        probe_factory: Callable[[], GpuProbe] = NvmlProbe,
+        probe_factory: Callable[[], GpuProbe] = gpu_probe,
         find_production: Callable[[Path, str], Production] = discover,
     ) -> None:
         self.options = options

@@ -16,8 +16,8 @@ from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.frontdoor.admin import FrontdoorAdmin, FrontdoorError
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.frontdoor.drain import drain
-from launcher.host.gpu import NvmlProbe
 from launcher.host.gpu_locks import GpuLocks
+from launcher.host.gpu_sim import gpu_probe
 from launcher.host.notify import Notifier
 from launcher.host.policy import HostPolicy
 from launcher.host.preflight import run_preflight
@@ -138,7 +138,7 @@ def host_request(candidate: Candidate) -> HostRequest:
 def _nvml_bytes(pids: Sequence[int]) -> int | None:
     """GPU memory held by these pids (NVML), or None where there is no NVML."""
     wanted = set(pids)
-    with NvmlProbe() as probe:
+    with gpu_probe() as probe:
         if probe.skip_reason() is not None:
             return None
         return sum(
