@@ -74,6 +74,7 @@ class Launcher:
     state: Path
     profile: str
     proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # added to the launcher's environment
     out: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -85,7 +86,7 @@ class Launcher:
         argv = [str(LAUNCH), "--profiles-dir", str(self.profiles), "--state-dir", str(self.state),
                 "--profile", self.profile, *extra]  # fmt: skip
         with self.out.open("wb") as sink:
-            env = dict(os.environ)
+            env = {**os.environ, **self.env}
             if journal:
                 stat = os.fstat(sink.fileno())
                 env["JOURNAL_STREAM"] = f"{stat.st_dev}:{stat.st_ino}"

@@ -27,6 +27,7 @@ from launcher.profile.plan import build_plan
 from launcher.settings import GlobalOptions
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import SignalInbox
+from launcher.supervisor.beside import Beside
 from launcher.supervisor.bringup import Bringup
 from launcher.supervisor.context import Context
 from launcher.supervisor.history import History
@@ -86,6 +87,8 @@ class Preflight:
         self.refuse_once_stopped: dict[str, str] = {}  # only when no serving engine is counted as free
         self.calls: list[tuple[str, frozenset[int]]] = []
         self.parked_calls: list[frozenset[int]] = []
+        self.margins: list[int] = []
+        self.no_room_beside: str | None = None  # refuses a check that asks for a margin (a trial beside)
 
     def __call__(
         self,
@@ -93,9 +96,13 @@ class Preflight:
         *,
         serving: frozenset[int] = frozenset(),
         parked: frozenset[int] = frozenset(),
+        margin_bytes: int = 0,
     ) -> None:
         self.calls.append((candidate.fingerprint, serving))
         self.parked_calls.append(parked)
+        self.margins.append(margin_bytes)
+        if margin_bytes and self.no_room_beside is not None:
+            raise PreflightRefused(self.no_room_beside)
         why = self.refuse.get(candidate.fingerprint)
         if why is None and not serving:
             why = self.refuse_once_stopped.get(candidate.fingerprint)
@@ -124,6 +131,25 @@ class GpuLocks:
             yield
         finally:
             self.log.append(f"release {candidate.label}")
+
+
+class Power:
+    """The power seam (seams.TrialPower): records each lowering and restore; `refuse` is NVML's word."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.refuse: str | None = None
+
+    def lower(self, candidate: Candidate, watts: float) -> str | None:
+        if self.refuse is not None:
+            self.log.append(f"refused {watts:g}")
+            return self.refuse
+        self.log.append(f"lower {watts:g}")
+        return None
+
+    def restore(self) -> list[str]:
+        self.log.append("restore")
+        return []
 
 
 class Terminal(io.StringIO):
@@ -191,6 +217,7 @@ class Rig:
         self.gpu_memory = GpuMemory()
         self.watches = ScriptedWatches()
         self.door = ScriptedDoor()
+        self.power = Power()
         self.clock = FakeClock()
         self.store = StateStore(self.state_dir)
         self.guard = RestartGuard(self.store, "svc", max_failures=2, window_s=600.0)
@@ -203,6 +230,7 @@ class Rig:
             restart_guard=lambda _: self.guard,
             watch=self.watches,
             front_door=lambda candidate: self.door if "frontdoor" in candidate.profile_data else None,
+            power=self.power,
         )
         self.wake = threading.Event()
         self.inbox = SignalInbox(self.wake.set)
@@ -228,7 +256,8 @@ class Rig:
         self.bringup = Bringup(self.ctx, self.stage, self.parker)
         self.recovery = Recovery(self.ctx, self.stage, self.bringup)
         self.lending = Lending(self.ctx, self.stage, self.parker, self.recovery)
-        self.reloader = Reloader(self.ctx, self.stage, self.bringup, self.parker, self.lending)
+        self.beside = Beside(self.ctx, self.stage, self.parker, self.bringup)
+        self.reloader = Reloader(self.ctx, self.stage, self.bringup, self.parker, self.lending, self.beside)
         self.write()
 
     @property

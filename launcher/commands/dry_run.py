@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from launcher.commands.trial_plan import trial_lines, trial_plan
 from launcher.errors import BadInput, ExitCode
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.frontdoor.first_target import first_target
@@ -31,12 +32,14 @@ def run_dry_run(
     facts = store.last_facts(name) if options.state_dir.exists() else None
     pool = kv_pool(plan.args, facts)
     door = _frontdoor(plan, store)
-    park = park_costs(SupervisorSettings.read(_table(plan.profile.data, "supervisor")), facts)
+    settings = SupervisorSettings.read(_table(plan.profile.data, "supervisor"))
+    park = park_costs(settings, facts)
+    trial = trial_plan(plan, options, store) if not plan.errors else None
     if as_json:
         shown = {**_as_json(plan, baseline_label, changes, pool), "frontdoor": door, "park": park}
-        click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        click.echo(json.dumps({**shown, "trial": trial}, indent=2, ensure_ascii=False))
     else:
-        _print_human(plan, explain, baseline_label, changes, pool, door, park)
+        _print_human(plan, explain, baseline_label, changes, pool, door, park, trial)
     return int(ExitCode.BAD_INPUT) if plan.errors or (door and "error" in door) else int(ExitCode.OK)
 
 
@@ -147,6 +150,7 @@ def _print_human(
     pool: KvPool | None,
     door: dict[str, Any] | None,
     park: dict[str, Any] | None = None,
+    trial: dict[str, Any] | None = None,
 ) -> None:
     echo = click.echo
     chain = " ← ".join(plan.profile.chain)
@@ -164,7 +168,7 @@ def _print_human(
         for line in _provenance_lines(plan):
             echo(f"  {line}")
     echo("")
-    for line in [*_frontdoor_lines(plan.name, door), *_park_lines(park)]:
+    for line in [*_frontdoor_lines(plan.name, door), *trial_lines(trial), *_park_lines(park)]:
         echo(line)
     for line in _change_lines(baseline, changes):
         echo(line)

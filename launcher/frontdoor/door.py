@@ -116,8 +116,8 @@ def _engine_dials(profile_data: Mapping[str, Any]) -> tuple[str, ...]:
     engine = engine_settings(profile_data)
     host, port = engine.text("host"), engine.integer("port")
     supervisor = SupervisorSettings.read(_table(profile_data, "supervisor"))
-    parked = supervisor.park_port if supervisor.park == "sleep" and supervisor.park_port else None
-    return (engine_dial(host, port),) + ((engine_dial(host, parked),) if parked else ())
+    second = supervisor.second_port
+    return (engine_dial(host, port),) + ((engine_dial(host, second),) if second else ())
 
 
 def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:

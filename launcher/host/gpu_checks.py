@@ -107,9 +107,12 @@ def without_holders(gpus: HostGpus, pids: frozenset[int]) -> HostGpus:
     return HostGpus(tuple(targets), gpus.indexes, gpus.skip_reason)
 
 
-def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: int = 0) -> CheckResult:
+def check_gpu_memory(
+    gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: int = 0, margin_bytes: int = 0
+) -> CheckResult:
     """vLLM's own test, made before it runs: free memory, less the CUDA context its process creates
-    before measuring, against gpu_memory_utilization × the total CUDA reports."""
+    before measuring (and a margin, for a trial beside production), against gpu_memory_utilization ×
+    the total CUDA reports."""
     unmeasured = _memory_unmeasured(gpus, demand)
     if unmeasured is not None:
         return unmeasured
@@ -121,7 +124,7 @@ def check_gpu_memory(gpus: HostGpus, demand: GpuDemand, me: str, context_bytes: 
             have = ",".join(str(i) for i in gpus.indexes) or "none"
             short.append(f"GPU {target.token} does not exist (this host has GPUs {have})")
             continue
-        line, enough, row = _free_for_vllm(target, target.device, demand, me, context_bytes)
+        line, enough, row = _free_for_vllm(target, target.device, demand, me, context_bytes, margin_bytes)
         data.append(row)
         (fine if enough else short).append(line)
     if short:
@@ -154,7 +157,12 @@ def _memory_unmeasured(gpus: HostGpus, demand: GpuDemand) -> CheckResult | None:
 
 
 def _free_for_vllm(
-    target: TargetGpu, device: GpuDevice, demand: GpuDemand, me: str, context_bytes: int
+    target: TargetGpu,
+    device: GpuDevice,
+    demand: GpuDemand,
+    me: str,
+    context_bytes: int,
+    margin_bytes: int = 0,
 ) -> tuple[str, bool, dict[str, object]]:
     """One GPU: (what it has against what vLLM needs, whether that is enough, the figures)."""
     needed = demand.utilization * device.cuda_total_bytes
@@ -167,7 +175,10 @@ def _free_for_vllm(
     numbers = f"GPU {target.token}: free {device.free_bytes / GIB:.2f} GiB"
     if context_bytes:
         numbers += f" − {context_bytes / GIB:.2f} GiB CUDA context"
-    if device.free_bytes - context_bytes >= needed:
+    if margin_bytes:
+        numbers += f" − {margin_bytes / GIB:.2f} GiB margin"
+        row["margin_mib"] = margin_bytes >> 20
+    if device.free_bytes - context_bytes - margin_bytes >= needed:
         return f"{numbers} >= needed {needed / GIB:.2f} GiB", True, row
     holders = ", ".join(h.describe(me) for h in target.holders)
     held = f"held by {holders}" if holders else "no process visible from here holds it"

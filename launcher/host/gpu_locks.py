@@ -13,12 +13,13 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.errors import PreflightRefused
 from launcher.host.policy import gpu_demand
 from launcher.host.request import HostRequest
@@ -32,11 +33,11 @@ class LockHolder:
     profile: str | None
     since: str | None
 
-    def describe(self) -> str:
+    def describe(self, doing: str = "is locked by") -> str:
         who = f"launcher pid {self.pid}" if self.pid else "a process whose pid is unknown"
         profile = f"profile {self.profile!r}, " if self.profile else ""
         since = f" since {self.since}" if self.since else ""
-        return f"GPU {self.gpu} is locked by {profile}{who}{since}"
+        return f"GPU {self.gpu} {doing} {profile}{who}{since}"
 
 
 def lock_path(state_dir: Path, gpu: str) -> Path:
@@ -103,6 +104,91 @@ class GpuLocks:
         self._fds.clear()
 
 
+LOAD_POLL_S = 0.5  # how often a start waiting for another engine's load tries the locks again
+LOAD_WAIT_S = 1800.0  # a load that long is a hung start: the waiting one is refused, naming it
+LOAD_SAID_S = 10.0  # how often the wait is said again on the progress line
+
+
+def load_lock_path(state_dir: Path, gpu: str) -> Path:
+    return StateStore(state_dir).gpu_load_lock_path(gpu)
+
+
+class LoadLocks:
+    """Never two engines *loading* at once on one GPU: the power drawn while weights load, memory is
+    profiled and CUDA graphs are captured once tripped a PSU with two models on four cards. Every start
+    of this project's engines takes these flocks before it spawns and lets go once the engine is ready
+    (or gone); a start that finds one taken waits, saying who loads, up to LOAD_WAIT_S."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        gpus: Sequence[str],
+        profile: str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        said: Callable[[str], None] | None = None,
+        wait_s: float = LOAD_WAIT_S,
+    ) -> None:
+        self.state_dir = state_dir
+        self.gpus = tuple(gpus)
+        self.profile = profile
+        self.clock = clock
+        self.said = said
+        self.wait_s = wait_s
+        self._fds: dict[str, int] = {}
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        """Take every GPU's load lock, waiting while another engine loads on any of them."""
+        started = self.clock.monotonic()
+        said_at: float | None = None
+        while True:
+            busy = self._try_all()
+            if not busy:
+                return
+            now = self.clock.monotonic()
+            who = "; ".join(h.describe("is loading for") for h in busy)
+            if now - started >= self.wait_s:
+                raise PreflightRefused(
+                    f"another engine is still loading on these GPUs after {self.wait_s:.0f} s: {who}",
+                    hint="two engines never load on one GPU set at once; look at that start",
+                )
+            if self.said is not None and (said_at is None or now - said_at >= LOAD_SAID_S):
+                self.said(f"waiting: {who}")
+                said_at = now
+            self.clock.sleep(LOAD_POLL_S)
+
+    def _try_all(self) -> list[LockHolder]:
+        """Every lock, or none and who holds the busy ones."""
+        busy = []
+        for gpu in self.gpus:
+            fd = _open(load_lock_path(self.state_dir, gpu))
+            if _try_lock(fd, attempts=1):
+                self._fds[gpu] = fd
+                _write_record(fd, self.profile)
+                continue
+            os.close(fd)
+            busy.append(_holder_of(load_lock_path(self.state_dir, gpu), gpu))
+        if busy:
+            self.release()
+        return busy
+
+    def release(self) -> None:
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)
+        self._fds.clear()
+
+
 def busy_holders(state_dir: Path, gpus: Sequence[str]) -> list[LockHolder]:
     """Holders of the GPUs' locks other than this process (a probe: takes and drops each lock)."""
     busy = []
@@ -124,7 +210,10 @@ def busy_holders(state_dir: Path, gpus: Sequence[str]) -> list[LockHolder]:
 
 
 def read_holder(state_dir: Path, gpu: str) -> LockHolder:
-    path = lock_path(state_dir, gpu)
+    return _holder_of(lock_path(state_dir, gpu), gpu)
+
+
+def _holder_of(path: Path, gpu: str) -> LockHolder:
     record: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
         loaded = json.loads(path.read_text(encoding="utf-8") or "{}")

@@ -7,9 +7,10 @@ deployment's, or holding its GPUs); `force` widens that to every process on its 
 deployment's orphan elsewhere is ended only when the operator names it (`named`: pids or
 deployments). `serving` is the engine this launcher serves now: a reload checks its candidate
 before stopping it, counting what that engine holds (GPU memory, port, GPU locks) as free.
-`parked` is an engine of this launcher asleep on the candidate's GPUs (`park = "sleep"`): its
-residue stays counted as used, but it is neither an orphan nor a second model, and its GPU locks
-are this launcher's.
+`parked` is an engine of this launcher that stays on the candidate's GPUs — asleep (`park =
+"sleep"`) or serving beside the trial (`trial = "beside"`): what it holds stays counted as used,
+but it is neither an orphan nor a second model, and its GPU locks are this launcher's.
+`margin_bytes`: free memory asked beyond vLLM's own start check (a trial beside production).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def run_preflight(
     environ: Mapping[str, str] | None = None,
     serving: frozenset[int] = frozenset(),
     parked: frozenset[int] = frozenset(),
+    margin_bytes: int = 0,
 ) -> PreflightReport:
     """All checks; raises `PreflightRefused` when one refuses, else returns the report."""
     report = check_host(
@@ -75,6 +77,7 @@ def run_preflight(
         environ=environ,
         serving=serving,
         parked=parked,
+        margin_bytes=margin_bytes,
     )
     report.raise_if_refused()
     return report
@@ -92,6 +95,7 @@ def check_host(
     serving: frozenset[int] = frozenset(),
     named: tuple[str, ...] = (),
     parked: frozenset[int] = frozenset(),
+    margin_bytes: int = 0,
 ) -> PreflightReport:
     """All checks, reaping first when asked; never raises for a refusal."""
     policy = HostPolicy.from_request(request)
@@ -113,7 +117,7 @@ def check_host(
             gpus, scan = observe()
     locks = _others_locks(options, demand, lent=bool(serving or parked))
     checks = (
-        check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB)),
+        check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB), margin_bytes),
         check_orphans(scan, gpus, prefixes[-1], request.profile, user, deployment),
         check_one_model(gpus, demand, locks, user),
         *_machine_checks(request, options, policy, serving),
@@ -128,6 +132,26 @@ def _probe_for(request: HostRequest, environ: Mapping[str, str] | None) -> GpuPr
     """The simulated set a `vllm-sim` start holds its memory on, else the launcher's own reading."""
     directory = sim_gpu_set_of(request, environ)
     return SimGpuProbe(directory) if directory else gpu_probe(environ)
+
+
+def beside_room(
+    request: HostRequest,
+    options: GlobalOptions,
+    ours: frozenset[int],
+    margin_bytes: int,
+    *,
+    probe: GpuProbe | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> CheckResult:
+    """Whether the GPUs hold the candidate beside the engines of `ours` (what they hold stays used):
+    the memory check alone, as a trial beside production makes it, for the dry run's plan."""
+    policy = HostPolicy.from_request(request)
+    demand = gpu_demand(request, environ)
+    me = view_of(os.getpid())
+    with probe if probe is not None else _probe_for(request, environ) as reading:
+        gpus, _ = _observe(reading, demand, prefixes_for(request.env), frozenset(), ours)
+    user = me.user if me is not None else str(os.geteuid())
+    return check_gpu_memory(gpus, demand, user, int(policy.cuda_context_mib * MIB), margin_bytes)
 
 
 def _machine_checks(

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.profile.candidate import Candidate
 from launcher.profile.plan import LaunchPlan
 
 
@@ -67,6 +68,21 @@ class HostRequest:
             fingerprint=fingerprint,
             has_secret_env=has_secret_env,
             preflight=_table(profile_data.get("preflight")),
+        )
+
+    @classmethod
+    def of_candidate(cls, candidate: Candidate) -> HostRequest:
+        """What the host checks read of a candidate: all of it is in the candidate (a last-good record
+        has no profile file to plan from)."""
+        return cls.of_launch(
+            candidate.profile,
+            candidate.argv,
+            candidate.env,
+            candidate.profile_data,
+            host=candidate.host,
+            port=candidate.port,
+            fingerprint=candidate.fingerprint,
+            has_secret_env=bool(candidate.secret_env),
         )
 
 

@@ -217,11 +217,43 @@ SUPERVISOR: tuple[Setting, ...] = (
         choices=("stop", "sleep"),
     ),
     Setting(
+        "trial",
+        str,
+        "instead",
+        "Where a change is tried: `instead` of what serves (which `park` stops or puts to sleep), or "
+        "`beside` it: the candidate starts on park_port while production keeps serving through the "
+        "front door, and clients move only when it passed. `beside` falls back to `park` when the "
+        "GPUs cannot hold both or the power limit cannot be set (the reason is recorded; docs/park.md).",
+        choices=("instead", "beside"),
+    ),
+    Setting(
+        "beside_margin_gib",
+        (int, float),
+        1.0,
+        "With trial = beside: GPU memory each GPU must have free beyond what vLLM's own start check "
+        "asks of the candidate (util × total), counting what production holds.",
+        unit="GiB",
+        minimum=0,
+        maximum=1024,
+    ),
+    Setting(
+        "power_limit_w",
+        (int, float),
+        None,
+        "With trial = beside: each GPU's power limit while two engines share the set (two loads at "
+        "once have tripped a PSU); set through NVML for the trial and restored after it, on every "
+        "exit path. Where NVML refuses, the change falls back to `park`.",
+        unit="W",
+        minimum=1,
+        maximum=10000,
+    ),
+    Setting(
         "park_port",
         int,
         None,
-        'With park = "sleep": the second loopback port. The sleeper keeps its port, so the candidate '
-        "starts on the other one; what serves alternates between engine.port and park_port.",
+        'With park = "sleep" or trial = "beside": the second port. The sleeper (or production) keeps its '
+        "port, so the candidate starts on the other one; what serves alternates between engine.port "
+        "and park_port.",
         minimum=1,
         maximum=65535,
     ),
@@ -324,6 +356,9 @@ class SupervisorSettings:
     wedge_after: int
     on_wedge: str
     park: str
+    trial: str
+    beside_margin_gib: float
+    power_limit_w: float | None
     park_port: int | None
     keep_parked: bool
     wake_timeout_s: float
@@ -342,6 +377,9 @@ class SupervisorSettings:
             wedge_after=values.integer("wedge_after"),
             on_wedge=values.text("on_wedge"),
             park=values.text("park"),
+            trial=values.text("trial"),
+            beside_margin_gib=values.number("beside_margin_gib"),
+            power_limit_w=None if values.value("power_limit_w") is None else values.number("power_limit_w"),
             park_port=None if values.value("park_port") is None else values.integer("park_port"),
             keep_parked=values.flag("keep_parked"),
             wake_timeout_s=values.number("wake_timeout_s"),
@@ -353,6 +391,12 @@ class SupervisorSettings:
     @property
     def leak_action(self) -> str:
         return self.leak_monitor or self.on_wedge
+
+    @property
+    def second_port(self) -> int | None:
+        """The port a candidate starts on while the engine that serves keeps its own: park_port, where
+        the profile parks or tries beside (else none: a change is started on engine.port)."""
+        return self.park_port if self.park == "sleep" or self.trial == "beside" else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ def check_semantics(profile: ResolvedProfile, findings: Findings) -> None:
     env = profile.data.get("env", {})
     _check_capture(profile, args, norm, findings, here, env if isinstance(env, dict) else {})
     check_park(profile, norm, env if isinstance(env, dict) else {}, findings)
+    check_trial(profile, findings)
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "::1"})
@@ -129,6 +130,36 @@ def check_park(
         findings.error(
             f'{at} = "sleep" with env.VLLM_SERVER_DEV_MODE = {env["VLLM_SERVER_DEV_MODE"]!r}: '
             "the sleep routes exist only in dev mode"
+        )
+
+
+def check_trial(profile: ResolvedProfile, findings: Findings) -> None:
+    """`trial = "beside"` starts the candidate on the second port while production serves: it needs
+    that port, and a front door or an on_switch hook to move the clients once it passed."""
+    supervisor = profile.data.get("supervisor", {})
+    supervisor = supervisor if isinstance(supervisor, dict) else {}
+    values = SettingValues.of(SUPERVISOR, supervisor)
+    at = where(profile.source_of("supervisor.trial"), "supervisor.trial")
+    if values.text("trial") != "beside":
+        if values.value("power_limit_w") is not None:
+            power_at = where(profile.source_of("supervisor.power_limit_w"), "supervisor.power_limit_w")
+            findings.warn(f'{power_at} has no effect without supervisor.trial = "beside"')
+        return
+    park_port = supervisor.get("park_port")
+    if values.text("park") == "sleep":
+        pass  # check_park has judged park_port already
+    elif not isinstance(park_port, int) or isinstance(park_port, bool):
+        findings.error(
+            f'{at} = "beside" needs supervisor.park_port: the port the candidate starts on while '
+            "production keeps engine.port (docs/park.md)"
+        )
+    elif park_port == engine_settings(profile.data).value("port"):
+        findings.error(f"supervisor.park_port = {park_port} is engine.port: the two must differ")
+    door = profile.data.get("frontdoor")
+    if not (isinstance(door, dict) and door.get("port") is not None) and not supervisor.get("on_switch"):
+        findings.error(
+            f'{at} = "beside" needs [frontdoor] port (or supervisor.on_switch): clients must be moved '
+            "to the candidate once it passed, and production keeps serving them until then"
         )
 
 

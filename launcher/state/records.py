@@ -110,6 +110,7 @@ STATUS_OPTIONAL: Mapping[str, Check] = {
     "detail": _opt(_is_str),
     "watch": _opt(_watch),
     "frontdoor_url": _opt(_is_str),
+    "trial": _opt(lambda value: isinstance(value, dict)),
 }
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}

@@ -128,6 +128,16 @@ class StateStore:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu)
         return self.root / "locks" / f"gpu-{safe}.lock"
 
+    def gpu_load_lock_path(self, gpu: str) -> Path:
+        """Held while an engine loads on that GPU: never two loads at once on one GPU (its power)."""
+        lock = self.gpu_lock_path(gpu)
+        return lock.with_name(lock.name.replace(".lock", ".loading"))
+
+    def power_caps_path(self, profile: str) -> Path:
+        """The power limits a trial beside production lowered, and what they were: restored after it
+        (and by the next start when a launcher was killed meanwhile)."""
+        return self.profile_dir(profile) / "power_caps.json"
+
     @property
     def probe_dir(self) -> Path:
         return self.root / "probe"

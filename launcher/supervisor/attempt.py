@@ -19,6 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from types import FrameType, TracebackType
 
@@ -29,6 +30,7 @@ from gates.context import GateContext, GpuBytesFn
 from gates.registry import GATE_SETTINGS, build_chain
 from launcher.host.adapters import ProcessMemory, RequestsHttp
 from launcher.host.orphans import mark_env
+from launcher.logfacts.events import EventKind, LogEvent
 from launcher.profile.candidate import Candidate
 from launcher.supervisor.engine import EngineProcess
 from launcher.supervisor.livelog import LiveLog
@@ -39,6 +41,7 @@ from launcher.supervisor.seams import (
     EngineHandle,
     GateProgress,
     GpuLocksFn,
+    LoadingFn,
 )
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what SignalInbox records
@@ -68,13 +71,20 @@ def start_attempt(
     *,
     deployment: str | None = None,
     engine_factory: EngineFactory = EngineProcess,
+    on_loaded: Callable[[], None] | None = None,
 ) -> Attempt:
     """`deployment` marks vLLM's processes as this deployment's (launcher/host/orphans.py);
     `engine_factory` is the engine seam (seams.py): the real process group unless a test
-    passes a scripted engine."""
+    passes a scripted engine; `on_loaded` runs once the log says it is ready or failed (or it exits)."""
     marker_gate = SettingValues.of(GATE_SETTINGS["kernel_marker"], candidate.gate_tables.get("kernel_marker"))
     markers = marker_gate.value("patterns")
-    log = LiveLog(None, on_event=progress.on_log_event, markers=list(markers))  # the keeper writes the file
+
+    def on_event(event: LogEvent) -> None:
+        progress.on_log_event(event)
+        if on_loaded is not None and event.kind in (EventKind.READY, EventKind.FAILED):
+            on_loaded()
+
+    log = LiveLog(None, on_event=on_event, markers=list(markers))  # the keeper writes the file
     env = candidate.process_env()
     if deployment is not None:
         env.update(mark_env(deployment))
@@ -85,6 +95,8 @@ def start_attempt(
         log.notify()
 
     engine.on_exit(engine_gone)
+    if on_loaded is not None:
+        engine.on_exit(on_loaded)
     engine.on_death(log.notify)  # gates waiting on the log see the death at once
     engine.start()
     return Attempt(candidate=candidate, engine=engine, log=log)
@@ -127,22 +139,47 @@ def launch_attempt(
     deployment: str | None = None,
     engine_factory: EngineFactory = EngineProcess,
     sharing: Candidate | None = None,
+    loading: LoadingFn | None = None,
 ) -> Attempt:
     """Start `candidate` holding its GPU locks; a start that raises releases them before it returns.
 
     `gpu_locks` is `Hooks.gpu_locks` (None where the host layer is not wired: no locks to take);
     `deployment` marks the engine's processes as this deployment's (launcher/host/orphans.py);
     `engine_factory` is the engine seam (seams.py), the real process group by default;
-    `sharing`: a parked engine whose locks cover these GPUs (supervisor/park.py)."""
+    `sharing`: an engine of this launcher (asleep, or serving beside the trial) whose locks cover
+    these GPUs (supervisor/park.py, beside.py); `loading`: `Hooks.loading`, the GPU load locks, held
+    until the engine is ready or gone (a wait for another engine's load is said on the progress line)."""
     with ExitStack() as locks:
         if gpu_locks is not None:
             held = gpu_locks(candidate, sharing=sharing) if sharing is not None else gpu_locks(candidate)
             locks.enter_context(held)  # before the start: two models never share a GPU
+        loaded = _Once(ExitStack())
+        locks.callback(loaded)  # let go with the GPU locks at the latest
+        if loading is not None:
+            said = partial(progress.message, event="gpu.load_wait")
+            loaded.stack.enter_context(loading(candidate, said))
         attempt = start_attempt(
-            candidate, log_path, progress, deployment=deployment, engine_factory=engine_factory
+            candidate,
+            log_path,
+            progress,
+            deployment=deployment,
+            engine_factory=engine_factory,
+            on_loaded=loaded,
         )
         attempt.held.enter_context(locks.pop_all())  # the engine's now: released after its group is gone
     return attempt
+
+
+class _Once:
+    """Closes its stack (the load locks) the first time it is called, from whichever thread."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self.stack = stack
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.stack.close()
 
 
 class SignalInbox:

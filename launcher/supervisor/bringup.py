@@ -9,6 +9,8 @@ retry the same launch), and `roll_back` serves last-good: woken where it sleeps 
 
 from __future__ import annotations
 
+from typing import Any
+
 from gates.chain import ChainReport
 from launcher.errors import BadInput, ExitCode, PreflightRefused
 from launcher.profile.candidate import Candidate
@@ -125,22 +127,29 @@ class Bringup:
         )
 
     # ---- one start and its judgement -------------------------------------------------------------------
-    def start_and_gate(self, candidate: Candidate, phase: Phase) -> ChainReport | None:
+    def start_and_gate(
+        self, candidate: Candidate, phase: Phase | None, *, beside: Attempt | None = None
+    ) -> ChainReport | None:
         """Preflight, start and gate `candidate` in `phase` (it is the trial meanwhile): the chain's
-        report, or None when a stop signal came meanwhile. PreflightRefused before anything started."""
+        report, or None when a stop signal came meanwhile. PreflightRefused before anything started.
+        `beside`: what serves and goes on serving meanwhile (the phase stays; beside.py)."""
         preflight = self.ctx.hooks.preflight
         if preflight is not None:
-            if self.ctx.state.parked is not None:
-                preflight(candidate, parked=self.parker.parked_pids())
+            ours = self.parker.parked_pids()
+            if beside is not None:
+                ours |= frozenset(beside.engine.process_tree())
+            if ours:
+                preflight(candidate, parked=ours)
             else:
                 preflight(candidate)
-        self.ctx.transitions.record(
-            phase=phase,
-            status={"detail": candidate.label, "gates": []},
-            show={"candidate": candidate.label},
-            tell=f"{phase}: {candidate.label}",
-        )
-        attempt = self.spawn(candidate)
+        if phase is not None:
+            self.ctx.transitions.record(
+                phase=phase,
+                status={"detail": candidate.label, "gates": []},
+                show={"candidate": candidate.label},
+                tell=f"{phase}: {candidate.label}",
+            )
+        attempt = self.spawn(candidate, beside=beside)
         if phase is Phase.STARTING:
             self.ctx.transitions.record(phase=Phase.GATING, show={})
         report = self.judge(attempt)
@@ -148,10 +157,12 @@ class Bringup:
             return None
         return report
 
-    def spawn(self, candidate: Candidate) -> Attempt:
-        """The candidate's engine, started holding its GPU locks; it is the trial now."""
+    def spawn(self, candidate: Candidate, *, beside: Attempt | None = None) -> Attempt:
+        """The candidate's engine, started holding its GPU locks (borrowed from the engine beside it or
+        asleep, where there is one); it is the trial now."""
         ctx = self.ctx
         parked = ctx.state.parked
+        sharing = beside or parked
         attempt = launch_attempt(
             candidate,
             ctx.store.engine_log(ctx.profile),
@@ -159,14 +170,18 @@ class Bringup:
             gpu_locks=ctx.hooks.gpu_locks,
             deployment=ctx.deployment,
             engine_factory=ctx.execute.engine,
-            sharing=parked.candidate if parked is not None else None,
+            sharing=sharing.candidate if sharing is not None else None,
+            loading=ctx.hooks.loading,
         )
         attempt.engine.on_exit(ctx.wake.set)
         attempt.engine.on_death(ctx.wake.set)
         ctx.state.begin_trial(attempt)
+        where: dict[str, Any] = {"engine_pid": attempt.engine.pid, "engine_started_at": attempt.started_at}
+        if beside is not None:  # what serves keeps the status's engine; the trial is apart
+            where = {"trial": {"label": candidate.label, "port": candidate.port, **where}}
         ctx.transitions.record(
             Event.START,
-            status={"engine_pid": attempt.engine.pid, "engine_started_at": attempt.started_at},
+            status=where,
             label=candidate.label,
             fingerprint=candidate.fingerprint,
             engine_pid=attempt.engine.pid,

@@ -48,6 +48,9 @@ class Event(StrEnum):
     PARK_SKIPPED = "park_skipped"  # it could not sleep (no sleep mode, host RAM, a failed sleep): stopped
     WOKEN = "woken"  # the sleeper serves again after its candidate was rejected: seconds, gates
     WAKE_FAILED = "wake_failed"  # the wake, its prefix-cache reset or its re-gate failed: cold start
+    BESIDE = "beside"  # a candidate is tried beside what serves: label, port, serving, power caps
+    BESIDE_SKIPPED = "beside_skipped"  # trial = "beside" could not be: reason, what happens instead
+    POWER_RESTORED = "power_restored"  # the GPUs' power limits put back after a trial beside: problems
     SWITCHED = "switched"  # what serves moved: the front door pointed at it, the on_switch hook run
     DRAINED = "drained"  # the front door held new requests and those in flight ended (or were cut)
     GREEDY_REFERENCE = "greedy_reference"  # what serves answered the fixed greedy prompt: checked at a wake

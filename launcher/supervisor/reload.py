@@ -1,7 +1,9 @@
 """Reloads (SIGHUP, `launch set --apply`, `launch rollback`): keep what serves unless the change
 can really start.
 
-A candidate equal to what serves (same fingerprint) restarts nothing: "already serving <fp>". A
+A candidate equal to what serves (same fingerprint) restarts nothing: "already serving <fp>". With
+`trial = "beside"` the candidate is tried while what serves goes on serving (beside.py), else — or
+when it cannot be — as follows. A
 candidate the restart guard or preflight refuses, judged while the serving engine still serves
 (what it holds counts as free), leaves that engine serving: exit 4 for the requester. Only then is
 the engine parked (park = "sleep") or stopped and the candidate started, gated, promoted, or
@@ -15,6 +17,7 @@ from launcher.errors import ExitCode, GateError, PreflightRefused
 from launcher.profile.candidate import Candidate
 from launcher.profile.plan import build_plan
 from launcher.supervisor import reload_requests
+from launcher.supervisor.beside import Beside
 from launcher.supervisor.bringup import Bringup
 from launcher.supervisor.context import Context
 from launcher.supervisor.history import Event
@@ -28,13 +31,20 @@ from launcher.supervisor.watchdog import Watchdog
 
 class Reloader:
     def __init__(
-        self, ctx: Context, stage: Stage, bringup: Bringup, parker: Parker, lending: Lending
+        self,
+        ctx: Context,
+        stage: Stage,
+        bringup: Bringup,
+        parker: Parker,
+        lending: Lending,
+        beside: Beside,
     ) -> None:
         self.ctx = ctx
         self.stage = stage
         self.bringup = bringup
         self.parker = parker
         self.lending = lending
+        self.beside = beside
 
     def reload(self) -> int | None:
         """Re-plan the profile and serve it; each request's verdict goes to its requester. Control
@@ -99,6 +109,12 @@ class Reloader:
             detail = f"reload refused: {refusal}; still serving"
             verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             return self._keep_serving(Event.RELOAD_REFUSED, verdict)
+        if candidate.settings.trial == "beside":
+            self.ctx.transitions.record(Event.RELOAD, label=candidate.label, trial="beside")
+            with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
+                tried = self.beside.try_change(candidate)
+            if tried is not None:
+                return tried
         return self._reload_to(candidate)
 
     def _unchanged(self, candidate: Candidate) -> tuple[Verdict, int | None]:

@@ -1,10 +1,9 @@
 """The supervisor's seams, in one place (as tox's `Execute`): what crosses between the serving
 state's collaborators and what they drive — the engine, the judge, vLLM's sleep routes, the
 host-safety layer, the front door, systemd — as Protocols and plain values (`Execute`, `Hooks`,
-`EngineHandle`, `Attempt`). This module imports none of their implementers
-(tests/unit/test_supervisor_structure.py); `wiring.py` alone plugs the real ones in. A unit test
-passes scripted ones instead (tests/engine_double.py, tests/supervisor_rig.py), so every decision
-runs in milliseconds, with no process.
+`EngineHandle`, `Attempt`). It imports none of their implementers (test_supervisor_structure.py);
+`wiring.py` alone plugs the real ones in, a unit test scripted ones (tests/engine_double.py,
+tests/supervisor_rig.py): every decision runs in milliseconds, with no process.
 """
 
 from __future__ import annotations
@@ -97,8 +96,7 @@ class EngineHandle(Protocol):
     def process_tree(self) -> list[int]: ...
 
     def watch_every_process(self) -> None:
-        """From now on every vital process of the engine is watched (re-read at once, not at the next
-        periodic re-read): called before the engine serves."""
+        """Every vital process is watched from now on (not at the next re-read): before it serves."""
 
     def group_members(self) -> list[int]: ...
 
@@ -106,8 +104,7 @@ class EngineHandle(Protocol):
 
 
 class EngineFactory(Protocol):
-    """Makes an engine for `argv`/`env` whose output goes to `sink` (and, through the log keeper,
-    to `log_path`)."""
+    """Makes an engine for `argv`/`env`; its output goes to `sink` (and, by the log keeper, `log_path`)."""
 
     def __call__(
         self, argv: Sequence[str], env: Mapping[str, str], sink: LineSink, log_path: Path | None = None
@@ -126,8 +123,7 @@ class AttemptLog(LogView, Protocol):
 
 @dataclass
 class Attempt:
-    """One start of one candidate: its engine, its live log, the chain's report once judged, and what
-    it holds (its GPU locks), let go of only once its whole process group is gone."""
+    """One start: engine, live log, the chain's report, what it holds (let go once its group is gone)."""
 
     candidate: Candidate
     engine: EngineHandle
@@ -162,8 +158,7 @@ class GateProgress(Protocol):
 
 
 class GateRunner(Protocol):
-    """Judges a started attempt: the chain's report (it stops early when `should_stop` says so).
-    `only`: run just these gates of the candidate's chain (a woken engine: the ones that speak HTTP)."""
+    """Judges a started attempt (early out on `should_stop`); `only`: just these gates (a woken engine)."""
 
     def __call__(
         self,
@@ -196,8 +191,7 @@ SleepFactory = Callable[["Candidate", Clock], SleepControl]  # vLLM's routes of 
 
 @dataclass(frozen=True, slots=True)
 class Execute:
-    """How the supervisor executes a start: which engine it makes, what judges it, how it sleeps and
-    wakes (park = "sleep"). The real ones: `wiring.real_execute()`."""
+    """A start's engine, its judge, its sleep and wake (park = "sleep"); real: `wiring.real_execute()`."""
 
     engine: EngineFactory
     gates: GateRunner
@@ -228,31 +222,24 @@ class Notifier(Protocol):
 
 
 class NullNotifier:
-    """Not under systemd: nothing to tell."""
+    """Not under systemd: nothing to tell (each call does nothing)."""
 
-    def ready(self, status: str) -> None:
-        pass
+    def ready(self, status: str) -> None: ...
 
-    def status(self, text: str) -> None:
-        pass
+    def status(self, text: str) -> None: ...
 
-    def reloading(self) -> None:
-        pass
+    def reloading(self) -> None: ...
 
-    def stopping(self) -> None:
-        pass
+    def stopping(self) -> None: ...
 
-    def watchdog(self) -> None:
-        pass
+    def watchdog(self) -> None: ...
 
-    def extend_timeout(self, seconds: float) -> None:
-        pass
+    def extend_timeout(self, seconds: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class DrainReport:
-    """How a drain of one engine through the front door ended: requests still in flight at its
-    deadline (`left`; None when the door could not tell, `problem` says why) and the seconds waited."""
+    """A drain's end: requests still in flight (`left`; None: unknown, `problem` says why), seconds waited."""
 
     port: int
     left: int | None
@@ -261,8 +248,7 @@ class DrainReport:
 
 
 class FrontDoor(Protocol):
-    """The profile's front door (launcher/frontdoor/) as the supervisor steers it: where clients'
-    requests go, and what is still in flight on an engine. Each call answers; none raises."""
+    """The front door (launcher/frontdoor/) as steered: where requests go, what is in flight; never raises."""
 
     @property
     def url(self) -> str: ...
@@ -275,8 +261,8 @@ class FrontDoor(Protocol):
 
 
 class GpuLocksFn(Protocol):
-    """The candidate's GPU locks, held for its engine's whole life. `sharing`: a parked engine of
-    this launcher whose locks cover the same GPUs; the candidate then takes none of its own."""
+    """The candidate's GPU locks, held for its engine's life. `sharing`: our engine asleep or serving
+    beside it, whose locks it borrows (it takes only those of GPUs that engine does not hold)."""
 
     def __call__(
         self, candidate: Candidate, *, sharing: Candidate | None = None
@@ -310,13 +296,31 @@ WatchFactory = Callable[["Candidate", EngineHandle, Callable[["Judgement"], None
 
 
 class PreflightFn(Protocol):
-    """Raises PreflightRefused (exit 4). `serving`: the engine a reload stops only once this passed
-    (what it holds counts as free); `parked`: an engine asleep on the same GPUs (its residue counts
-    as used, but it is not a second model: it serves nothing)."""
+    """Raises PreflightRefused (exit 4). `serving`: what a reload stops only once this passed (counts
+    as free); `parked`: our engines that stay on the GPUs, asleep or serving beside a trial (counted as
+    used, not a second model); `margin_bytes`: asked beyond vLLM's own check (a trial beside)."""
 
     def __call__(
-        self, candidate: Candidate, *, serving: frozenset[int] = ..., parked: frozenset[int] = ...
+        self,
+        candidate: Candidate,
+        *,
+        serving: frozenset[int] = ...,
+        parked: frozenset[int] = ...,
+        margin_bytes: int = ...,
     ) -> None: ...
+
+
+class TrialPower(Protocol):
+    """The GPUs' power limits for a trial beside production (launcher/host/power_caps.py)."""
+
+    def lower(self, candidate: Candidate, watts: float) -> str | None: ...
+
+    def restore(self) -> list[str]: ...
+
+
+# The candidate's GPU load locks, held until its engine is ready or gone (never two loads on one GPU at
+# once); a wait for another engine's load is said through the second argument.
+LoadingFn = Callable[["Candidate", Callable[[str], None]], AbstractContextManager[object]]
 
 
 class Guard(Protocol):
@@ -333,8 +337,7 @@ class Guard(Protocol):
 
 @dataclass
 class Hooks:
-    """Seams the host layer plugs into (preflight, GPU locks, restart guard, NVML, sd_notify, the
-    watch); wired in `wiring.host_hooks`. None: that part is not wired (a test, `launch try`)."""
+    """What the host layer plugs in (`wiring.host_hooks`); None: not wired (a test, `launch try`)."""
 
     preflight: PreflightFn | None = None
     notifier: Notifier = field(default_factory=NullNotifier)
@@ -343,3 +346,5 @@ class Hooks:
     restart_guard: Callable[[Candidate], Guard] | None = None
     watch: WatchFactory | None = None  # the serving watch of what serves (None: only deaths are seen)
     front_door: Callable[[Candidate], FrontDoor | None] | None = None  # None: the profile has none
+    power: TrialPower | None = None  # the GPUs' power limits (None: not wired; `power_limit_w` unmet)
+    loading: LoadingFn | None = None  # the GPU load locks (None: not wired, no lock taken)

@@ -28,6 +28,7 @@ from launcher.settings import GlobalOptions
 from launcher.state.metrics import LauncherMetrics, metrics_dir
 from launcher.state.store import StateStore
 from launcher.supervisor.attempt import SignalInbox, StopOnSignal
+from launcher.supervisor.beside import Beside
 from launcher.supervisor.bookkeeping import Bookkeeping
 from launcher.supervisor.bringup import Bringup
 from launcher.supervisor.context import Context
@@ -95,7 +96,8 @@ class Supervisor:
         self.bringup = Bringup(self.ctx, self.stage, self.parker)
         self.recovery = Recovery(self.ctx, self.stage, self.bringup)
         self.lending = Lending(self.ctx, self.stage, self.parker, self.recovery)
-        self.reloader = Reloader(self.ctx, self.stage, self.bringup, self.parker, self.lending)
+        self.beside = Beside(self.ctx, self.stage, self.parker, self.bringup)
+        self.reloader = Reloader(self.ctx, self.stage, self.bringup, self.parker, self.lending, self.beside)
 
     @property
     def state(self) -> ServingState:
@@ -116,6 +118,7 @@ class Supervisor:
         plan.raise_for_errors()
         with ProfileLock(ctx.store, ctx.profile):
             tidy_profile_dir(ctx.store, ctx.profile, self.history)
+            self._restore_power()
             self.inbox.install()
             stopper = StopOnSignal(self.inbox.stop_requested, self._stop_on_signal, name="stop-on-signal")
             error: BaseException | None = None
@@ -130,6 +133,19 @@ class Supervisor:
                 self.stage.stop_running("launcher exiting")
                 finalise(ctx.transitions, self.books, stopping=ctx.stop_requested(), error=error)
                 self.inbox.restore()
+
+    def _restore_power(self) -> None:
+        """A launcher SIGKILLed during a trial beside production left the GPUs' power limits lowered:
+        its record puts them back before anything starts."""
+        power = self.ctx.hooks.power
+        if power is None or not self.ctx.store.power_caps_path(self.ctx.profile).exists():
+            return
+        problems = power.restore()
+        self.ctx.transitions.record(
+            Event.POWER_RESTORED, problems=problems, after="a launcher that was killed"
+        )
+        for problem in problems:
+            self.ctx.progress.message(f"power limit not restored: {problem}", event="beside.power_failed")
 
     def _stop_on_signal(self) -> None:
         """A gate may be blocked in an HTTP call when SIGTERM comes: stopping the engine from the

@@ -117,6 +117,23 @@ class ServingState:
                 raise RuntimeError(f"{self._serving.candidate.label} serves already")
             self._serving, self._on_last_good = attempt, last_good
 
+    def take_serving(self) -> Attempt | None:
+        """Take what serves out of the record, leaving the trial (a candidate beside it passed)."""
+        with self._lock:
+            serving, self._serving = self._serving, None
+            return serving
+
+    def take_trial(self) -> Attempt | None:
+        """Take the trial out of the record, leaving what serves (a candidate beside it was rejected)."""
+        with self._lock:
+            trial, self._trial = self._trial, None
+            return trial
+
+    def mark_last_good(self) -> None:
+        """What serves is last-good now: the profile's file holds a change that was rejected."""
+        with self._lock:
+            self._on_last_good = True
+
     def mark_profile_launch(self) -> None:
         """What serves is the profile's launch again (a rollback of the file to it: `launch rollback`)."""
         with self._lock:
@@ -156,6 +173,13 @@ class ServingState:
                 raise RuntimeError(f"{self._parked.candidate.label} is parked already")
             self._parked = attempt
             return attempt
+
+    def park(self, attempt: Attempt) -> None:
+        """`attempt`, out of the record and asleep now, is parked (what a trial beside it replaced)."""
+        with self._lock:
+            if self._parked is not None:
+                raise RuntimeError(f"{self._parked.candidate.label} is parked already")
+            self._parked = attempt
 
     def take_parked(self) -> Attempt | None:
         with self._lock:

@@ -67,6 +67,7 @@ class Status:
     detail: str | None = None
     watch: dict[str, Any] | None = None  # the serving watch's verdict while something serves
     frontdoor_url: str | None = None  # where clients reach what serves, when the profile has a front door
+    trial: dict[str, Any] | None = None  # a candidate tried beside what serves: label, port, engine_pid
 
 
 class StatusBoard:

@@ -16,10 +16,11 @@ from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.frontdoor.admin import FrontdoorAdmin, FrontdoorError
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.frontdoor.drain import drain
-from launcher.host.gpu_locks import GpuLocks
+from launcher.host.gpu_locks import GpuLocks, LoadLocks
 from launcher.host.gpu_sim import gpu_probe
 from launcher.host.notify import Notifier
-from launcher.host.policy import HostPolicy
+from launcher.host.policy import HostPolicy, gpu_demand
+from launcher.host.power_caps import PowerCaps
 from launcher.host.preflight import run_preflight
 from launcher.host.request import HostRequest
 from launcher.host.restart_guard import RestartGuard, guard_for
@@ -42,9 +43,14 @@ def real_execute() -> Execute:
 
 def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
     def preflight(
-        candidate: Candidate, *, serving: frozenset[int] = frozenset(), parked: frozenset[int] = frozenset()
+        candidate: Candidate,
+        *,
+        serving: frozenset[int] = frozenset(),
+        parked: frozenset[int] = frozenset(),
+        margin_bytes: int = 0,
     ) -> None:
-        report = run_preflight(host_request(candidate), options, serving=serving, parked=parked)
+        request = host_request(candidate)
+        report = run_preflight(request, options, serving=serving, parked=parked, margin_bytes=margin_bytes)
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
             _warn(f"preflight warning: {warning}")
 
@@ -52,12 +58,17 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         candidate: Candidate, *, sharing: Candidate | None = None
     ) -> AbstractContextManager[object]:
         locks = GpuLocks.for_request(host_request(candidate), options.state_dir)
-        if (
-            sharing is not None
-            and locks.gpus == GpuLocks.for_request(host_request(sharing), options.state_dir).gpus
-        ):
-            return nullcontext()  # the parked engine of this launcher holds them, asleep
-        return locks
+        if sharing is None:
+            return locks
+        held = GpuLocks.for_request(host_request(sharing), options.state_dir).gpus
+        if set(locks.gpus) <= set(held):
+            return nullcontext()  # the engine of this launcher beside it (or asleep) holds them
+        return GpuLocks(options.state_dir, [g for g in locks.gpus if g not in held], profile)
+
+    def loading(candidate: Candidate, said: Callable[[str], None]) -> AbstractContextManager[object]:
+        demand = gpu_demand(host_request(candidate))
+        gpus = demand.ids if demand.uses_gpu else ()
+        return LoadLocks(options.state_dir, gpus, profile, said=said)
 
     def restart_guard(candidate: Candidate) -> RestartGuard:
         policy = HostPolicy.from_request(host_request(candidate))
@@ -77,7 +88,26 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         restart_guard=restart_guard,
         watch=serving_watch,
         front_door=front_door,
+        power=GpuPower(PowerCaps(gpu_probe, StateStore(options.state_dir).power_caps_path(profile))),
+        loading=loading,
     )
+
+
+class GpuPower:
+    """seams.TrialPower over the real GPUs: the candidate's GPU set, its limits through the GPU seam."""
+
+    def __init__(self, caps: PowerCaps) -> None:
+        self.caps = caps
+
+    def lower(self, candidate: Candidate, watts: float) -> str | None:
+        demand = gpu_demand(host_request(candidate))
+        if not demand.uses_gpu:
+            return f"no GPU to cap: {demand.no_gpu_reason}"
+        why, _ = self.caps.lower(demand.ids, watts)
+        return why
+
+    def restore(self) -> list[str]:
+        return self.caps.restore()
 
 
 class Steering:
@@ -121,18 +151,7 @@ def _warn(text: str) -> None:
 
 
 def host_request(candidate: Candidate) -> HostRequest:
-    """What the host checks read of a candidate: all of it is in the candidate (a last-good record
-    has no profile file to plan from)."""
-    return HostRequest.of_launch(
-        candidate.profile,
-        candidate.argv,
-        candidate.env,
-        candidate.profile_data,
-        host=candidate.host,
-        port=candidate.port,
-        fingerprint=candidate.fingerprint,
-        has_secret_env=bool(candidate.secret_env),
-    )
+    return HostRequest.of_candidate(candidate)
 
 
 def _nvml_bytes(pids: Sequence[int]) -> int | None:

@@ -14,16 +14,26 @@ from pathlib import Path
 import pytest
 
 from launcher.errors import PreflightRefused
-from launcher.host.gpu_locks import GpuLocks, LockHolder, busy_holders, lock_path, read_holder
+from launcher.host.gpu_locks import (
+    GpuLocks,
+    LoadLocks,
+    LockHolder,
+    busy_holders,
+    load_lock_path,
+    lock_path,
+    read_holder,
+)
 from launcher.host.request import HostRequest
+from tests.doubles import FakeClock
 from tests.simserver import HANG_S
 
 # A child that takes the locks of the GPUs it is given, says so, and holds them until stdin closes.
 HOLDER = """
 import sys
 from pathlib import Path
-from launcher.host.gpu_locks import GpuLocks
-with GpuLocks(Path(sys.argv[1]), sys.argv[3:], sys.argv[2]):
+from launcher.host.gpu_locks import GpuLocks, LoadLocks
+kind = LoadLocks if sys.argv[1] == "load" else GpuLocks
+with kind(Path(sys.argv[2]), sys.argv[4:], sys.argv[3]):
     print("held", flush=True)
     sys.stdin.read()
 """
@@ -32,9 +42,9 @@ with GpuLocks(Path(sys.argv[1]), sys.argv[3:], sys.argv[2]):
 class Holder:
     """Another launcher: a real process holding real locks."""
 
-    def __init__(self, state: Path, profile: str, *gpus: str) -> None:
+    def __init__(self, state: Path, profile: str, *gpus: str, kind: str = "gpu") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(state), profile, *gpus],
+            [sys.executable, "-c", HOLDER, kind, str(state), profile, *gpus],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -152,3 +162,46 @@ def test_a_lock_nobody_holds_reads_as_an_empty_record(tmp_path: Path) -> None:
     lock_path(tmp_path, "0").parent.mkdir(parents=True)
     lock_path(tmp_path, "0").write_text("")
     assert read_holder(tmp_path, "0") == LockHolder("0", None, None, None)
+
+
+class LoadEndsAtFirstWait(FakeClock):
+    """The other engine's load ends (its launcher lets go) while this start waits the first time."""
+
+    def __init__(self, other: Holder) -> None:
+        super().__init__()
+        self.other = other
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.other.end()
+
+
+def test_a_start_waits_while_another_engine_loads_on_its_gpus_and_goes_once_that_load_ended(
+    tmp_path: Path,
+) -> None:
+    loading = Holder(tmp_path, "staging", "1", kind="load")
+    said: list[str] = []
+    clock = LoadEndsAtFirstWait(loading)
+    try:
+        with LoadLocks(tmp_path, ["0", "1"], "prod", clock=clock, said=said.append):
+            assert json.loads(load_lock_path(tmp_path, "1").read_text())["profile"] == "prod"
+    finally:
+        loading.end()
+    assert len(said) == 1
+    assert said[0].startswith(
+        f"waiting: GPU 1 is loading for profile 'staging', launcher pid {loading.pid} since"
+    )
+    assert clock.slept  # it waited: the load lock was taken only after the other let go
+    assert load_lock_path(tmp_path, "0").read_text() == ""  # let go after the block: an empty record
+
+
+def test_a_load_that_never_ends_refuses_the_waiting_start_naming_who_loads(tmp_path: Path) -> None:
+    loading = Holder(tmp_path, "staging", "0", kind="load")
+    try:
+        with pytest.raises(PreflightRefused, match=f"still loading .* launcher pid {loading.pid}"):
+            LoadLocks(tmp_path, ["0"], "prod", clock=FakeClock(), wait_s=60).acquire()
+        gpu = GpuLocks(tmp_path, ["0"], "prod")  # a load lock is not the GPU lock: one model per set
+        with gpu:
+            assert gpu.held
+    finally:
+        loading.end()

@@ -301,3 +301,37 @@ def test_the_switch_hook_takes_only_the_four_placeholders(
         assert message.startswith(f"{profiles_dir / 'p.toml'}: supervisor.on_switch") and phrase in message
     if errors and "placeholder" in errors[0]:
         assert found.errors[0].endswith("(known: host, port, profile, url)")
+
+
+# ---- trial = "beside": a second port, and a way to move the clients -------------------------------
+
+
+def beside_findings(
+    profiles_dir: Path, supervisor: str, rest: str = "[frontdoor]\nport = 9000\n"
+) -> Findings:
+    (profiles_dir / "p.toml").write_text(
+        f'[engine]\nmodel = "m"\n[supervisor]\ntrial = "beside"\n{supervisor}\n{rest}'
+    )
+    found = Findings()
+    check_semantics(resolve(profiles_dir, "p"), found)
+    return found
+
+
+def test_a_trial_beside_production_needs_the_second_port_and_a_front_door(profiles_dir: Path) -> None:
+    assert beside_findings(profiles_dir, "park_port = 8001").errors == []
+    (no_port,) = beside_findings(profiles_dir, "stop_grace_s = 5").errors
+    assert 'supervisor.trial = "beside" needs supervisor.park_port' in no_port
+    assert beside_findings(profiles_dir, "park_port = 8000").errors == [
+        "supervisor.park_port = 8000 is engine.port: the two must differ"
+    ]
+    (no_door,) = beside_findings(profiles_dir, "park_port = 8001", rest="").errors
+    assert "needs [frontdoor] port (or supervisor.on_switch)" in no_door
+    hook = 'park_port = 8001\non_switch = ["/bin/true", "{port}"]'
+    assert beside_findings(profiles_dir, hook, rest="").errors == []  # a proxy of its own, told by the hook
+
+
+def test_a_power_limit_without_a_trial_beside_is_said_to_do_nothing(profiles_dir: Path) -> None:
+    (profiles_dir / "p.toml").write_text('[engine]\nmodel = "m"\n[supervisor]\npower_limit_w = 300\n')
+    found = Findings()
+    check_semantics(resolve(profiles_dir, "p"), found)
+    assert found.errors == [] and any('without supervisor.trial = "beside"' in w for w in found.warnings)

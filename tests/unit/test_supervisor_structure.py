@@ -26,7 +26,18 @@ IMPLEMENTERS = frozenset(
 )
 LARGEST_MODULE_LINES = 350
 # The collaborators over the serving state, each allowed to import only those before it.
-COLLABORATORS = ("state", "context", "stage", "park", "bringup", "recovery", "lending", "reload", "service")
+COLLABORATORS = (
+    "state",
+    "context",
+    "stage",
+    "park",
+    "bringup",
+    "beside",
+    "recovery",
+    "lending",
+    "reload",
+    "service",
+)
 
 
 def _modules() -> list[str]:
