@@ -216,6 +216,16 @@ class Session:
         self.say(f"keep: resumed texts equal the uninterrupted ones: {same} (first difference at {prefix}; "
                  f"{len(reference[0])} chars, {took:.1f} s uninterrupted)")
 
+    def stop_all(self) -> None:
+        """End what this session started (the launcher first, then the door), each by its pid."""
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
     def run(self) -> None:
         door = self.spawn("door", "frontdoor", "--profile", self.args.profile)
         launcher = self.spawn("launcher", "--profile", self.args.profile)
@@ -230,13 +240,7 @@ class Session:
             else:
                 self.change("rejected_stop", self.args.bad_change, tag="bad")
         finally:
-            for proc in reversed(self.procs):
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(120)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
+            self.stop_all()
             (self.out / f"i41-{self.args.phase}.json").write_text(json.dumps(self.results, indent=2, default=str))
 
 
