@@ -64,6 +64,7 @@ class GpuSampler:
         self.samples: list[dict[str, Any]] = []
         self.lineage: dict[int, list[int]] = {}
         self.problem: str | None = None
+        self.failures: list[str] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -78,11 +79,16 @@ class GpuSampler:
     def _run(self) -> None:
         with gpu_probe() as probe:
             self.problem = probe.skip_reason()
+            if self.problem is not None:
+                return
             draw = power_draw(probe)
-            while self.problem is None and not self.stop.is_set():
-                self.samples.append(
-                    {"t": time.time(), "gpus": [self._gpu(probe, d, draw) for d in probe.devices()]}
-                )
+            while not self.stop.is_set():
+                try:
+                    gpus = [self._gpu(probe, d, draw) for d in probe.devices()]
+                except Exception as err:  # one bad reading is a gap in the series, not its end
+                    self.failures.append(f"{time.time():.1f}: {type(err).__name__}: {err}"[:300])
+                else:
+                    self.samples.append({"t": time.time(), "gpus": gpus})
                 self.stop.wait(SAMPLE_S)
 
     def _gpu(self, probe: GpuProbe, device: GpuDevice, draw: Callable[[int], float | None]) -> dict[str, Any]:
@@ -122,7 +128,8 @@ def ancestors(pid: int) -> list[int]:
 
 
 def power_check() -> dict[str, Any]:
-    """Each GPU's power range, and whether NVML lets this process set its limit (to the current one)."""
+    """Each GPU's power range, and whether NVML lets this process set its limit: the seam's
+    set_power_limit (nvmlDeviceSetPowerManagementLimit on the device) to the current value, harmless."""
     with gpu_probe() as probe:
         why = probe.skip_reason()
         if why is not None:
@@ -289,11 +296,16 @@ class BesideSession(Session):
 
     def finish(self) -> None:
         self.say(f"after the run: {self.describe(self.gpus.samples[-1:], None, None)}")
+        self.say(
+            f"GPU samples: {len(self.gpus.samples)}, failed readings: {len(self.gpus.failures)} "
+            f"{self.gpus.failures[:2]}; sampler problem: {self.gpus.problem}"
+        )
         self.results.update(
             {
                 "gpu_samples": self.gpus.samples,
                 "lineage": self.gpus.lineage,
                 "sampler_problem": self.gpus.problem,
+                "sampler_failures": self.gpus.failures,
             }
         )
         (self.out / "i45-beside.json").write_text(json.dumps(self.results, indent=1, default=str))
