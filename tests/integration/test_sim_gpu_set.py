@@ -19,7 +19,12 @@ from basis import simgpus
 from basis.simgpus import SimGpuSet
 from launcher.host.gpu import MIB
 from launcher.host.gpu_sim import SimGpuProbe
-from tests.simserver import HANG_S, SimHandle, kill_group, running_sim, start_sim, titled
+from launcher.host.preflight import check_host
+from launcher.host.report import CheckName, CheckStatus
+from launcher.host.request import HostRequest
+from launcher.profile.plan import build_plan
+from launcher.settings import GlobalOptions
+from tests.simserver import HANG_S, SimHandle, free_port, kill_group, running_sim, start_sim, titled
 from vllm_sim.memory import weights_gib
 from vllm_sim.sleep_mode import residue_gib
 
@@ -158,3 +163,27 @@ def test_a_set_that_cannot_serve_the_start_is_refused_before_the_engine(tmp_path
         kill_group(refused)
     assert "CUDA_VISIBLE_DEVICES='3' does not name 1 of its 1 device(s)" in text.splitlines()[-1]
     assert "vllm_sim" not in text, "a refusal as vLLM words one, no traceback of the simulator's own"
+
+
+def test_preflight_reads_the_set_a_simulator_profile_names(gpu_set: Path, tmp_path: Path) -> None:
+    """The launcher's own check, before it starts anything: the set's holder is named, and the
+    report says the GPUs are simulated."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "p.toml").write_text(
+        f'[engine]\ncommand = ["vllm-sim", "serve"]\nmodel = "{MODEL}"\nport = {free_port()}\n'
+        f'[args]\ngpu_memory_utilization = 0.6\n[env]\nVLLM_SIM_GPU_SET = "{gpu_set}"\n'
+    )
+    plan = build_plan(profiles, "p")
+    assert not plan.errors, plan.errors
+    request = HostRequest.from_plan(plan)
+    options = GlobalOptions(profiles_dir=profiles, state_dir=tmp_path / "state")
+    with running_sim(util(0.5), on_set(gpu_set), model=MODEL) as sim:
+        pid = engine_pid(sim)
+        report = check_host(request, options, environ={})
+    memory = report.check(CheckName.GPU_MEMORY)
+    assert memory.status is CheckStatus.REFUSED
+    assert "GPU 0: free 39.55 GiB" in memory.detail and f"pid {pid} VLLM::EngineCore" in memory.detail
+    assert f"the simulated GPU set at {gpu_set}, not hardware" in report.render_text()
+    after = check_host(request, options, environ={})
+    assert after.check(CheckName.GPU_MEMORY).status is CheckStatus.OK, "the killed simulator holds nothing"
