@@ -93,6 +93,13 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     SimFlag("--sim-serve-model-name", "str", None, "fault: serve this model name instead of the asked one"),
     SimFlag("--sim-gpu-allocate", "flag", False, "hold real GPU memory (util x total) when torch+CUDA exist"),
     SimFlag(
+        "--sim-gpu-set",
+        "str",
+        None,
+        "hold util x total on this simulated GPU set (a directory, basis/simgpus.py) instead of "
+        "--sim-gpu-memory-gib; CUDA_VISIBLE_DEVICES picks its devices",
+    ),
+    SimFlag(
         "--sim-watchdog-s",
         "float",
         5.0,

@@ -9,6 +9,7 @@ keeps answering its steps while memory grows.
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 MIB = 1024 * 1024
 TICK_CAP_MIB = 32
@@ -69,6 +70,17 @@ class Ballast:
             self._chunks.append(b"\x5a" * MIB)
 
 
+class GpuMemory(Protocol):
+    """What stands for a rank's GPU memory: a real card's (`GpuHold`) or a simulated set's
+    (`gpu_set.SetHold`); the rest of the simulator does not care which."""
+
+    def allocate(self, util: float, device: int) -> str | None: ...
+
+    def loaded(self) -> None: ...
+
+    def resize(self, gib: float | None) -> str | None: ...
+
+
 class GpuHold:
     """`--sim-gpu-allocate`: hold util x total of a real GPU so NVML sees it (torch imported lazily)."""
 
@@ -94,14 +106,18 @@ class GpuHold:
         self._device = device
         return None
 
-    def resize(self, gib: float | None) -> None:
+    def loaded(self) -> None:
+        return None  # a real card shows nothing more when the engine is ready
+
+    def resize(self, gib: float | None) -> str | None:
         """Sleep mode: keep `gib` of what was allocated (None: all of it again), so NVML sees the
         residue of a sleeping engine. Nothing happens when nothing was held."""
         if not self.held_bytes:
-            return
+            return None
         import torch  # noqa: PLC0415 - present: allocate() succeeded
 
         keep = self.held_bytes if gib is None else min(self.held_bytes, int(gib * 1024**3))
         self._tensor = None
         torch.cuda.empty_cache()
         self._tensor = torch.empty(keep, dtype=torch.uint8, device=f"cuda:{self._device}")
+        return None

@@ -78,6 +78,8 @@ class SimConfig:
     dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: the dev routes (/sleep, /wake_up, ...)
     keep_alive_s: float = 5.0  # VLLM_HTTP_TIMEOUT_KEEP_ALIVE: uvicorn closes a connection idle this long
     h11_max_event_bytes: int = 4194304  # `--h11-max-incomplete-event-size`: a longer request head is a 400
+    gpu_set: str | None = None  # `--sim-gpu-set`: the simulated GPU set the ranks hold memory on
+    gpu_devices: tuple[int, ...] = ()  # with it: each rank's device index in the set
 
     @property
     def captured(self) -> cudagraph.GraphPlan:
@@ -252,6 +254,24 @@ def _env_int(env: dict[str, str], name: str, default: int) -> int:
         raise StartupRefused([f"ValueError: {err}"]) from err
 
 
+def _gpu_set(ns: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """`--sim-gpu-set`: each rank's device of the set, whose total replaces `--sim-gpu-memory-gib`
+    (and whose holders, at device init, `--sim-free-memory-gib`)."""
+    directory = ns.sim_gpu_set or None
+    if directory is None:
+        return {}
+    from vllm_sim.gpu_set import GpuSetRefused, rank_devices
+
+    try:
+        devices, total_gib = rank_devices(
+            directory, env.get("CUDA_VISIBLE_DEVICES"), int(_get(ns, "tensor_parallel_size", 1))
+        )
+    except GpuSetRefused as err:
+        raise StartupRefused([f"vllm: error: {err}"]) from None
+    ns.sim_gpu_memory_gib, ns.sim_free_memory_gib = total_gib, None
+    return {"gpu_set": directory, "gpu_devices": devices}
+
+
 def _check_speeds(ns: argparse.Namespace) -> None:
     if ns.sim_speed <= 0 or (ns.sim_startup_speed is not None and ns.sim_startup_speed <= 0):
         raise StartupRefused(["vllm: error: --sim-speed and --sim-startup-speed must be > 0"])
@@ -313,6 +333,7 @@ def from_namespace(
     env = dict(os.environ) if environ is None else environ
     dialect = dialect_for(ns.sim_vllm_version)
     model = ns.model_tag or _get(ns, "model") or "Qwen/Qwen3-8B"
+    gpu_set = _gpu_set(ns, env)
     batch = _batch(ns)
     max_len = _max_model_len(ns, env)
     spec_method, spec_tokens = _spec(ns)
@@ -341,4 +362,5 @@ def from_namespace(
         refusal=parsers.refusal,
         **_frontend(ns, env, model),
         **_engine(ns, dialect, batch),
+        **gpu_set,
     )

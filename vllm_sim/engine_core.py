@@ -18,9 +18,10 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from vllm_sim import wire
-from vllm_sim.ballast import Ballast, GpuHold
+from vllm_sim.ballast import Ballast
 from vllm_sim.config import SimConfig
 from vllm_sim.engine_loop import ServingLoop
+from vllm_sim.gpu_set import gpu_memory
 from vllm_sim.lifecycle import TermPolicy, leave, set_title
 from vllm_sim.logline import LogWriter
 from vllm_sim.ranks import LocalRanks, Ranks, RemoteRanks
@@ -53,7 +54,7 @@ class EngineProcess:
             cfg.faults.leak_mib_per_min, cfg.faults.warmup_growth_mib, cfg.faults.warmup_growth_s
         )
         self.ballast.add_pressure(cfg.faults.host_pressure_mib, cfg.faults.host_pressure_s)
-        self.gpu = GpuHold()
+        self.gpu = gpu_memory(cfg.gpu_set, cfg.gpu_devices)
         self.workers: list[BaseProcess] = []
         self.inflight = 0
         self.serving: ServingLoop | None = None
@@ -125,6 +126,7 @@ class EngineProcess:
         try:
             ranks = self._ranks()
             Startup(self.cfg, self.dialect, self.log, ranks, self.wait, self.hang).run()
+            self._gpu_loaded()
             self.serving = ServingLoop(self, ranks)
             self.send(("ready", os.getpid()))
             self.serving.run()
@@ -158,14 +160,26 @@ class EngineProcess:
         if why:
             self.log.raw(f"vllm-sim: --sim-gpu-allocate holds nothing: {why}")
 
-    def resize_gpu(self, gib: float | None) -> None:
-        """Sleep mode: what stands for this engine's GPU memory holds `gib` per GPU (None: all again)."""
-        if not self.cfg.faults.gpu_allocate:
+    def _holds_gpu(self) -> bool:
+        return self.cfg.faults.gpu_allocate or self.cfg.gpu_set is not None
+
+    def _gpu_loaded(self) -> None:
+        """Ready: the memory each rank holds is what it serves with (a simulated set records it)."""
+        if not self._holds_gpu():
             return
         if self._remote is not None:
-            self._remote.resize_gpu(gib)
+            self._remote.loaded_gpu()
         else:
-            self.gpu.resize(gib)
+            self.gpu.loaded()
+
+    def resize_gpu(self, gib: float | None) -> str | None:
+        """Sleep mode: what stands for this engine's GPU memory holds `gib` per GPU (None: all again);
+        a wake with no room answers CUDA's words for it (a worker's, with TP > 1)."""
+        if not self._holds_gpu():
+            return None
+        if self._remote is not None:
+            return self._remote.resize_gpu(gib)
+        return self.gpu.resize(gib)
 
     def die(self, after_requests: bool) -> None:
         reason = (

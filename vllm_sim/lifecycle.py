@@ -1,4 +1,4 @@
-"""What every simulated process shares: its title, its SIGTERM policy, its way out."""
+"""What every simulated process shares: its title, its SIGTERM policy, its way out (and what runs on it)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import NoReturn
+
+_LEAVING: list[Callable[[], None]] = []  # run by leave(), in order: what the process gives back
+_TITLE = [""]
+
+
+def on_leave(give_back: Callable[[], None]) -> None:
+    """Run `give_back` when this process leaves through `leave` (a simulated GPU hold, released as
+    the driver frees a process's memory). SIGKILL runs nothing: readers of what it held see it dead."""
+    _LEAVING.append(give_back)
 
 
 def leave(code: int) -> NoReturn:
@@ -16,6 +26,9 @@ def leave(code: int) -> NoReturn:
     multiprocessing's exit hooks would wait for children that were stopped already or deliberately
     left (`--sim-orphans`). Skipping the teardown skips atexit too, so a coverage measurement of the
     test suite (coverage's subprocess patch) is saved here first; without one this does nothing."""
+    while _LEAVING:
+        with contextlib.suppress(Exception):  # leaving cannot fail: what is not given back, a reader prunes
+            _LEAVING.pop(0)()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more can be said
             stream.flush()
@@ -38,7 +51,13 @@ def set_title(name: str) -> None:
     except ImportError:  # vLLM silently does nothing without it, and so do we
         return
     prefix = os.environ.get("VLLM_PROCESS_NAME_PREFIX", "VLLM")
-    setproctitle.setproctitle(f"{prefix}::{name}")
+    _TITLE[0] = f"{prefix}::{name}"
+    setproctitle.setproctitle(_TITLE[0])
+
+
+def title() -> str:
+    """The title `set_title` gave this process ("" before, or without setproctitle)."""
+    return _TITLE[0]
 
 
 class TermPolicy:

@@ -51,6 +51,11 @@ class LogWriter:
             text = f"({self.name} pid={self.pid}) {text}"
         self._write(self.err_fd if stderr else self.out_fd, text + "\n")
 
+    def native(self, text: str) -> None:
+        """A line a C++ extension writes with `std::cerr`: vLLM prefixes Python's streams only, so
+        never this one (vllm-facts.md §16)."""
+        self._write(self.err_fd, text + "\n")
+
     def bar_update(self, text: str, first: bool, last: bool) -> None:
         """One tqdm redraw: `\\r`-separated on one line, a newline only when the bar closes.
 

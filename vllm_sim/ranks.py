@@ -40,7 +40,7 @@ class Ranks(Protocol):
     def rename(self) -> None: ...
     def fail(self, rank: int, message: str) -> None: ...
     def hold_gpu(self, util: float) -> None: ...
-    def resize_gpu(self, gib: float | None) -> None: ...
+    def resize_gpu(self, gib: float | None) -> str | None: ...
 
 
 class LocalRanks:
@@ -70,7 +70,7 @@ class LocalRanks:
     def hold_gpu(self, util: float) -> None:
         self._hold(util, 0)
 
-    def resize_gpu(self, gib: float | None) -> None:
+    def resize_gpu(self, gib: float | None) -> str | None:
         return None  # the engine resizes its own hold (EngineProcess.resize_gpu)
 
 
@@ -82,12 +82,13 @@ class RemoteRanks:
         self.count = len(conns)
         self._wait = wait
 
-    def _ask(self, rank: int, message: tuple[object, ...]) -> None:
+    def _ask(self, rank: int, message: tuple[object, ...]) -> tuple[object, ...]:
         conn = self.conns[rank]
         conn.send(message)
         while not conn.poll(0):
             self._wait(0.005)
-        conn.recv()
+        reply: tuple[object, ...] = conn.recv()
+        return reply
 
     def log(self, level: str, src: str, make: Callable[[int], str]) -> None:
         for rank in range(self.count):
@@ -107,6 +108,11 @@ class RemoteRanks:
         for rank in range(self.count):
             self._ask(rank, ("hold", util))
 
-    def resize_gpu(self, gib: float | None) -> None:
+    def resize_gpu(self, gib: float | None) -> str | None:
+        """Every worker resizes its hold; the first one's failure (CUDA's words), else None."""
+        failures = [self._ask(rank, ("resize", gib)) for rank in range(self.count)]
+        return next((str(reply[1]) for reply in failures if reply[0] == "failed"), None)
+
+    def loaded_gpu(self) -> None:
         for rank in range(self.count):
-            self._ask(rank, ("resize", gib))
+            self._ask(rank, ("loaded",))

@@ -19,7 +19,14 @@ from vllm_sim.config import SimConfig
 from vllm_sim.logline import LogWriter
 from vllm_sim.memory import MemoryPlan
 from vllm_sim.ranks import Ranks
-from vllm_sim.tracebacks import SLEEP_MODE_026, WAKE_UP_026, Frame, traceback_text
+from vllm_sim.tracebacks import (
+    CUMEM_MAP_026,
+    SLEEP_MODE_026,
+    WAKE_UP_026,
+    WAKE_UP_TP_026,
+    Frame,
+    traceback_text,
+)
 from vllm_sim.versions import Dialect
 
 RESIDUE_MIN_GIB = 926 / 1024  # the tiny model's residue on the H200
@@ -66,7 +73,8 @@ class SleepMode:
     """The engine core's side of `/sleep`, `/wake_up`, `/is_sleeping`, `/collective_rpc`.
 
     `busy(s)` spends engine time (nothing else runs meanwhile, as in vLLM's busy loop);
-    `hold_gpu(gib)` resizes whatever stands for this engine's GPU memory (None: all of it again).
+    `hold_gpu(gib)` resizes whatever stands for this engine's GPU memory (None: all of it again),
+    and says why a wake found no room (CUDA's words), else None.
     """
 
     def __init__(
@@ -76,7 +84,7 @@ class SleepMode:
         log: LogWriter,
         ranks: Ranks,
         busy: Callable[[float], None],
-        hold_gpu: Callable[[float | None], None],
+        hold_gpu: Callable[[float | None], str | None],
     ) -> None:
         self.cfg, self.d, self.log, self.ranks = cfg, dialect, log, ranks
         self.busy, self.hold_gpu = busy, hold_gpu
@@ -92,15 +100,16 @@ class SleepMode:
     def is_sleeping(self) -> bool:
         return self.paused or bool(self.asleep)
 
-    def resident_gib(self) -> float:
-        """What this engine holds on each GPU now (all of it when awake)."""
-        if not self.asleep:
+    def resident_gib(self, asleep: set[str] | None = None) -> float:
+        """What this engine holds on each GPU with `asleep` (default: the tags asleep now) asleep."""
+        asleep = self.asleep if asleep is None else asleep
+        if not asleep:
             return self.plan.requested_gib
         figures = sleep_figures(self.plan, self.level, self.cfg.sleep_mode)
         back = 0.0
-        if self.cfg.sleep_mode and "weights" not in self.asleep:
+        if self.cfg.sleep_mode and "weights" not in asleep:
             back += self.plan.weights_gib
-        if self.cfg.sleep_mode and "kv_cache" not in self.asleep:
+        if self.cfg.sleep_mode and "kv_cache" not in asleep:
             back += max(0.0, self.plan.kv_gib)
         return figures.resident + back
 
@@ -192,12 +201,25 @@ class SleepMode:
         weights_back = "weights" in waking and self.level == 1 and self.cfg.sleep_mode
         self.busy(timing.wake_seconds(self.plan.weights_gib, weights_back, self.cfg.timing.speed))
         shown = tags if tags else tag_set(self.asleep)
-        self.asleep -= waking
-        self.hold_gpu(self.resident_gib() if self.asleep else None)
+        remaining = self.asleep - waking
+        no_room = self.hold_gpu(self.resident_gib(remaining) if remaining else None)
+        if no_room:
+            raise self._wake_oom(no_room)
+        self.asleep = remaining
         self.log.info(
             self.d.src("woke_up"),
             f"It took {time.perf_counter() - started:.6f} seconds to wake up tags {shown}.",
         )
+
+    def _wake_oom(self, error: str) -> UtilityFailed:
+        """The pool found no room on the GPU (vllm-facts.md §16): the tags stay asleep. With TP 1 the C
+        extension's line, then the engine's traceback; with TP > 1 the worker said it, the
+        executor raises its own RuntimeError."""
+        if self.ranks.count == 1:
+            self.log.native(error)
+            return self._fail("wake_up", (*WAKE_UP_026, *CUMEM_MAP_026), f"RuntimeError: {error}", error)
+        message = f"Worker failed with error '{error}', please check the stack trace above for the root cause"
+        return self._fail("wake_up", WAKE_UP_TP_026, f"RuntimeError: {message}", message)
 
     def reload_weights(self) -> list[None]:
         """`collective_rpc("reload_weights")`: the weights from disk again (a loading phase's time)."""

@@ -6,6 +6,7 @@ KV cache 0.1, JIT warmup 0.2, capture 0.8 for 102 graphs (scaled by the graph co
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -112,12 +113,28 @@ class Startup:
         if self.runner == "V2":
             self.ranks.log("INFO", self.d.src("v2_runner"), lambda r: "Using V2 Model Runner")
         for rank in range(self.ranks.count):
-            error = self.mem.free_memory_error(rank, self.d.gib)
+            error = self._device_memory(rank).free_memory_error(rank, self.d.gib)
             if error:
                 raise StartupFailed(error, rank if self.ranks.count > 1 else None, "free_memory")
         self.ranks.rename()
-        if self.cfg.faults.gpu_allocate:
+        if self.cfg.faults.gpu_allocate or self.cfg.gpu_set:
             self.ranks.hold_gpu(self.cfg.util)
+
+    def _device_memory(self, rank: int) -> MemoryPlan:
+        """What `request_memory` reads on this rank's device: the simulated set's free and total now
+        (`--sim-gpu-set`), else the flags' figures."""
+        if not self.cfg.gpu_set:
+            return self.mem
+        from basis.simgpus import SimGpuError
+        from vllm_sim.gpu_set import free_gib
+
+        try:
+            free, total = free_gib(self.cfg.gpu_set, self.cfg.gpu_devices[rank])
+        except SimGpuError as err:
+            raise StartupFailed(f"RuntimeError: [vllm-sim] --sim-gpu-set: {err}") from None
+        return dataclasses.replace(
+            self.mem, free_gib=free, total_gib=total, requested_gib=self.cfg.util * total
+        )
 
     def _log(self, level: str, event: str, text: str) -> None:
         """One line from every rank, the same text on each."""

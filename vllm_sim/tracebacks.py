@@ -162,3 +162,23 @@ WAKE_UP_026: tuple[Frame, ...] = (
     (f"{_V}/device_allocator/sleep_mode_backend.py", 132, "resume"),
     (f"{_V}/device_allocator/cumem.py", 297, "wake_up"),
 )
+# A wake-up with no room on the GPU (vllm-facts.md §16): the pool's cuMemCreate fails in the C
+# extension, which raises from under `create_and_map` (no Python frame of its own).
+CUMEM_MAP_026: tuple[Frame, ...] = ((f"{_V}/device_allocator/cumem.py", 51, "create_and_map"),)
+# With TP > 1 each worker raises as above under its busy loop; the executor raises its own
+# RuntimeError from the response (the Future's frames between them left out).
+WORKER_WAKE_UP_026: tuple[Frame, ...] = (
+    (f"{_V}/v1/executor/multiproc_executor.py", 999, "worker_busy_loop"),
+    (f"{_V}/v1/worker/gpu_worker.py", 228, "wake_up"),
+    (f"{_V}/device_allocator/sleep_mode_backend.py", 132, "resume"),
+    (f"{_V}/device_allocator/cumem.py", 297, "wake_up"),
+    *CUMEM_MAP_026,
+)
+WAKE_UP_TP_026: tuple[Frame, ...] = (
+    *_UTILITY_026,
+    (f"{_V}/v1/engine/core.py", 909, "wake_up"),
+    (f"{_V}/v1/executor/abstract.py", 343, "wake_up"),
+    (f"{_V}/v1/executor/multiproc_executor.py", 405, "collective_rpc"),
+    (f"{_V}/v1/executor/multiproc_executor.py", 95, "_wait_for_response"),
+    (f"{_V}/v1/executor/multiproc_executor.py", 394, "get_response"),
+)

@@ -42,6 +42,7 @@ SOURCES_033: dict[str, str] = {
     "failed_start": "core.py:1584",
     "fatal": "core.py:1586",
     "worker_failed": "multiproc_executor.py:1057",
+    "worker_exception": "multiproc_executor.py:1007",  # 0.26.0's line (a wake's OOM); unverified for 0.33
     "worker_parent_exit": "multiproc_executor.py:803",
     "tasks": "entry.py:135",
     "auto_tools": "parser_manager.py:36",

@@ -10,12 +10,12 @@ import contextlib
 import time
 from multiprocessing.connection import Connection
 
-from vllm_sim.ballast import GpuHold
 from vllm_sim.config import SimConfig
+from vllm_sim.gpu_set import gpu_memory
 from vllm_sim.lifecycle import TermPolicy, leave, set_title
 from vllm_sim.logline import LogWriter
 from vllm_sim.ranks import draw_bar
-from vllm_sim.tracebacks import WORKER_FRAMES, traceback_text
+from vllm_sim.tracebacks import WORKER_FRAMES, WORKER_WAKE_UP_026, traceback_text
 from vllm_sim.versions import dialect_for
 
 
@@ -27,7 +27,7 @@ class WorkerProcess:
         self.dialect = dialect_for(cfg.version)
         self.log = LogWriter("Worker", self.dialect)
         self.term = TermPolicy(cfg.faults.ignore_sigterm_s, immune=cfg.faults.orphans)
-        self.gpu = GpuHold()
+        self.gpu = gpu_memory(cfg.gpu_set, cfg.gpu_devices)
 
     def run(self) -> int:
         set_title("Worker")
@@ -80,7 +80,13 @@ class WorkerProcess:
             if why:
                 self.log.raw(f"vllm-sim: --sim-gpu-allocate holds nothing on rank {self.rank}: {why}")
         elif kind == "resize":
-            self.gpu.resize(None if message[1] is None else float(str(message[1])))
+            failed = self.gpu.resize(None if message[1] is None else float(str(message[1])))
+            if failed:
+                self._wake_failed(failed)
+                self._ack(("failed", failed))
+                return None
+        elif kind == "loaded":
+            self.gpu.loaded()
         elif kind == "fail":
             text = traceback_text(WORKER_FRAMES, str(message[1]))
             self.log.error(self.dialect.src("worker_failed"), "WorkerProc failed to start.\n" + text)
@@ -92,10 +98,17 @@ class WorkerProcess:
         self._ack()
         return None
 
-    def _ack(self) -> None:
+    def _wake_failed(self, error: str) -> None:
+        """A wake with no room: the C extension's line on stderr, then `logger.exception` of the
+        worker's busy loop; the worker lives on (vllm-facts.md §16)."""
+        self.log.native(error)
+        text = traceback_text(WORKER_WAKE_UP_026, f"RuntimeError: {error}")
+        self.log.error(self.dialect.src("worker_exception"), "WorkerProc hit an exception.\n" + text)
+
+    def _ack(self, reply: tuple[object, ...] = ("ok",)) -> None:
         if self.conn is not None:
             with contextlib.suppress(OSError):
-                self.conn.send(("ok",))
+                self.conn.send(reply)
 
 
 def worker_main(rank: int, cfg: SimConfig, conn: Connection) -> None:

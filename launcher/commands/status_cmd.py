@@ -238,6 +238,10 @@ def _human(status: dict[str, Any]) -> str:
     differs = drift(status)
     if differs is not None:
         lines.append(f"  file: {differs}")
+    trial = status.get("trial")
+    if isinstance(trial, dict):
+        where = f"port {trial.get('port')}, engine pid {trial.get('engine_pid')}"
+        lines.append(f"  trial: {trial.get('label')} beside what serves ({where})")
     watch = status.get("watch")
     if status.get("phase") in SERVING_PHASES and isinstance(watch, dict) and watch.get("verdict"):
         lines.append(f"  watch: {_watch_line(watch)}")

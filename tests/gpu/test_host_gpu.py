@@ -56,6 +56,18 @@ def test_nvml_reports_devices_with_consistent_memory() -> None:
     assert all(d.uuid.startswith("GPU-") for d in devices)
 
 
+def test_nvml_reports_each_power_limit_within_its_range() -> None:
+    """Read only: setting a limit needs root and changes the card for everyone on it."""
+    with NvmlProbe() as probe:
+        limits = [probe.power_limit(d.index) for d in probe.devices()]
+    reported = [limit for limit in limits if limit is not None]
+    if not reported:
+        pytest.skip("no GPU here reports a power limit")
+    for limit in reported:
+        assert 0 < limit.min_w <= limit.current_w <= limit.max_w, limit
+        assert limit.min_w <= limit.default_w <= limit.max_w, limit
+
+
 def test_a_real_orphan_is_named_with_its_memory_and_reaped_until_the_memory_is_back(
     profiles_dir: Path, tmp_path: Path, spawn: Spawner
 ) -> None:

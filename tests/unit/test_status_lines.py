@@ -197,3 +197,16 @@ def test_a_live_launcher_with_an_unreadable_start_time_has_no_uptime(tmp_path: P
 
 def test_no_status_file_is_no_status(tmp_path: Path) -> None:
     assert _status(StateStore(tmp_path / "state"), "prod") is None
+
+
+def test_a_candidate_on_trial_beside_what_serves_is_named_with_its_port_and_pid() -> None:
+    entry = {
+        "profile": "prod",
+        "phase": "serving",
+        "engine_pid": 4242,
+        "trial": {"label": "candidate prod@9a1b", "port": 8001, "engine_pid": 5151},
+    }
+    lines = _human(entry).split("\n")
+    assert "  vLLM pid: 4242" in lines  # what serves keeps the status's engine
+    assert lines[-1] == "  trial: candidate prod@9a1b beside what serves (port 8001, engine pid 5151)"
+    assert not any("trial" in line for line in _human({**entry, "trial": None}).split("\n"))
