@@ -151,8 +151,9 @@ def power_check() -> dict[str, Any]:
 
 
 def fit_power_limit(profile: Path, check: dict[str, Any]) -> tuple[float | None, str]:
-    """The run's copy of the profile: its power_limit_w kept, moved into every GPU's range, or removed
-    where NVML cannot set one. The value used, and why, in words."""
+    """The run's copy of the profile: its power_limit_w kept, moved into every GPU's range and under
+    its limit now (so that the trial lowers it), or removed where NVML cannot set one. The value
+    used, and why, in words."""
     text = profile.read_text()
     found = re.search(r"^power_limit_w = ([0-9.]+)", text, re.M)
     if found is None:
@@ -168,11 +169,17 @@ def fit_power_limit(profile: Path, check: dict[str, Any]) -> tuple[float | None,
             f"power_limit_w removed from the run's profile: {why} (the trial would fall back to stop)",
         )
     low, high = max(x["min_w"] for x in limits), min(x["max_w"] for x in limits)
+    current = min(x["current_w"] for x in limits)
     used = min(max(wanted, low), high)
+    if used >= current:  # nothing would be lowered: halfway down to the floor, so the trial shows one
+        used = float(round((low + current) / 2))
     if used != wanted:
         profile.write_text(text.replace(found.group(0), f"power_limit_w = {used:g}"))
-        return used, f"power_limit_w {wanted:g} W is outside {low:g}–{high:g} W: {used:g} W instead"
-    return used, f"power_limit_w {used:g} W, inside {low:g}–{high:g} W"
+        return used, (
+            f"power_limit_w {wanted:g} W does not lower these GPUs' limits ({current:g} W now, "
+            f"{low:g}–{high:g} W allowed): {used:g} W instead"
+        )
+    return used, f"power_limit_w {used:g} W, below the {current:g} W now, inside {low:g}–{high:g} W"
 
 
 class BesideSession(Session):
@@ -253,17 +260,20 @@ class BesideSession(Session):
         for index in sorted({g["gpu"] for s in samples for g in s["gpus"]}):
             mine = [g for s in samples for g in s["gpus"] if g["gpu"] == index]
             holders: dict[str, int] = {}
+            shared = 0  # samples in which more than one engine held the GPU
             for g in mine:
-                for pid, mib in g["pids"].items():
-                    role = self.gpus.role(int(pid), production, candidate)
-                    holders[role] = max(holders.get(role, 0), mib or 0)
+                roles = {pid: self.gpus.role(int(pid), production, candidate) for pid in g["pids"]}
+                shared += len(set(roles.values())) > 1
+                for pid, role in roles.items():
+                    holders[role] = max(holders.get(role, 0), g["pids"][pid] or 0)
             limits = sorted({g["limit_w"] for g in mine if g["limit_w"] is not None})
             draws = [g["draw_w"] for g in mine if g["draw_w"] is not None]
             drawn = f"draw up to {max(draws):.0f} W" if draws else "draw not read"
             used = max(g["used_mib"] for g in mine)
             told.append(
                 f"GPU {index}: used up to {used:,} of {mine[0]['total_mib']:,} MiB, "
-                f"held by {holders or 'nobody'} (MiB), power limit {limits or 'unknown'} W, {drawn}"
+                f"held by {holders or 'nobody'} (MiB; more than one engine in {shared} of {len(mine)} "
+                f"samples), power limit {limits or 'unknown'} W, {drawn}"
             )
         return " | ".join(told)
 
