@@ -30,7 +30,9 @@ if [ -n "${VLLM_GATE_REHEARSAL:-}" ]; then  # no FLASH_ATTN line from the simula
     python3 -c "import sys; from basis.simgpus import create; create(sys.argv[1], 1, 81920)" "$VLLM_SIM_GPU_SET" || exit 2
   fi
 fi
-python3 scripts/real-vllm/i45_beside.py --profiles "$work/profiles" --state "$work/state" --out "$work" \
+# SIGINT before the device call's 600 s: the script's `finally` stops both and writes what it has, and
+# the copies below still run (the launchers in its process group get the SIGINT too: they stop).
+timeout -s INT -k 40 "${I45_LIMIT_S:-540}" python3 scripts/real-vllm/i45_beside.py --profiles "$work/profiles" --state "$work/state" --out "$work" \
   --bad-change "${I45_CHANGE:-attention_backend=TRITON_ATTN}"
 cp "$work/i45-beside.json" "$out/" 2>/dev/null; cat "$work/summary.txt" >> "$out/summary.txt"
 cp -r "$work/state/history.jsonl" "$work/state/profiles/tiny-beside/logs" "$work/" 2>/dev/null

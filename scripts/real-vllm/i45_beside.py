@@ -299,6 +299,9 @@ class BesideSession(Session):
                 self.change("rejected_late", self.args.bad_change, tag="bad")
                 self.rollback("bad")
                 self.change("promoted", "max_num_seqs=16", tag="seqs")
+            except BaseException as err:  # I45_LIMIT_S's SIGINT too: say where the run stopped
+                self.say(f"stopped early: {type(err).__name__}: {err}"[:300])
+                raise
             finally:
                 self.stop_all()
                 time.sleep(3.0)  # the GPUs after everything stopped
