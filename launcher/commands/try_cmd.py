@@ -69,6 +69,7 @@ def try_cmd(
             progress,
             gpu_locks=hooks.gpu_locks,
             deployment=deployment_id(options.state_dir, name),
+            loading=hooks.loading,
         )
         on_exit.enter_context(
             StopOnSignal(

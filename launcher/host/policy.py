@@ -78,7 +78,7 @@ def gpu_demand(request: HostRequest, environ: Mapping[str, str] | None = None) -
     world = _world_size(args)
     program = PurePath(request.argv[0]).name if request.argv else ""
     if program == SIM_PROGRAM and SIM_GPU_FLAG not in request.argv and not sim_gpu_set_of(request, environ):
-        why = f"the simulator without {SIM_GPU_FLAG} or a simulated GPU set ({SIM_GPU_SET_ENV}) uses no GPU"
+        why = f"the simulator without {SIM_GPU_FLAG} uses no GPU (no simulated GPU set: {SIM_GPU_SET_ENV})"
         return GpuDemand((), "", utilization, no_gpu_reason=why)
     given = _visible_devices(request.env, environ)
     if given is None:

@@ -147,7 +147,9 @@ class Trial:
 
     def _start(self, arm: Arm, candidate: Candidate) -> Attempt:
         log_path = self.settings.out_dir / f"arm-{arm.name}" / "engine.log"
-        attempt = launch_attempt(candidate, log_path, self.progress, gpu_locks=self.hooks.gpu_locks)
+        attempt = launch_attempt(
+            candidate, log_path, self.progress, gpu_locks=self.hooks.gpu_locks, loading=self.hooks.loading
+        )
         with self._guard:
             self.current = attempt
         if self.stop.is_set():  # the signal came while it was being started

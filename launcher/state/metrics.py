@@ -34,6 +34,8 @@ COUNTED = {  # history event -> counter
     "failing": "watch_failing",
     "starving": "watch_starving",
     "woken": "wakes",
+    "beside": "beside_trials",  # changes tried beside production (trial = "beside")
+    "beside_skipped": "beside_skipped",  # … that fell back to park or stop: GPU memory, power, ports
 }
 ENV = "VLLM_GATE_METRICS_DIR"
 REFRESH_S = 60.0

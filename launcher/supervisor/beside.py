@@ -84,7 +84,9 @@ class Beside:
         try:
             preflight(moved, parked=ours, margin_bytes=margin)
         except PreflightRefused as refused:
-            return f"preflight beside production: {refused.message}", moved
+            held = self.parker.gpu_bytes(sorted(ours))
+            said = f" (this launcher's engines hold {held / GIB:.2f} GiB of it)" if held else ""
+            return f"preflight beside production: {refused.message}{said}", moved
         return None, moved
 
     # ---- power -----------------------------------------------------------------------------------
