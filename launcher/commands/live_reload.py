@@ -119,7 +119,9 @@ def reload_if_running(state_dir: Path, profile: str, timeout_s: float) -> int:
     click.echo(said)
     if verdict.detail:
         click.echo(f"  {'why' if code else 'now'}: {verdict.detail}")
-    if verdict.down_s is not None:
+    if verdict.data.get("trial") == "beside":
+        click.echo("  production served all along: the change was tried beside it (no downtime)")
+    elif verdict.down_s is not None:
         click.echo(
             f"  the engine was down {verdict.down_s:.1f} s (from the stop for the reload to serving again)"
         )

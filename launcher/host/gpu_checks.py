@@ -44,6 +44,7 @@ class TargetGpu:
     token: str
     device: GpuDevice | None
     holders: tuple[Holder, ...]
+    ours_bytes: int = 0  # held by this launcher's engines kept on it (asleep, or serving beside a trial)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,13 @@ def without_holders(gpus: HostGpus, pids: frozenset[int]) -> HostGpus:
     if not pids:
         return gpus
     targets = [
-        TargetGpu(t.token, t.device, tuple(h for h in t.holders if h.pid not in pids)) for t in gpus.targets
+        TargetGpu(
+            t.token,
+            t.device,
+            tuple(h for h in t.holders if h.pid not in pids),
+            sum(h.used_bytes or 0 for h in t.holders if h.pid in pids),
+        )
+        for t in gpus.targets
     ]
     return HostGpus(tuple(targets), gpus.indexes, gpus.skip_reason)
 
@@ -180,8 +187,10 @@ def _free_for_vllm(
         row["margin_mib"] = margin_bytes >> 20
     if device.free_bytes - context_bytes - margin_bytes >= needed:
         return f"{numbers} >= needed {needed / GIB:.2f} GiB", True, row
-    holders = ", ".join(h.describe(me) for h in target.holders)
-    held = f"held by {holders}" if holders else "no process visible from here holds it"
+    named = [h.describe(me) for h in target.holders]
+    if target.ours_bytes:
+        named.insert(0, f"this launcher's engines kept on it ({target.ours_bytes / GIB:.2f} GiB)")
+    held = f"held by {', '.join(named)}" if named else "no process visible from here holds it"
     return f"{numbers} < needed {needed / GIB:.2f} GiB; {held}", False, row
 
 

@@ -84,9 +84,7 @@ class Beside:
         try:
             preflight(moved, parked=ours, margin_bytes=margin)
         except PreflightRefused as refused:
-            held = self.parker.gpu_bytes(sorted(ours))
-            said = f" (this launcher's engines hold {held / GIB:.2f} GiB of it)" if held else ""
-            return f"preflight beside production: {refused.message}{said}", moved
+            return f"preflight beside production: {refused.message}", moved
         return None, moved
 
     # ---- power -----------------------------------------------------------------------------------
@@ -163,7 +161,8 @@ class Beside:
             event="launcher.downtime",
             down_s=0,
         )
-        return Verdict(Outcome.PROMOTED, int(ExitCode.OK), f"serving {candidate.fingerprint}", 0.0), None
+        detail = f"serving {candidate.fingerprint}"
+        return Verdict(Outcome.PROMOTED, int(ExitCode.OK), detail, 0.0, {"trial": "beside"}), None
 
     def _retire(self, production: Attempt, candidate: Candidate) -> None:
         """The engine that served until the switch: its requests in flight end, then it stops or sleeps."""
@@ -211,7 +210,7 @@ class Beside:
             reason=reason,
             beside=True,
         )
-        return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), reason, 0.0), None
+        return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), reason, 0.0, {"trial": "beside"}), None
 
     def _after_rollback(self) -> Verdict:
         status = self.ctx.transitions.board.current

@@ -32,6 +32,12 @@ if [ -n "${VLLM_GATE_REHEARSAL:-}" ]; then  # no FLASH_ATTN line from the simula
 fi
 # SIGINT before the device call's 600 s: the script's `finally` stops both and writes what it has, and
 # the copies below still run (the launchers in its process group get the SIGINT too: they stop).
+if [ "${1:-}" = exits ]; then  # i45_exits.py: a SIGKILL during the trial; a change with no room beside
+  timeout -s INT -k 40 "${I45_LIMIT_S:-540}" \
+    python3 scripts/real-vllm/i45_exits.py --profiles "$work/profiles" --state "$work/state" --out "$work"
+  cp "$work/i45-exits.json" "$out/" 2>/dev/null; cat "$work/summary.txt" >> "$out/summary.txt"
+  tar czf "$out/i45-exits.tgz" -C /tmp --exclude=state --exclude=profiles --exclude=gpus check-i45; exit 0
+fi
 timeout -s INT -k 40 "${I45_LIMIT_S:-540}" python3 scripts/real-vllm/i45_beside.py --profiles "$work/profiles" --state "$work/state" --out "$work" \
   --bad-change "${I45_CHANGE:-attention_backend=TRITON_ATTN}"
 cp "$work/i45-beside.json" "$out/" 2>/dev/null; cat "$work/summary.txt" >> "$out/summary.txt"

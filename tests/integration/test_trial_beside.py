@@ -103,6 +103,7 @@ def test_a_change_rejected_late_beside_production_costs_clients_nothing(
         production = holders(gpus)
         done = launch(launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply")
         assert done.returncode == 3, done.stdout + done.stderr  # rejected by tool_call, after health passed
+        assert "production served all along: the change was tried beside it" in done.stdout
         assert_clients_saw_nothing(clients)
         status = launcher.status()
         assert status["engine_pid"] == serving["engine_pid"] and status["phase"] == "serving_last_good"
@@ -208,6 +209,23 @@ def test_the_power_limits_a_sigkilled_launcher_lowered_come_back_at_the_next_sta
     assert record(again, "power_restored")["after"] == "a launcher that was killed"
     again.signal(signal.SIGTERM)
     again.wait_exit()
+
+
+def test_a_sigterm_during_the_trial_stops_both_engines_and_puts_the_power_limit_back(
+    launcher_factory: LauncherFactory, tmp_path: Path
+) -> None:
+    gpus = gpu_set(tmp_path)
+    launcher = beside_launcher(launcher_factory, gpus, door=False, on_switch=["/bin/true"])
+    launcher.start()
+    launcher.wait_phase("serving")
+    profile = launcher.profiles / "svc.toml"
+    profile.write_text(profile.read_text().replace("[args]", '[args]\nsim_hang_at = "loading"'))
+    launcher.signal(signal.SIGHUP)
+    launcher.wait_for(lambda s: s.get("trial") is not None and gpus.power_limit_w(0) == CAPPED_W)
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+    assert gpus.power_limit_w(0) == DEFAULT_W and holders(gpus) == set()  # both engines gone, limit back
+    assert record(launcher, "power_restored")["problems"] == []
 
 
 def test_one_model_per_gpu_set_holds_on_the_simulated_set(

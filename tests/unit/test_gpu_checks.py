@@ -93,6 +93,18 @@ def test_a_short_gpu_names_who_holds_its_memory_and_the_others_pass_silently() -
     assert result.hint is not None and "gpu_memory_utilization 0.9" in result.hint
 
 
+def test_memory_this_launchers_own_engine_holds_beside_a_trial_is_named_as_its_and_counted_used() -> None:
+    production = Holder(NO_SUCH_PID + 9, 24 * GIB, None)
+    kept = without_holders(host(TargetGpu("0", gpu(0, 56.0), (production,))), frozenset({NO_SUCH_PID + 9}))
+    result = check_gpu_memory(kept, demand("0"), ME, margin_bytes=GIB)
+    assert result.status is CheckStatus.REFUSED  # 56 − 1 GiB margin < 72: its 24 GiB stay used
+    assert result.detail == (
+        "GPU 0: free 56.00 GiB − 1.00 GiB margin < needed 72.00 GiB; "
+        "held by this launcher's engines kept on it (24.00 GiB)"
+    )
+    assert check_one_model(kept, demand("0"), [], ME).status is CheckStatus.OK  # not a second model
+
+
 def test_memory_nobody_visible_holds_is_said_to_be_so() -> None:
     result = check_gpu_memory(host(TargetGpu("0", gpu(0, 10.0), ())), demand("0"), ME)
     assert result.detail.endswith("no process visible from here holds it")

@@ -43,6 +43,7 @@ def test_a_change_rejected_beside_production_never_touches_production(tmp_path: 
     assert production is not None
     verdict = reload(rig, max_num_seqs=8)
     assert verdict.outcome is Outcome.ROLLED_BACK and verdict.exit_code == int(ExitCode.ROLLED_BACK)
+    assert verdict.data == {"trial": "beside"}  # the requester says production served all along
     assert rig.state.serving is production and not rig.engine(production).stops  # never stopped
     assert rig.door.pointed == [PORT] and rig.door.drained == []  # never held, never drained
     candidate = rig.engines.latest
