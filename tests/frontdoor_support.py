@@ -27,7 +27,9 @@ from launcher.frontdoor.admin import FrontdoorAdmin
 from launcher.frontdoor.door import Door, load_door
 from launcher.state.store import StateStore
 from tests.conftest import SHIPPED_PROFILES
+from tests.launcher_run import Launcher
 from tests.simserver import HANG_S
+from tests.stream_clients import StreamClients
 
 LAUNCH = Path(sys.executable).with_name("launch")
 UPSTREAM = Path(__file__).with_name("frontdoor_upstream.py")
@@ -228,3 +230,29 @@ class FileOpens:
 
 def socket_mode(path: Path) -> int:
     return os.stat(path).st_mode & 0o777
+
+
+@contextlib.contextmanager
+def served_to_clients(launcher: Launcher) -> Iterator[tuple[RunningDoor, StreamClients]]:
+    """The launcher's profile served, its front door up, and eight clients streaming through it
+    (traffic flowing before the caller's change); the launcher is stopped with SIGTERM after."""
+    launcher.start()
+    launcher.wait_phase("serving")
+    try:
+        with (
+            running_door(launcher.profiles, launcher.state, launcher.profile) as door,
+            StreamClients(door.door.url, count=8) as clients,
+        ):
+            clients.each_finished(2)
+            yield door, clients
+    finally:
+        launcher.signal(signal.SIGTERM)
+        launcher.wait_exit()
+
+
+def assert_clients_saw_nothing(clients: StreamClients) -> None:
+    """After a change: traffic flows again, and no client saw a failed request or a cut stream."""
+    clients.each_finished(2)
+    assert clients.failed() == [], [o.error for o in clients.failed()][:3]
+    assert clients.cut() == [], clients.cut()[:3]
+    assert len(clients.outcomes) >= 32

@@ -44,14 +44,18 @@ def lock_path(state_dir: Path, gpu: str) -> Path:
     return StateStore(state_dir).gpu_lock_path(gpu)
 
 
-class GpuLocks:
-    """All-or-nothing exclusive locks on a set of GPUs: `with GpuLocks(state, ["0", "1"], "prod"):`."""
+class _Flocks:
+    """Flocks on one file per GPU, held together from `acquire` until `release` (or the block's end);
+    each file records its holder (pid, profile, since) in place."""
 
     def __init__(self, state_dir: Path, gpus: Sequence[str], profile: str) -> None:
         self.state_dir = state_dir
         self.gpus = tuple(gpus)
         self.profile = profile
         self._fds: dict[str, int] = {}
+
+    def acquire(self) -> None:
+        raise NotImplementedError
 
     def __enter__(self) -> Self:
         self.acquire()
@@ -61,6 +65,17 @@ class GpuLocks:
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+    def release(self) -> None:
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # closing drops the flock
+        self._fds.clear()
+
+
+class GpuLocks(_Flocks):
+    """All-or-nothing exclusive locks on a set of GPUs: `with GpuLocks(state, ["0", "1"], "prod"):`."""
 
     @classmethod
     def for_request(
@@ -96,13 +111,6 @@ class GpuLocks:
                 hint="stop that server first (`systemctl stop vllm-gate@PROFILE`): one model per GPU",
             )
 
-    def release(self) -> None:
-        for fd in self._fds.values():
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-            os.close(fd)  # closing drops the flock
-        self._fds.clear()
-
 
 LOAD_POLL_S = 0.5  # how often a start waiting for another engine's load tries the locks again
 LOAD_WAIT_S = 1800.0  # a load that long is a hung start: the waiting one is refused, naming it
@@ -113,7 +121,7 @@ def load_lock_path(state_dir: Path, gpu: str) -> Path:
     return StateStore(state_dir).gpu_load_lock_path(gpu)
 
 
-class LoadLocks:
+class LoadLocks(_Flocks):
     """Never two engines *loading* at once on one GPU: the power drawn while weights load, memory is
     profiled and CUDA graphs are captured once tripped a PSU with two models on four cards. Every start
     of this project's engines takes these flocks before it spawns and lets go once the engine is ready
@@ -129,22 +137,10 @@ class LoadLocks:
         said: Callable[[str], None] | None = None,
         wait_s: float = LOAD_WAIT_S,
     ) -> None:
-        self.state_dir = state_dir
-        self.gpus = tuple(gpus)
-        self.profile = profile
+        super().__init__(state_dir, gpus, profile)
         self.clock = clock
         self.said = said
         self.wait_s = wait_s
-        self._fds: dict[str, int] = {}
-
-    def __enter__(self) -> Self:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()
 
     def acquire(self) -> None:
         """Take every GPU's load lock, waiting while another engine loads on any of them."""
@@ -180,13 +176,6 @@ class LoadLocks:
         if busy:
             self.release()
         return busy
-
-    def release(self) -> None:
-        for fd in self._fds.values():
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-            os.close(fd)
-        self._fds.clear()
 
 
 def busy_holders(state_dir: Path, gpus: Sequence[str]) -> list[LockHolder]:

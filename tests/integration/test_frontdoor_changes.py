@@ -8,7 +8,6 @@ of them, `launch check` and `launch status` address what serves: the door."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.frontdoor_support import RunningDoor, running_door
+from tests.frontdoor_support import RunningDoor, assert_clients_saw_nothing, served_to_clients
 from tests.launcher_run import LAUNCH, Launcher, LauncherFactory, append_table, free_port, write_profile
 from tests.simserver import HANG_S
 from tests.stream_clients import StreamClients
@@ -48,25 +47,8 @@ def served(
     table = {"port": free_port(), "drain_timeout_s": 60}  # hold_s: the default
     # a loopback admin port: the default socket in a test's deep state dir is past sun_path's 107 bytes
     append_table(path, "frontdoor", {**table, "admin": f"127.0.0.1:{free_port()}"})
-    launcher.start()
-    launcher.wait_phase("serving")
-    try:
-        with (
-            running_door(launcher.profiles, launcher.state, "svc") as door,
-            StreamClients(door.door.url, count=8) as clients,
-        ):
-            clients.each_finished(2)  # traffic flows through the door before the change
-            yield launcher, door, clients
-    finally:
-        launcher.signal(signal.SIGTERM)
-        launcher.wait_exit()
-
-
-def assert_clients_saw_nothing(clients: StreamClients) -> None:
-    clients.each_finished(2)  # and it flows again after it
-    assert clients.failed() == [], [o.error for o in clients.failed()][:3]
-    assert clients.cut() == [], clients.cut()[:3]
-    assert len(clients.outcomes) >= 32
+    with served_to_clients(launcher) as (door, clients):
+        yield launcher, door, clients
 
 
 def test_a_parked_change_rejected_late_costs_clients_a_wait_and_nothing_else(

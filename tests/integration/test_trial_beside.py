@@ -14,18 +14,15 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from basis.simgpus import SimGpuSet, create
-from tests.frontdoor_support import RunningDoor, running_door
+from tests.frontdoor_support import assert_clients_saw_nothing, served_to_clients
 from tests.launcher_run import LAUNCH, Launcher, LauncherFactory, append_table, free_port, write_profile
 from tests.simserver import HANG_S
-from tests.stream_clients import StreamClients
 
 pytestmark = pytest.mark.integration
 
@@ -65,30 +62,6 @@ def beside_launcher(
     return launcher
 
 
-@contextmanager
-def served(launcher: Launcher) -> Iterator[tuple[RunningDoor, StreamClients]]:
-    """`svc` served, its front door up, and eight clients streaming through it."""
-    launcher.start()
-    launcher.wait_phase("serving")
-    try:
-        with (
-            running_door(launcher.profiles, launcher.state, "svc") as door,
-            StreamClients(door.door.url, count=8) as clients,
-        ):
-            clients.each_finished(2)  # traffic flows through the door before the change
-            yield door, clients
-    finally:
-        launcher.signal(signal.SIGTERM)
-        launcher.wait_exit()
-
-
-def assert_clients_saw_nothing(clients: StreamClients) -> None:
-    clients.each_finished(2)  # and it flows again after it
-    assert clients.failed() == [], [o.error for o in clients.failed()][:3]
-    assert clients.cut() == [], clients.cut()[:3]
-    assert len(clients.outcomes) >= 32
-
-
 def holders(gpus: SimGpuSet) -> set[int]:
     return set(gpus.held())
 
@@ -98,7 +71,7 @@ def test_a_change_rejected_late_beside_production_costs_clients_nothing(
 ) -> None:
     gpus = gpu_set(tmp_path)
     launcher = beside_launcher(launcher_factory, gpus)
-    with served(launcher) as (_, clients):
+    with served_to_clients(launcher) as (_, clients):
         serving = launcher.status()
         production = holders(gpus)
         done = launch(launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply")
@@ -122,7 +95,7 @@ def test_a_change_promoted_beside_production_costs_clients_a_switch_and_nothing_
 ) -> None:
     gpus = gpu_set(tmp_path)
     launcher = beside_launcher(launcher_factory, gpus)
-    with served(launcher) as (door, clients):
+    with served_to_clients(launcher) as (door, clients):
         before = launcher.status()["engine_pid"]
         done = launch(launcher, "set", "svc", "max_num_seqs=3", "--tag", "s3", "--apply")
         assert done.returncode == 0, done.stdout + done.stderr
@@ -152,7 +125,7 @@ def test_a_set_that_cannot_hold_both_falls_back_to_parking_with_the_reason(
     )
     plan = launch(launcher, "--profile", "svc", "--dry-run")
     assert "trial: beside production" in plan.stdout
-    with served(launcher) as (_, clients):
+    with served_to_clients(launcher) as (_, clients):
         shown = launch(launcher, "--profile", "svc", "--dry-run", "--json")
         trial = json.loads(shown.stdout)["trial"]
         assert trial["room"] == "refused" and trial["falls_back_to"] == "park", trial
@@ -173,7 +146,7 @@ def test_a_power_limit_nvml_refuses_falls_back_with_nvmls_words(
 ) -> None:
     gpus = gpu_set(tmp_path, settable=False)
     launcher = beside_launcher(launcher_factory, gpus, door=True)
-    with served(launcher) as (_, clients):
+    with served_to_clients(launcher) as (_, clients):
         done = launch(launcher, "set", "svc", "max_num_seqs=3", "--tag", "s3", "--apply")
         assert done.returncode == 0, done.stdout + done.stderr
         assert_clients_saw_nothing(clients)
@@ -182,23 +155,36 @@ def test_a_power_limit_nvml_refuses_falls_back_with_nvmls_words(
     assert skipped["instead"] == "stop" and "drained" in events(launcher)
 
 
-def test_the_power_limits_a_sigkilled_launcher_lowered_come_back_at_the_next_start(
-    launcher_factory: LauncherFactory, tmp_path: Path
-) -> None:
-    gpus = gpu_set(tmp_path)
+def serving_without_door(launcher_factory: LauncherFactory, gpus: SimGpuSet) -> Launcher:
+    """`svc` served on the set, clients' proxy told by an on_switch hook (no front door)."""
     launcher = beside_launcher(launcher_factory, gpus, door=False, on_switch=["/bin/true"])
     launcher.start()
     launcher.wait_phase("serving")
+    return launcher
+
+
+def hanging_trial(launcher_factory: LauncherFactory, gpus: SimGpuSet) -> tuple[Launcher, str]:
+    """`svc` served, then a change whose candidate never gets ready: caught during its trial, its power
+    limit lowered; (the launcher, the profile's text as it served)."""
+    launcher = serving_without_door(launcher_factory, gpus)
     profile = launcher.profiles / "svc.toml"
     served_text = profile.read_text()
     profile.write_text(served_text.replace("[args]", '[args]\nsim_hang_at = "loading"'))  # never ready
     launcher.signal(signal.SIGHUP)
     launcher.wait_for(lambda s: s.get("trial") is not None and gpus.power_limit_w(0) == CAPPED_W)
+    return launcher, served_text
+
+
+def test_the_power_limits_a_sigkilled_launcher_lowered_come_back_at_the_next_start(
+    launcher_factory: LauncherFactory, tmp_path: Path
+) -> None:
+    gpus = gpu_set(tmp_path)
+    launcher, served_text = hanging_trial(launcher_factory, gpus)
     launcher.signal(signal.SIGKILL)
     launcher.wait_exit()
     launcher.cleanup()  # the engines it left, ended by their groups (this test started them)
     assert gpus.power_limit_w(0) == CAPPED_W  # nobody put it back: the launcher was killed
-    profile.write_text(served_text)
+    (launcher.profiles / "svc.toml").write_text(served_text)
     again = launcher_factory()
     again.env = launcher.env
     again.start()
@@ -215,13 +201,7 @@ def test_a_sigterm_during_the_trial_stops_both_engines_and_puts_the_power_limit_
     launcher_factory: LauncherFactory, tmp_path: Path
 ) -> None:
     gpus = gpu_set(tmp_path)
-    launcher = beside_launcher(launcher_factory, gpus, door=False, on_switch=["/bin/true"])
-    launcher.start()
-    launcher.wait_phase("serving")
-    profile = launcher.profiles / "svc.toml"
-    profile.write_text(profile.read_text().replace("[args]", '[args]\nsim_hang_at = "loading"'))
-    launcher.signal(signal.SIGHUP)
-    launcher.wait_for(lambda s: s.get("trial") is not None and gpus.power_limit_w(0) == CAPPED_W)
+    launcher, _ = hanging_trial(launcher_factory, gpus)
     launcher.signal(signal.SIGTERM)
     assert launcher.wait_exit() == 0
     assert gpus.power_limit_w(0) == DEFAULT_W and holders(gpus) == set()  # both engines gone, limit back
@@ -232,9 +212,7 @@ def test_one_model_per_gpu_set_holds_on_the_simulated_set(
     launcher_factory: LauncherFactory, tmp_path: Path
 ) -> None:
     gpus = gpu_set(tmp_path)
-    launcher = beside_launcher(launcher_factory, gpus, door=False, on_switch=["/bin/true"])
-    launcher.start()
-    launcher.wait_phase("serving")
+    launcher = serving_without_door(launcher_factory, gpus)
     try:
         write_profile(launcher.profiles, "other", free_port())
         tried = launch(launcher, "try", "--profile", "other")
@@ -261,9 +239,7 @@ def test_a_candidate_waits_while_another_engine_loads_on_its_gpus(
     launcher_factory: LauncherFactory, tmp_path: Path
 ) -> None:
     gpus = gpu_set(tmp_path)
-    launcher = beside_launcher(launcher_factory, gpus, door=False, on_switch=["/bin/true"])
-    launcher.start()
-    launcher.wait_phase("serving")
+    launcher = serving_without_door(launcher_factory, gpus)
     loading = subprocess.Popen(
         [str(LAUNCH.with_name("python")), "-c", LOADING, str(launcher.state)],
         stdin=subprocess.PIPE,
