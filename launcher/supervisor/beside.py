@@ -145,17 +145,18 @@ class Beside:
         """The candidate passed: it serves (the door sends new requests to it at once), production's
         requests in flight end, then production stops (or sleeps, with keep_parked)."""
         self.stage.stop_watch()
-        self.ctx.state.take_serving()
-        trial = self.ctx.state.trial
-        if trial is not None:
-            self.ctx.transitions.record(
-                status={"trial": None, "engine_pid": trial.engine.pid, "engine_started_at": trial.started_at}
-            )
-        self.bringup.promote(candidate, report)
-        serving = self.ctx.state.serving
-        if serving is not None:  # the GPU locks the trial borrowed: the new engine holds them now
-            serving.held.enter_context(production.held.pop_all())
-        self._retire(production, candidate)
+        self.ctx.state.take_serving()  # out of the record: from here on, this method alone ends it
+        try:
+            trial = self.ctx.state.trial
+            if trial is not None:
+                now = {"trial": None, "engine_pid": trial.engine.pid, "engine_started_at": trial.started_at}
+                self.ctx.transitions.record(status=now)
+            self.bringup.promote(candidate, report)
+            serving = self.ctx.state.serving
+            if serving is not None:  # the GPU locks the trial borrowed: the new engine holds them now
+                serving.held.enter_context(production.held.pop_all())
+        finally:
+            self._retire(production, candidate)
         self.ctx.progress.message(
             f"switched to {candidate.label}: production served until the switch",
             event="launcher.downtime",

@@ -23,4 +23,5 @@ def launcher_factory(tmp_path: Path) -> Iterator[LauncherFactory]:
     (tmp_path / "profiles").mkdir()
     yield make
     leftovers = [item for launcher in made for item in launcher.cleanup()]
-    assert leftovers == [], f"processes were left behind: {leftovers}"
+    said = "".join(f"\n--- {[r['event'] for r in m.history()]}\n{m.output()[-2000:]}" for m in made)
+    assert leftovers == [], f"processes were left behind: {leftovers}{said if leftovers else ''}"
