@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from launcher.supervisor import reload_requests
 from launcher.supervisor.history import Event
 from launcher.supervisor.reload_requests import Outcome, Verdict
-from tests.engine_double import passes
+from tests.engine_double import Script, passes, rejected_by
 from tests.supervisor_rig import PORT, Rig
 
 BESIDE = {"trial": "beside", "park_port": PORT + 1}
@@ -71,3 +73,27 @@ def test_a_start_beside_production_refused_after_the_checks_tells_systemd_the_ve
     assert after_reloading(rig) == [("reloading", ""), ("ready", verdict.detail)]  # not left "reloading"
     assert rig.events().count(Event.RELOAD_REFUSED) == 1 and rig.status()["reload_refused"] == 1
     assert Event.REJECTED not in rig.events() and not rig.store.rejected("svc")
+
+
+@pytest.mark.parametrize(
+    ("second", "supervisor", "outcome"),
+    [
+        (passes(), {}, Outcome.PROMOTED),
+        (
+            rejected_by("tool_call", "auto: no tool call"),
+            {"park": "sleep", "park_port": PORT + 1},
+            Outcome.ROLLED_BACK,
+        ),
+    ],
+)
+def test_systemd_hears_ready_once_and_only_with_the_verdict(
+    tmp_path: Path, second: Script, supervisor: dict[str, object], outcome: Outcome
+) -> None:
+    """Whatever the reload does meanwhile (park, start, gates, wake), READY=1 comes once, last."""
+    rig = Rig(tmp_path, passes(), second, supervisor=supervisor, frontdoor={"port": 9000})
+    rig.stage.go_live(rig.serve(rig.candidate()).candidate)
+    rig.candidate(max_num_seqs=8)
+    verdict = reload(rig)
+    assert verdict.outcome is outcome
+    said = after_reloading(rig)
+    assert said[0] == ("reloading", "") and [kind for kind, _ in said] == ["reloading", "ready"], said
