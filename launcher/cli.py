@@ -38,6 +38,7 @@ Exit codes (docs/exit-codes.md):
   launch preflight                  0 2 4
   launch set --apply, rollback      0 1 2 3 4     (the reload's verdict; 0 also: already served;
                                                    4 and 2: refused, the running engine kept)
+  launch reload                     0 1 2 3 4     (the same verdict: the unit's ExecReload=)
   launch set, install-unit, history, parse-log, logs    0 2
   launch bench, check, probe        0 1 2
   launch status                     0 3 4 6       (0 serving, 6 serving last-good, 3 not serving,
@@ -58,6 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "frontdoor": ("launcher.commands.frontdoor_cmd", "frontdoor_cmd"),
     "set": ("launcher.commands.set_cmd", "set_command"),
     "rollback": ("launcher.commands.rollback", "rollback"),
+    "reload": ("launcher.commands.reload_cmd", "reload_command"),
     "bench": ("launcher.commands.bench_cmd", "bench_cmd"),
     "probe": ("launcher.commands.probe_cmd", "probe_cmd"),
 }
@@ -81,6 +83,8 @@ SUMMARIES: dict[str, str] = {
     "probe": "Measure production (arm 0) and arms that change one value each, on the same GPUs, then put "
     "production back the way it ran (systemd or detached) — also after a failed arm, an error, "
     "SIGINT/SIGTERM, and (through STATE/probe/journal.json) after the probe itself was killed.",
+    "reload": "Make the running launcher of a profile serve the profile as it is now, and wait for the "
+    "verdict.",
     "rollback": "Restore PROFILE.toml from PROFILE.toml.bak_TAG and make the running launcher serve it.",
     "set": "Change keys of a profile; the file as it was is kept as PROFILE.toml.bak_TAG.",
     "status": "What runs now: phase, profile, engine pid, uptime, the last gates, why the last rollback "

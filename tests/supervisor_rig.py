@@ -89,6 +89,9 @@ class Preflight:
         self.parked_calls: list[frozenset[int]] = []
         self.margins: list[int] = []
         self.no_room_beside: str | None = None  # refuses a check that asks for a margin (a trial beside)
+        # only the start's own check beside an engine of ours (the checks before it passed): a port
+        # or GPU memory taken by someone else in between
+        self.refuse_at_start: dict[str, str] = {}
 
     def __call__(
         self,
@@ -106,6 +109,8 @@ class Preflight:
         why = self.refuse.get(candidate.fingerprint)
         if why is None and not serving:
             why = self.refuse_once_stopped.get(candidate.fingerprint)
+        if why is None and parked and not margin_bytes:
+            why = self.refuse_at_start.get(candidate.fingerprint)
         if why is not None:
             raise PreflightRefused(f"preflight refused: {why}")
 

@@ -10,6 +10,8 @@ before stopping it, counting what that engine holds (GPU memory, port, GPU locks
 `parked` is an engine of this launcher that stays on the candidate's GPUs — asleep (`park =
 "sleep"`) or serving beside the trial (`trial = "beside"`): what it holds stays counted as used,
 but it is neither an orphan nor a second model, and its GPU locks are this launcher's.
+`reap_own`: a start's preflight ends the orphans that carry this deployment's mark before it checks
+(a dead launcher's leftovers: nobody else can own them while this launcher holds the profile lock).
 `margin_bytes`: free memory asked beyond vLLM's own start check (a trial beside production).
 """
 
@@ -65,6 +67,7 @@ def run_preflight(
     serving: frozenset[int] = frozenset(),
     parked: frozenset[int] = frozenset(),
     margin_bytes: int = 0,
+    reap_own: bool = False,
 ) -> PreflightReport:
     """All checks; raises `PreflightRefused` when one refuses, else returns the report."""
     report = check_host(
@@ -78,6 +81,7 @@ def run_preflight(
         serving=serving,
         parked=parked,
         margin_bytes=margin_bytes,
+        reap_own=reap_own,
     )
     report.raise_if_refused()
     return report
@@ -96,8 +100,10 @@ def check_host(
     named: tuple[str, ...] = (),
     parked: frozenset[int] = frozenset(),
     margin_bytes: int = 0,
+    reap_own: bool = False,
 ) -> PreflightReport:
-    """All checks, reaping first when asked; never raises for a refusal."""
+    """All checks, reaping first when asked; never raises for a refusal. `reap_own`: end this
+    deployment's own orphans first (its mark), whatever `reap` says — what a start does."""
     policy = HostPolicy.from_request(request)
     reap = reap or policy.reap_orphans
     _check_reap_flags(reap, force, named)
@@ -111,6 +117,7 @@ def check_host(
         observe = partial(_observe, reader, demand, prefixes, serving, parked)
         gpus, scan = observe()
         targets = _chosen_targets(scan, gpus, prefixes[-1], deployment, force, named) if reap else []
+        targets = targets or (own_marked_orphans(scan, deployment) if reap_own else [])
         reaped = None
         if targets:
             reaped = _reap(targets, policy, clock or SystemClock(), reader)
@@ -233,6 +240,20 @@ def _chosen_targets(
     then those the operator named."""
     targets = _reap_targets(scan, gpus, own_prefix, deployment, force)
     return targets + named_targets(scan, named, {t.pid for t in targets})
+
+
+def own_marked_orphans(scan: list[HostProcess], deployment: str) -> list[ProcessView]:
+    """The orphans whose deployment mark is this one's: left by a launcher of this deployment that
+    died (a SIGKILL while its sleeper hung in a wake kept the port for seconds). Nobody else can
+    own them — the profile lock is ours — so a start ends them rather than refuse (issue 42). An
+    orphan claimed only by its title prefix stays the operator's to reap: the mark is proof, a
+    title is not."""
+    protected = my_lineage()
+    return [
+        p.view
+        for p in scan
+        if p.role is Role.ORPHAN and p.deployment == deployment and p.pid not in protected
+    ]
 
 
 def _reap_targets(

@@ -42,7 +42,9 @@ StartLimitBurst=3
 Type=notify
 NotifyAccess=main
 ExecStart={launch} --profile %i
-ExecReload=/bin/kill -HUP $MAINPID
+# The reload's verdict is the exit status of this command: `systemctl reload` waits for the gates and
+# fails when the change was refused or rolled back (docs/host-safety.md, "Under systemd").
+ExecReload={launch} reload --profile %i
 # READY=1 comes after weights, torch.compile, CUDA-graph capture and every gate: the slowest good
 # start plus the gate deadlines plus a margin (docs/host-safety.md, "Sizing TimeoutStartSec").
 TimeoutStartSec=30min

@@ -36,6 +36,7 @@ COUNTED = {  # history event -> counter
     "woken": "wakes",
     "beside": "beside_trials",  # changes tried beside production (trial = "beside")
     "beside_skipped": "beside_skipped",  # … that fell back to park or stop: GPU memory, power, ports
+    "reload_refused": "reloads_refused",  # a bad edit, preflight or the guard: what served kept serving
 }
 ENV = "VLLM_GATE_METRICS_DIR"
 REFRESH_S = 60.0

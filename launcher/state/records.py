@@ -111,6 +111,8 @@ STATUS_OPTIONAL: Mapping[str, Check] = {
     "watch": _opt(_watch),
     "frontdoor_url": _opt(_is_str),
     "trial": _opt(lambda value: isinstance(value, dict)),
+    "reload_refused": _is_int,
+    "last_reload_refusal": _opt(lambda value: isinstance(value, dict)),
 }
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}

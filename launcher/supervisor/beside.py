@@ -123,8 +123,7 @@ class Beside:
             report = self.bringup.start_and_gate(candidate, None, beside=production)
         except PreflightRefused as refused:  # the GPUs changed since the check: what serves stays
             self.ctx.transitions.record(status={"trial": None})
-            detail = f"reload refused: {refused.message}; still serving"
-            self.ctx.transitions.record(Event.RELOAD_REFUSED, reason=detail, tell=detail)
+            detail = f"reload refused: {refused.message}; still serving"  # recorded by the reloader
             return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail), None
         if report is None:  # a stop signal: the launcher leaves, stopping both
             return Verdict(Outcome.FAILED, int(ExitCode.OK), "stopped during the trial"), int(ExitCode.OK)

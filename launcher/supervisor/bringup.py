@@ -9,6 +9,7 @@ retry the same launch), and `roll_back` serves last-good: woken where it sleeps 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gates.chain import ChainReport
@@ -73,7 +74,8 @@ class Bringup:
 
     # ---- bring-up: candidate, else last-good -----------------------------------------------------------
     def bring_up(self, candidate: Candidate, *, reloading: bool = False) -> int | None:
-        """Serve `candidate` or last-good; returns an exit code when nothing can be served."""
+        """Serve `candidate` or last-good; returns an exit code when nothing can be served.
+        PreflightRefused when preflight refuses `candidate` (nothing started; recorded at a start)."""
         hooks = self.ctx.hooks
         guard = hooks.restart_guard(candidate) if hooks.restart_guard else None
         if guard is not None and not guard.should_retry(candidate.fingerprint):
@@ -89,12 +91,9 @@ class Bringup:
         try:
             report = self.start_and_gate(candidate, Phase.STARTING)
         except PreflightRefused as refused:
-            if not reloading:
+            if not reloading:  # a reload's refusal is the host's, not the change's: reload.py says so
                 self.record_refusal(candidate, refused.message)
-                raise
-            return self.roll_back(
-                candidate, None, f"{candidate.label} refused by preflight: {refused.message}"
-            )
+            raise
         if report is None:
             return int(ExitCode.OK)  # stopped by a signal while starting
         if report.passed:
@@ -241,7 +240,12 @@ class Bringup:
         self.ctx.transitions.record(
             Event.REJECTED, label=rejected.label, fingerprint=rejected.fingerprint, reason=reason
         )
-        if self.ctx.state.parked is not None and self.parker.wake_parked(rejected_pids, reason):
+        return self.back_to_last_good(rejected_pids, reason)
+
+    def back_to_last_good(self, gone_pids: Sequence[int], reason: str) -> int | None:
+        """Last-good serves again: woken where it sleeps (once the GPU memory of `gone_pids` is back),
+        else started as recorded and gated; an exit code when nothing can be served."""
+        if self.ctx.state.parked is not None and self.parker.wake_parked(gone_pids, reason):
             return None  # last-good was asleep beside it: woken and re-gated in seconds
         record = self.ctx.store.last_good_to_start(self.ctx.profile)
         if record is None:

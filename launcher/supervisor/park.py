@@ -76,6 +76,25 @@ class Parker:
         state.park_serving()
         return candidate.at_port(port)
 
+    def destination(self, candidate: Candidate, *, beside: bool) -> Candidate:
+        """Where `candidate` will start: on the second port when what serves stays on its own
+        (parked for it, or tried beside it), else where the profile puts it. Judged before anything
+        changes, so that a port held there refuses the change while what serves still serves."""
+        serving = self.ctx.state.serving
+        port = other_port(serving.candidate) if serving is not None else None
+        if serving is None or port is None or candidate.home_port != serving.candidate.home_port:
+            return candidate
+        if beside or self._would_park(serving, candidate):
+            return candidate.at_port(port)
+        return candidate
+
+    @staticmethod
+    def _would_park(serving: Attempt, candidate: Candidate) -> bool:
+        if serving.candidate.settings.park != "sleep":
+            return False
+        weights = serving.facts().get("weights_gib")
+        return why_not_park(serving.candidate, weights, candidate, host_available_gib) is None
+
     def sleep(self, serving: Attempt) -> bool:
         """Put `serving` to sleep and confirm it (the route, then NVML where it tells); a failed sleep is
         recorded and the engine woken, best effort: it is stopped next either way."""

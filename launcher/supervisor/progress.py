@@ -121,6 +121,7 @@ EVENT_LEVELS = {
     "park.skipped": "warning",  # the serving engine is stopped, not parked (supervisor/park.py)
     "park.wake_failed": "error",
     "park.switch_failed": "warning",
+    "launcher.reload_refused": "warning",  # the change was refused; what served serves on
 }
 SYSLOG_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 

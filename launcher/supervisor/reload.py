@@ -20,13 +20,15 @@ from launcher.supervisor import reload_requests
 from launcher.supervisor.beside import Beside
 from launcher.supervisor.bringup import Bringup
 from launcher.supervisor.context import Context
-from launcher.supervisor.history import Event
+from launcher.supervisor.history import Event, utc_now
 from launcher.supervisor.lending import Lending
 from launcher.supervisor.park import Parker
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.stage import Stage
 from launcher.supervisor.status import Phase
 from launcher.supervisor.watchdog import Watchdog
+
+SHOWN_PROBLEMS = 3  # a refused reload names this many of the profile's errors; the dry run lists all
 
 
 class Reloader:
@@ -64,7 +66,7 @@ class Reloader:
             detail = (
                 f"reload refused: the engine is parked for launch probe pid {ctx.state.lent_to}; still parked"
             )
-            ctx.transitions.record(Event.RELOAD_REFUSED, reason=detail, tell=detail)
+            self._refused(detail, ready=False)  # no RELOADING=1 was sent: no READY=1 is owed
             refused = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
             reload_requests.answer(reloads, ids, refused)
             return None
@@ -94,10 +96,9 @@ class Reloader:
             )
             plan.raise_for_errors()
         except GateError as err:
-            detail = f"reload refused: {err}; still serving"
-            return self._keep_serving(
-                Event.RELOAD_REFUSED, Verdict(Outcome.INVALID, int(ExitCode.BAD_INPUT), detail)
-            )
+            detail = f"reload refused: {_what_is_wrong(err)}; still serving"
+            self._refused(detail)
+            return Verdict(Outcome.INVALID, int(ExitCode.BAD_INPUT), detail), None
         candidate = Candidate.from_plan(plan)
         serving = state.serving
         if serving is not None and serving.candidate.same_launch(candidate):
@@ -107,12 +108,14 @@ class Reloader:
         refusal = self._refusal_before_stop(candidate)
         if refusal is not None:
             detail = f"reload refused: {refusal}; still serving"
-            verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail)
-            return self._keep_serving(Event.RELOAD_REFUSED, verdict)
+            self._refused(detail)
+            return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail), None
         if candidate.settings.trial == "beside":
             self.ctx.transitions.record(Event.RELOAD, label=candidate.label, trial="beside")
             with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
                 tried = self.beside.try_change(candidate)
+            if tried is not None and tried[0].outcome is Outcome.REFUSED:
+                self._refused(tried[0].detail)  # the GPUs changed between the check and the start
             if tried is not None:
                 return tried
         return self._reload_to(candidate)
@@ -133,8 +136,7 @@ class Reloader:
             self._drain_serving(candidate)
             if self.parker.back_to_parked(candidate):
                 return self._reload_verdict(stopping_at), None
-            code = self.bringup.bring_up(self.parker.park_for(candidate) or candidate, reloading=True)
-        return self._reload_verdict(stopping_at), code
+            return self._bring_up(self.parker.park_for(candidate) or candidate, stopping_at)
 
     def _reload_to(self, candidate: Candidate) -> tuple[Verdict, int | None]:
         """What serves sleeps beside the candidate (park = "sleep") or stops; the candidate is brought up."""
@@ -148,7 +150,22 @@ class Reloader:
                     f"stopping what serves for {candidate.label}", event="launcher.reload_stop"
                 )
                 self.stage.stop_running("reload")
-            code = self.bringup.bring_up(moved or candidate, reloading=True)
+            return self._bring_up(moved or candidate, stopping_at)
+
+    def _bring_up(self, candidate: Candidate, stopping_at: float) -> tuple[Verdict, int | None]:
+        """The candidate started and judged, what served parked or stopped for it. Preflight refusing
+        it now (its port taken since the check) is the host's problem, not the change's: what served
+        comes back and the requester hears exit 4; nothing is held against the change."""
+        try:
+            code = self.bringup.bring_up(candidate, reloading=True)
+        except PreflightRefused as refused:
+            detail = f"reload refused: {candidate.label} refused by preflight: {refused.message}"
+            self._refused(detail, ready=False)
+            code = self.bringup.back_to_last_good([], detail)
+            verdict = self._reload_verdict(stopping_at)
+            if verdict.outcome is Outcome.ROLLED_BACK:  # what served serves again: the refusal is the verdict
+                verdict = Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail, verdict.down_s)
+            return verdict, code
         return self._reload_verdict(stopping_at), code
 
     def _drain_serving(self, candidate: Candidate) -> None:
@@ -172,11 +189,31 @@ class Reloader:
         )
         if state.parked is not None:  # a sleeper kept beside it is stopped (or the candidate moved) first
             serving |= frozenset(state.parked.engine.group_members())
+        moved = self.parker.destination(candidate, beside=candidate.settings.trial == "beside")
         try:
-            hooks.preflight(candidate, serving=serving)
+            hooks.preflight(moved, serving=serving)
         except PreflightRefused as refused:
+            if moved.port != candidate.port:  # a host problem: the port beside what serves is taken
+                return (
+                    f"{refused.message} (park_port {moved.port}: the change starts there, beside what serves)"
+                )
             return refused.message
         return None
+
+    def _refused(self, detail: str, *, ready: bool = True) -> None:
+        """A refused reload: the `reload_refused` record, counted with its reason in status.json and
+        the textfile, a warning with the reason in the journal, and systemd told — READY=1 (owed
+        after RELOADING=1) only now that the verdict is known, so `systemctl status` shows it."""
+        board = self.ctx.transitions.board.current
+        self.ctx.progress.message(detail, event="launcher.reload_refused")
+        count, last = board.reload_refused + 1, {"at": utc_now(self.ctx.clock), "reason": detail}
+        self.ctx.transitions.record(
+            Event.RELOAD_REFUSED,
+            status={"detail": detail, "reload_refused": count, "last_reload_refusal": last},
+            ready=detail if ready else None,
+            tell=None if ready else detail,
+            reason=detail,
+        )
 
     def _keep_serving(self, event: Event, verdict: Verdict) -> tuple[Verdict, int | None]:
         self.ctx.transitions.record(
@@ -199,3 +236,10 @@ class Reloader:
             detail = f"serving {status.serving_fingerprint}"
             return Verdict(Outcome.PROMOTED, int(ExitCode.OK), detail, down_s)
         return Verdict(Outcome.ROLLED_BACK, int(ExitCode.ROLLED_BACK), why, down_s)
+
+
+def _what_is_wrong(err: GateError) -> str:
+    """The refusal with the profile's own errors (the first few), as the dry run names them: the
+    journal line and `systemctl status` must say what to fix, not only that something is wrong."""
+    problems = [str(p)[:200] for p in getattr(err, "problems", [])[:SHOWN_PROBLEMS]]
+    return f"{err.message}: {'; '.join(problems)} ({err.hint})" if problems else str(err)

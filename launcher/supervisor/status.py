@@ -68,6 +68,8 @@ class Status:
     watch: dict[str, Any] | None = None  # the serving watch's verdict while something serves
     frontdoor_url: str | None = None  # where clients reach what serves, when the profile has a front door
     trial: dict[str, Any] | None = None  # a candidate tried beside what serves: label, port, engine_pid
+    reload_refused: int = 0  # reloads refused since this launcher started (what served kept serving)
+    last_reload_refusal: dict[str, Any] | None = None  # the last one: when (`at`) and why (`reason`)
 
 
 class StatusBoard:

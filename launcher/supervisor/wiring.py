@@ -50,7 +50,12 @@ def host_hooks(options: GlobalOptions, profile: str) -> Hooks:
         margin_bytes: int = 0,
     ) -> None:
         request = host_request(candidate)
-        report = run_preflight(request, options, serving=serving, parked=parked, margin_bytes=margin_bytes)
+        report = run_preflight(
+            request, options, serving=serving, parked=parked, margin_bytes=margin_bytes, reap_own=True
+        )
+        if report.reap is not None:  # a dead launcher of this deployment left them: ended, not refused
+            ended = "; ".join(r.describe() for r in report.reap.processes)
+            _warn(f"preflight: ended this deployment's orphans, left by a launcher that died: {ended}")
         for warning in report.warnings():  # another deployment's orphan, a readable secret cache
             _warn(f"preflight warning: {warning}")
 

@@ -70,3 +70,13 @@ def test_the_directory_node_exporter_reads(tmp_path: Path) -> None:
     assert metrics_dir(tmp_path, {"VLLM_GATE_METRICS_DIR": "/var/lib/node_exporter/textfile"}) == Path(
         "/var/lib/node_exporter/textfile"
     )
+
+
+def test_refused_reloads_are_counted_from_the_history_on(tmp_path: Path) -> None:
+    """A bad hand edit, preflight or the guard refusing a reload moved no metric (issue 42)."""
+    metrics = LauncherMetrics(tmp_path, "svc", [*HISTORY, {"event": "reload_refused", "reason": "x"}])
+    metrics.event("reload_refused", {"reason": "reload refused: profile 'svc' has 1 error(s); still serving"})
+    metrics.update({"phase": "serving"})
+    found = samples(tmp_path / "vllm_gate_svc.prom")
+    assert value(found, "vllm_gate_reloads_refused_total") == 2
+    assert value(found, "vllm_gate_phase", phase="serving") == 1  # what served serves on

@@ -141,6 +141,11 @@ def test_a_candidate_preflight_refuses_beside_the_sleeper_wakes_it(tmp_path: Pat
     assert box.run() == 3
     assert box.events().count("start") == 1 and "woken" in box.events()
     assert "refused by preflight" in box.status()["rollback_reason"]
+    verdict = box.verdict()  # a host problem, not the change's: exit 4, nothing held against it
+    assert verdict is not None and (verdict.outcome, verdict.exit_code) == ("refused", 4)
+    assert "rejected" not in box.events() and without_stops(box.events())[-4:] == [
+        "parked", "reload_refused", "woken", "stopped"
+    ]  # fmt: skip
 
 
 def test_on_switch_runs_with_the_port_that_serves(tmp_path: Path) -> None:

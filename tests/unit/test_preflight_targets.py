@@ -14,7 +14,7 @@ from launcher.host.gpu import GIB, FakeGpuProbe
 from launcher.host.gpu_checks import Holder, HostGpus, TargetGpu, read_gpus
 from launcher.host.orphans import HostProcess, Role
 from launcher.host.policy import GpuDemand
-from launcher.host.preflight import _reap_targets, named_targets
+from launcher.host.preflight import _reap_targets, named_targets, own_marked_orphans
 from launcher.host.process_view import ProcessView
 
 BASE = 4_000_000  # far above any pid_max: these pids belong to nobody
@@ -44,6 +44,16 @@ def gpus(*holders: Holder) -> HostGpus:
 def test_only_this_deployments_orphans_are_reaped_without_force() -> None:
     chosen = _reap_targets(SCAN, gpus(), "VLLM", "prod@/state", force=False)
     assert [v.pid for v in chosen] == [OURS.pid]
+
+
+def test_a_start_ends_only_the_orphans_that_carry_this_deployments_mark() -> None:
+    """What every start reaps unasked (issue 42): a dead launcher's own leftovers, proven by the mark;
+    never another deployment's, an unmarked one (even on our GPUs, even with our prefix), a live server."""
+    on_ours = [*SCAN, HostProcess(view(BASE + 6, "PROD::Worker_TP0"), Role.ORPHAN, "PROD::Worker_TP0", None)]
+    assert [v.pid for v in own_marked_orphans(on_ours, "prod@/state")] == [OURS.pid]
+    assert own_marked_orphans(SCAN, "other@/state") == []
+    me = orphan(os.getpid(), "prod@/state")  # never this launcher, whatever it looks like
+    assert own_marked_orphans([me], "prod@/state") == []
 
 
 def test_an_orphan_of_anyone_on_our_gpus_blocks_and_is_reaped() -> None:

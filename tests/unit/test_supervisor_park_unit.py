@@ -75,6 +75,20 @@ def test_a_host_that_cannot_hold_the_weights_does_not_park(
     assert rig.sleeps.calls == []
 
 
+def test_where_a_change_starts_is_known_before_anything_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reload's preflight judges the port the candidate will really start on (issue 42: a held
+    park_port is a refusal while what serves still serves, not a rejection after parking)."""
+    rig = parked_rig(tmp_path, WEIGHTS)
+    change = rig.candidate(max_num_seqs=8)
+    assert rig.parker.destination(change, beside=False).port == PORT + 1  # parked for: the other port
+    assert rig.parker.destination(change, beside=True).port == PORT + 1  # tried beside: the same
+    monkeypatch.setattr("launcher.supervisor.park.host_available_gib", lambda: 6.0)
+    assert rig.parker.destination(change, beside=False).port == PORT  # not parked: stopped, its own port
+    assert rig.sleeps.calls == [] and rig.events().count(Event.PARK_SKIPPED) == 0  # judged, nothing done
+
+
 def test_the_wake_waits_for_the_rejected_candidate_s_memory_until_its_deadline(tmp_path: Path) -> None:
     rig = parked_rig(tmp_path)
     rig.parker.park_for(rig.candidate(max_num_seqs=8))

@@ -74,7 +74,8 @@ def test_the_unit_says_what_docs_promise() -> None:
     service = unit["Service"]
     assert (service["Type"], service["NotifyAccess"]) == ("notify", "main")
     assert service["ExecStart"] == "/usr/bin/env launch --profile %i"
-    assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    # the reload's verdict is this command's exit status: `systemctl reload` fails when it was refused
+    assert service["ExecReload"] == "/usr/bin/env launch reload --profile %i"
     assert (service["Restart"], service["RestartPreventExitStatus"]) == ("on-failure", "2 4")
     assert service["KillMode"] == "control-group"
     for key in ("TimeoutStartSec", "TimeoutStopSec", "WatchdogSec"):
@@ -87,6 +88,7 @@ def test_install_unit_writes_the_unit_and_the_host_drop_in(tmp_path: Path) -> No
     assert code == 0, output
     unit = (tmp_path / "units" / UNIT_NAME).read_text()
     assert directives(unit)["Service"]["ExecStart"] == f"{launch_executable()} --profile %i"
+    assert directives(unit)["Service"]["ExecReload"] == f"{launch_executable()} reload --profile %i"
     assert Path(directives(unit)["Service"]["ExecStart"].split()[0]).is_absolute()
     dropin = (tmp_path / "units" / "vllm-gate@prod.service.d" / "10-host.conf").read_text()
     assert f"Environment=VLLM_GATE_PROFILES={SHIPPED_PROFILES}\n" in dropin
