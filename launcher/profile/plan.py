@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import ProfileInvalid
+from launcher.profile.engine_flags import check_key_env
 from launcher.profile.findings import Findings
 from launcher.profile.frontdoor_rules import check_frontdoor
 from launcher.profile.keys import engine_settings
@@ -110,6 +111,7 @@ def build_plan(
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)
     check_frontdoor(profile, findings)
+    check_key_env(profile, findings)
     _check_env_names(rendered, schema, findings)
     args = profile.data.get("args", {})
     names = parser_names(

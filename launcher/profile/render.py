@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from basis.setting import SettingValues
+from launcher.profile.engine_flags import API_KEY_VAR, duplicate_message, engine_flag_of
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
 from vllm_flags.schema import OptionSpec, VllmSchema
 
-API_KEY_VAR = "VLLM_API_KEY"
 DEV_MODE_VAR = "VLLM_SERVER_DEV_MODE"  # vLLM registers /sleep, /wake_up, /is_sleeping only with it
 
 
@@ -87,6 +87,10 @@ def _render_arg(
 ) -> list[str]:
     dotted = f"args.{key}"
     here = where(profile.source_of(dotted), dotted)
+    engine_flag = engine_flag_of(schema, key)
+    if engine_flag is not None:
+        findings.error(duplicate_message(here, value, profile.data, engine_flag))
+        return []
     spec = schema.option_for_key(key)
     if spec is None:
         hint = did_you_mean(key.replace("-", "_"), _profile_keys(schema))

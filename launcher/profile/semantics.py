@@ -72,10 +72,6 @@ def check_semantics(profile: ResolvedProfile, findings: Findings) -> None:
             f"{here('disable_log_stats')}: refused — it removes vLLM's /metrics (vllm:*) and stats lines, "
             "which the gates need"
         )
-    if "api_key" in norm:
-        findings.error(
-            f"{here('api_key')}: a literal API key in a profile; set engine.api_key_env to a variable NAME"
-        )
     env = profile.data.get("env", {})
     _check_capture(profile, args, norm, findings, here, env if isinstance(env, dict) else {})
     check_park(profile, norm, env if isinstance(env, dict) else {}, findings)

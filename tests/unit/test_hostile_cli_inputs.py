@@ -1,0 +1,84 @@
+"""Issue 42's inputs "as an attacker would", through the real `launch` (a subprocess each): every one
+refused with exit 2 and a line naming the key, nothing written; a secret never in any output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import tree_snapshot
+
+LAUNCH = Path(sys.executable).with_name("launch")
+BASE = '[engine]\ncommand = ["vllm-sim", "serve"]\nmodel = "m"\nport = 8000\n[args]\nmax_num_seqs = 4\n'
+
+
+def launch(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [str(LAUNCH), "--profiles-dir", str(tmp_path / "profiles"), "--state-dir", str(tmp_path / "state")]
+    return subprocess.run(
+        [*argv, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+    )
+
+
+def write(tmp_path: Path, text: str, name: str = "p") -> Path:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir(exist_ok=True)
+    path = profiles / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def profile(engine: str = "", args: str = "", rest: str = "") -> str:
+    """BASE with lines added to its `[engine]` and `[args]`, and tables after it."""
+    text = BASE.replace("[engine]\n", f"[engine]\n{engine}", 1).replace("[args]\n", f"[args]\n{args}", 1)
+    return text + rest
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], *phrases: str) -> None:
+    shown = done.stdout + done.stderr
+    assert done.returncode == 2, shown
+    assert "Traceback" not in shown
+    for phrase in phrases:
+        assert phrase in shown, shown
+
+
+# ---- [args] that duplicate [engine] -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "phrase"),
+    [
+        ('host = "127.0.0.1"\n', 'host = "0.0.0.0"\n', "args.host = '0.0.0.0' is vLLM's --host"),
+        ("", "port = 9000\n", "args.port = 9000 is vLLM's --port"),
+        ('served_model_name = "a"\n', 'served-model-name = "b"\n', "which the launcher renders from "
+         "engine.served_model_name ('a')"),
+        ("", 'model = "other"\n', "args.model = 'other' is vLLM's --model"),
+        ("", 'api-key = "sk-live-123456"\n', "args.api_key: a literal API key in a profile"),
+    ],
+)  # fmt: skip
+def test_an_engine_flag_in_args_is_refused_before_anything_starts(
+    tmp_path: Path, engine: str, args: str, phrase: str
+) -> None:
+    """Was: `[args] host = "0.0.0.0"` beside `[engine] host` and `park = "sleep"` passed the dry run
+    and rendered `--host 127.0.0.1 … --host 0.0.0.0`: the dev routes answered every address."""
+    write(tmp_path, profile(engine, args, '[supervisor]\npark = "sleep"\npark_port = 8001\n'))
+    before = tree_snapshot(tmp_path)
+    assert_refused(launch(tmp_path, "--profile", "p", "--dry-run"), phrase)
+    started = launch(tmp_path, "--profile", "p")
+    assert_refused(started, phrase)
+    assert "sk-live-123456" not in started.stdout + started.stderr
+    assert tree_snapshot(tmp_path) == before and not (tmp_path / "state").exists()
+
+
+def test_a_key_in_env_beside_api_key_env_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, profile('api_key_env = "SERVE_CRED"\n', rest='[env]\nSERVE_CRED = "sk-live-123456"\n'))
+    done = launch(tmp_path, "--profile", "p", "--dry-run", env={"SERVE_CRED": "x" * 8})
+    assert_refused(done, "env.SERVE_CRED: a literal API key in a profile beside engine.api_key_env")
