@@ -19,6 +19,7 @@ from launcher.profile.engine_flags import API_KEY_VAR, duplicate_message, engine
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
+from launcher.redact import note_secret_name
 from vllm_flags.schema import OptionSpec, VllmSchema
 
 DEV_MODE_VAR = "VLLM_SERVER_DEV_MODE"  # vLLM registers /sleep, /wake_up, /is_sleeping only with it
@@ -51,6 +52,7 @@ def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, 
     secret_env: dict[str, str] = {}
     if engine.get("api_key_env"):
         secret_env[API_KEY_VAR] = str(engine["api_key_env"])
+        note_secret_name(secret_env[API_KEY_VAR])  # its value is masked wherever it shows up
     return Rendered(argv=tuple(argv), env=env, secret_env=secret_env)
 
 

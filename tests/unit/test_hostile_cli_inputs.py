@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.redact import MASK
 from tests.conftest import tree_snapshot
 
 LAUNCH = Path(sys.executable).with_name("launch")
@@ -82,3 +83,70 @@ def test_a_key_in_env_beside_api_key_env_is_refused(tmp_path: Path) -> None:
     write(tmp_path, profile('api_key_env = "SERVE_CRED"\n', rest='[env]\nSERVE_CRED = "sk-live-123456"\n'))
     done = launch(tmp_path, "--profile", "p", "--dry-run", env={"SERVE_CRED": "x" * 8})
     assert_refused(done, "env.SERVE_CRED: a literal API key in a profile beside engine.api_key_env")
+    assert "sk-live-123456" not in done.stdout + done.stderr
+
+
+# ---- secrets in output ------------------------------------------------------------------------
+
+KEY = "sk-live-4f9a2c7e1b"
+
+
+def test_set_never_prints_a_secret_it_writes(tmp_path: Path) -> None:
+    """Was: `set … env.VLLM_API_KEY=<key> --dry-run` printed the key in the diff and on `keys:`."""
+    write(tmp_path, BASE)
+    for extra in ((), ("--dry-run",)):
+        done = launch(tmp_path, "set", "--profile", "p", f"env.VLLM_API_KEY={KEY}", "--tag", f"t{len(extra)}",
+                      *extra)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert KEY not in done.stdout + done.stderr
+        assert (
+            "env.VLLM_API_KEY: (unset) → ***" in done.stdout or "env.VLLM_API_KEY: *** → ***" in done.stdout
+        )
+    assert KEY in (tmp_path / "profiles" / "p.toml").read_text()  # written, only never shown
+    again = launch(tmp_path, "set", "--profile", "p", "env.VLLM_API_KEY=sk-other-0000", "--dry-run")
+    assert (
+        KEY not in again.stdout and "sk-other-0000" not in again.stdout and "-VLLM_API_KEY = " in again.stdout
+    )
+
+
+def test_the_variable_api_key_env_names_is_masked_like_one(tmp_path: Path) -> None:
+    write(tmp_path, profile('api_key_env = "SERVE_CRED"\n'))
+    done = launch(
+        tmp_path, "set", "--profile", "p", f"env.SERVE_CRED={KEY}", "--dry-run", env={"SERVE_CRED": "x"}
+    )
+    assert_refused(done, "env.SERVE_CRED: a literal API key in a profile beside engine.api_key_env")
+    assert KEY not in done.stdout + done.stderr and 'SERVE_CRED = "***"' in done.stdout
+
+
+@pytest.mark.parametrize("given", [f'env.VLLM_API_KEY="{KEY}', f"env.DB_PASSWORD={KEY}\n[evil]"])
+def test_a_refused_assignment_does_not_echo_its_secret(tmp_path: Path, given: str) -> None:
+    write(tmp_path, BASE)
+    done = launch(tmp_path, "set", "--profile", "p", given, "--dry-run")
+    assert_refused(done)
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_a_bug_report_never_holds_a_secret_from_the_command_line(tmp_path: Path) -> None:
+    """Was: with stdout at /dev/full `set --dry-run` exited 70 and the report's `command:` line held
+    the key. Whatever the exit, no output and no report holds it."""
+    write(tmp_path, BASE)
+    argv = ["set", "--profile", "p", f"env.VLLM_API_KEY={KEY}", "--tag", "z", "--dry-run"]
+    where = ["--profiles-dir", str(tmp_path / "profiles"), "--state-dir", str(tmp_path / "state")]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [str(LAUNCH), *where, *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+            check=False, env={**os.environ, "TMPDIR": str(tmp_path)},
+        )  # fmt: skip
+    assert KEY not in done.stderr and "Traceback" not in done.stderr
+    reports = [*tmp_path.glob("state/bug-reports/*"), *tmp_path.glob("vllm-gate-bug-reports/*")]
+    for report in reports:
+        text = report.read_text()
+        assert KEY not in text and f"env.VLLM_API_KEY={MASK}" in text
+
+
+def test_the_dry_run_masks_every_secret_named_variable(tmp_path: Path) -> None:
+    write(tmp_path, profile(rest=f'[env]\nDB_PASSWORD = "{KEY}"\nHF_TOKEN = "{KEY}x"\nVLLM_X = "1"\n'))
+    for extra in ((), ("--json",)):
+        done = launch(tmp_path, "--profile", "p", "--dry-run", *extra)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert KEY not in done.stdout and "DB_PASSWORD" in done.stdout
