@@ -37,6 +37,7 @@ from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
 from .profile_arg import profile_and_assignments
+from .timeout_arg import TIMEOUT_S
 
 
 @click.command("set")
@@ -53,7 +54,7 @@ from .profile_arg import profile_and_assignments
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
     "--timeout-s",
-    type=float,
+    type=TIMEOUT_S,
     default=DEFAULT_RELOAD_TIMEOUT_S,
     show_default=True,
     help="With --apply: wait this long.",

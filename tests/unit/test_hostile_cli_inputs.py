@@ -150,3 +150,29 @@ def test_the_dry_run_masks_every_secret_named_variable(tmp_path: Path) -> None:
         done = launch(tmp_path, "--profile", "p", "--dry-run", *extra)
         assert done.returncode == 0, done.stdout + done.stderr
         assert KEY not in done.stdout and "DB_PASSWORD" in done.stdout
+
+
+# ---- --timeout-s ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["-5", "nan", "inf", "0", "1e400", "-inf"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("set", "--profile", "p", "max_num_seqs=8", "--tag", "eight", "--apply"),
+        ("rollback", "orig", "--profile", "p"),
+        ("status", "--profile", "p", "--wait"),
+    ],
+    ids=["set", "rollback", "status"],
+)
+def test_a_timeout_is_a_positive_finite_number_of_seconds(
+    tmp_path: Path, command: tuple[str, ...], value: str
+) -> None:
+    """Was: `set --apply --timeout-s -5` wrote the profile and sent the reload, then reported failure
+    while the change succeeded; `nan` and `inf` were taken too."""
+    path = write(tmp_path, BASE)
+    path.with_name("p.toml.bak_orig").write_text(BASE.replace("max_num_seqs = 4", "max_num_seqs = 2"))
+    before = tree_snapshot(tmp_path)
+    done = launch(tmp_path, *command, "--timeout-s", value)
+    assert_refused(done, "Invalid value for '--timeout-s'", "a positive, finite number of seconds")
+    assert tree_snapshot(tmp_path) == before and not (tmp_path / "state").exists()
