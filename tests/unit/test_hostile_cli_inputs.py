@@ -176,3 +176,25 @@ def test_a_timeout_is_a_positive_finite_number_of_seconds(
     done = launch(tmp_path, *command, "--timeout-s", value)
     assert_refused(done, "Invalid value for '--timeout-s'", "a positive, finite number of seconds")
     assert tree_snapshot(tmp_path) == before and not (tmp_path / "state").exists()
+
+
+# ---- rollback --list of an unknown profile ------------------------------------------------------
+
+
+def test_rollback_list_of_an_unknown_profile_is_bad_input(tmp_path: Path) -> None:
+    """Was: exit 0 with "none" listed, hiding a typo; `rollback TAG --profile nope` already said 2."""
+    write(tmp_path, BASE)
+    assert_refused(
+        launch(tmp_path, "rollback", "--list", "--profile", "nope"),
+        "no profile 'nope'",
+        "(profiles there: p)",
+    )
+    assert not (tmp_path / "state").exists()
+
+
+def test_rollback_list_still_lists_the_snapshots_of_a_removed_profile(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE)
+    path.rename(path.with_name("p.toml.bak_orig"))
+    done = launch(tmp_path, "rollback", "--list", "--profile", "p")
+    assert done.returncode == 0, done.stderr
+    assert "orig  saved " in done.stdout
