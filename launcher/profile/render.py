@@ -11,6 +11,7 @@ name/host/port flags, then `[args]` sorted by flag name. Values:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,11 @@ class Rendered:
     argv: tuple[str, ...]
     env: dict[str, str]
     secret_env: dict[str, str]  # variable vLLM reads → variable of the launcher's env that holds it
+
+    def unset_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """The variables secret_env reads that `environ` lacks or holds empty: vLLM would then serve
+        without a key (an empty VLLM_API_KEY is no key), so a start refuses them."""
+        return [source for source in self.secret_env.values() if not environ.get(source, "").strip()]
 
 
 def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, lenient: bool) -> Rendered:

@@ -198,3 +198,69 @@ def test_rollback_list_still_lists_the_snapshots_of_a_removed_profile(tmp_path: 
     done = launch(tmp_path, "rollback", "--list", "--profile", "p")
     assert done.returncode == 0, done.stderr
     assert "orig  saved " in done.stdout
+
+
+# ---- keys that do nothing, dev mode in the open, a key that is not there ------------------------
+
+
+@pytest.mark.parametrize(
+    ("supervisor", "warning"),
+    [
+        ("keep_parked = true\n", 'supervisor.keep_parked has no effect without supervisor.park = "sleep"'),
+        ("park_port = 8001\n", 'supervisor.park_port has no effect without supervisor.park = "sleep" or '
+         'supervisor.trial = "beside"'),
+    ],
+)  # fmt: skip
+def test_a_park_key_without_park_is_a_warning(tmp_path: Path, supervisor: str, warning: str) -> None:
+    """Was: accepted silently: the operator believed a rollback would wake a sleeper in seconds."""
+    write(tmp_path, profile(rest=f"[supervisor]\n{supervisor}"))
+    done = launch(tmp_path, "--profile", "p", "--dry-run")
+    assert done.returncode == 0 and f"warning: {tmp_path / 'profiles' / 'p.toml'}: {warning}" in done.stdout
+
+
+def test_park_port_for_a_trial_beside_is_no_warning(tmp_path: Path) -> None:
+    door = '[frontdoor]\nport = 9000\nadmin = "127.0.0.1:2019"\n'  # a socket under tmp_path is too long
+    write(tmp_path, profile(rest='[supervisor]\ntrial = "beside"\npark_port = 8001\n' + door))
+    done = launch(tmp_path, "--profile", "p", "--dry-run")
+    assert done.returncode == 0, done.stdout
+    assert "park_port has no effect" not in done.stdout
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "127.evil.example"])
+def test_dev_mode_on_an_open_address_is_refused(tmp_path: Path, host: str) -> None:
+    """Was: accepted silently without park; the dev routes (/collective_rpc among them) take no key."""
+    write(tmp_path, profile(f'host = "{host}"\n', rest='[env]\nVLLM_SERVER_DEV_MODE = "1"\n'))
+    for start in ((), ("--dry-run",)):
+        assert_refused(launch(tmp_path, "--profile", "p", *start), "env.VLLM_SERVER_DEV_MODE = '1' with "
+                       f"engine.host = '{host}': vLLM's dev routes")  # fmt: skip
+    assert not (tmp_path / "state").exists()
+
+
+def test_dev_mode_on_loopback_or_off_is_accepted(tmp_path: Path) -> None:
+    for host, mode in (("127.0.0.1", "1"), ("0.0.0.0", "0")):
+        write(tmp_path, profile(f'host = "{host}"\n', rest=f'[env]\nVLLM_SERVER_DEV_MODE = "{mode}"\n'))
+        done = launch(tmp_path, "--profile", "p", "--dry-run")
+        assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize("value", [None, "", "   "])
+def test_an_unset_api_key_variable_is_said_by_the_dry_run_and_refused_by_a_start(
+    tmp_path: Path, value: str | None
+) -> None:
+    """Was: the dry run said nothing; a start got past preflight, wrote its state and then exited 2."""
+    write(tmp_path, profile('api_key_env = "SERVE_CRED_42"\n'))
+    env = {k: v for k, v in os.environ.items() if k != "SERVE_CRED_42"}
+    if value is not None:
+        env["SERVE_CRED_42"] = value
+    dry = subprocess.run([str(LAUNCH), "--profiles-dir", str(tmp_path / "profiles"), "--state-dir",
+                          str(tmp_path / "state"), "--profile", "p", "--dry-run"], capture_output=True,
+                         text=True, timeout=120, check=False, env=env)  # fmt: skip
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert (
+        "warning: engine.api_key_env names $SERVE_CRED_42, which is not set (or is empty) here" in dry.stdout
+    )
+    start = subprocess.run([str(LAUNCH), "--profiles-dir", str(tmp_path / "profiles"), "--state-dir",
+                            str(tmp_path / "state"), "--profile", "p"], capture_output=True, text=True,
+                           timeout=120, check=False, env=env)  # fmt: skip
+    assert_refused(start, "engine.api_key_env names $SERVE_CRED_42", "nothing was started")
+    assert not (tmp_path / "state").exists()
