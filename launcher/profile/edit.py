@@ -26,7 +26,8 @@ from launcher.redact import MASK, is_secret_name, redact_word
 
 # Tables an address may start with; anything else is a key of `[args]`.
 TABLES = tuple(s.name for s in TOP_LEVEL if s.type is dict)
-SEGMENT_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+SEGMENT_RE = re.compile(r"[A-Za-z0-9_-]+")  # whole segments only (fullmatch): `$` lets "env\n" through
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # A value that is not TOML but has nothing TOML-ish in it is taken as a string: `hermez`, `/models/x`.
 BARE_WORD_RE = re.compile(r"""^[^\s\[\]{}"'=,#]+$""")
 
@@ -56,7 +57,7 @@ def parse_assignment(given: str) -> Assignment:
     if len(key) > 256 or key.count(".") >= bounds.MAX_DEPTH:
         raise BadInput(f"{_shown(key)}: not a key (too long, or more than {bounds.MAX_DEPTH} parts)")
     segments = tuple(key.split("."))
-    bad = [s for s in segments if not SEGMENT_RE.match(s)]
+    bad = [s for s in segments if not SEGMENT_RE.fullmatch(s)]
     if bad:
         raise BadInput(
             f"{_shown(given)}: {key!r} is not a key (each part: letters, digits, '_' or '-')",
@@ -102,6 +103,14 @@ def parse_value(given: str, raw: str) -> Any:
     if not raw:
         raise BadInput(f"{_shown(given)}: no value after '='", hint='write an empty string as ""')
     bounds.check_text(raw, f"the value of {_shown(given.partition('=')[0].strip())}")
+    if CONTROL_RE.search(raw):
+        # `x="a"\n[evil]` parsed as `v = "a"` plus a table nobody asked for, which was dropped
+        # silently (issue 42): a value is one line of TOML, whole or refused
+        raise BadInput(
+            f"{_shown(given)}: the value holds a line break or another control character; a value is "
+            "one line of TOML, and the rest would be cut off or read as a new table",
+            hint="one KEY=VALUE per argument; quote a value with spaces, as in the shell",
+        )
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError as err:

@@ -264,3 +264,28 @@ def test_an_unset_api_key_variable_is_said_by_the_dry_run_and_refused_by_a_start
                            timeout=120, check=False, env=env)  # fmt: skip
     assert_refused(start, "engine.api_key_env names $SERVE_CRED_42", "nothing was started")
     assert not (tmp_path / "state").exists()
+
+
+# ---- set: one value, one line -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        'served_model_name="x"\n[evil]',
+        'served_model_name="x"\n[evil]\nhost = "0.0.0.0"',
+        "max_num_seqs=8\r\n[engine]",
+        'env.VLLM_X="a\x1b[2Jb"',  # a terminal escape
+        "env\n.VLLM_X=1",
+    ],
+)
+def test_set_refuses_a_value_that_would_break_out_of_its_line(tmp_path: Path, given: str) -> None:
+    """Was: `set … 'served_model_name="x"\\n[evil]'` wrote served_model_name = "x" and dropped the
+    table silently."""
+    path = write(tmp_path, BASE)
+    before = tree_snapshot(tmp_path)
+    for extra in (("--dry-run",), ("--tag", "evil")):
+        done = launch(tmp_path, "set", "--profile", "p", given, *extra)
+        assert_refused(done)
+        assert done.stderr.startswith("error: ") and "evil" not in path.read_text()
+    assert tree_snapshot(tmp_path) == before
