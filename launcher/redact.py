@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 MASK = "***"
-SECRET_FLAGS = frozenset({"--api-key", "--hf-token"})
 SECRET_ENV = frozenset({"VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"})
 _MIN_SECRET_LEN = 4  # shorter values would mask ordinary text
 _SECRET_SUFFIXES = ("_KEY", "_TOKEN")
