@@ -3,8 +3,9 @@
 `launch` exits 70 (EX_SOFTWARE) on an unexpected exception so a script can tell a bug from a failed
 gate (1). The report carries what a maintainer needs (versions, the command line, the traceback)
 and no secret: argv goes through `redact_argv`, the whole text through a `LineRedactor` that knows
-the secret values of the environment. vLLM's version comes from package metadata: importing vLLM
-would import torch (seconds, and a GPU probe) inside an error path.
+the secret values of the environment and those argv assigns (`launch set … env.VLLM_API_KEY=…`).
+vLLM's version comes from package metadata: importing vLLM would import torch (seconds, and a GPU
+probe) inside an error path.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from launcher.atomicfile import write_atomic
-from launcher.redact import LineRedactor, redact_argv, secret_values
+from launcher.redact import LineRedactor, assigned_secrets, redact_argv, secret_values
 from launcher.state.store import BUG_REPORTS, StateStore
 
 PACKAGES = ("vllm-gate", "click", "structlog", "psutil", "vllm")
@@ -45,7 +46,7 @@ def render_report(error: BaseException, argv: Sequence[str], now: float) -> str:
         "",
         "".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip("\n"),
     ]
-    redactor = LineRedactor(secret_values(os.environ))
+    redactor = LineRedactor([*secret_values(os.environ), *assigned_secrets(argv)])
     return "\n".join(redactor(line) for line in "\n".join(lines).split("\n")) + "\n"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -197,7 +198,17 @@ def _provenance_lines(plan: LaunchPlan) -> list[str]:
 
 
 def _warnings(plan: LaunchPlan, pool: KvPool | None) -> list[str]:
-    return [*plan.warnings, *([pool.warning] if pool and pool.warning else [])]
+    return [*plan.warnings, *_key_warnings(plan), *([pool.warning] if pool and pool.warning else [])]
+
+
+def _key_warnings(plan: LaunchPlan) -> list[str]:
+    """The key's variable unset here: a start from this shell is refused (exit 2), yet systemd gives
+    the service its own environment, so the dry run only says it (issue 42: it said nothing)."""
+    return [
+        f"engine.api_key_env names ${name}, which is not set (or is empty) here: a start from this "
+        f"environment is refused, exit 2 (systemd gives the unit {name} from /etc/vllm-gate/{plan.name}.env)"
+        for name in plan.rendered.unset_secrets(os.environ)
+    ]
 
 
 def _change_lines(baseline: str | None, changes: list[Change]) -> list[str]:

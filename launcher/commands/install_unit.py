@@ -130,7 +130,7 @@ def _unit_files(
     needed = launch_needs(launch_path)
     if name:
         plan = build_plan(options.profiles_dir, name)
-        plan.raise_for_errors()
+        plan.raise_for_errors(needs_key=False)
         api_key_env = plan.engine.get("api_key_env")
         ip_lines = ip_filter_lines(plan.host, plan.engine, plan.args, plan.env, clients)
         files[dropin_path(unit_dir, name)] = render_dropin(

@@ -54,7 +54,7 @@ def preflight(
     if not name:
         raise click.UsageError("which profile? `launch preflight --profile NAME`")
     plan = build_plan(options.profiles_dir, name, allow_unknown=allow_unknown)
-    plan.raise_for_errors()
+    plan.raise_for_errors(needs_key=False)
     report = check_host(HostRequest.from_plan(plan), options, reap=reap_orphans, force=force, named=named)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))

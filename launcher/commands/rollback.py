@@ -30,6 +30,7 @@ from launcher.state.change_lock import ChangeLock
 from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_profile
+from .timeout_arg import TIMEOUT_S
 
 
 @click.command("rollback")
@@ -43,7 +44,7 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_pro
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
     "--timeout-s",
-    type=float,
+    type=TIMEOUT_S,
     default=DEFAULT_RELOAD_TIMEOUT_S,
     show_default=True,
     help="Wait this long for the gates.",

@@ -15,7 +15,7 @@ import click
 
 from launcher.errors import BadInput
 from launcher.profile.diff import diff_launches
-from launcher.profile.loader import PROFILE_SUFFIX
+from launcher.profile.loader import PROFILE_SUFFIX, profile_path
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.profile.snapshots import available_tags, bak_path
 from launcher.settings import GlobalOptions
@@ -27,6 +27,10 @@ SHOWN_CHANGES = 6  # per snapshot; the dry run of `launch rollback` shows them a
 
 def list_snapshots(options: GlobalOptions, name: str) -> None:
     tags = available_tags(options.profiles_dir, name)
+    if not tags:
+        # neither a snapshot nor a profile: exit 2 naming the profiles there, as `launch rollback TAG`
+        # and `set` answer it (a listing of nothing, exit 0, hid a typo; issue 42)
+        profile_path(options.profiles_dir, name)
     now = _plan(options.profiles_dir, name, None)
     serving = _serving(options.state_dir, name)  # (fingerprint, phase) while it serves
     click.echo(f"snapshots of {name!r}, newest first (restore one: launch rollback TAG --profile {name})")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,14 @@ from launcher.profile.loader import ResolvedProfile, link_note, profile_path, re
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.profile.proposal import ProposalCheck, check_proposal
 from launcher.profile.snapshots import bak_path, check_tag, refuse_existing, save_and_write
+from launcher.redact import MASK, LineRedactor, is_secret_name, secrets_in
 from launcher.settings import GlobalOptions
 from launcher.state.change_lock import ChangeLock
 from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
 from .profile_arg import profile_and_assignments
+from .timeout_arg import TIMEOUT_S
 
 
 @click.command("set")
@@ -51,7 +54,7 @@ from .profile_arg import profile_and_assignments
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
     "--timeout-s",
-    type=float,
+    type=TIMEOUT_S,
     default=DEFAULT_RELOAD_TIMEOUT_S,
     show_default=True,
     help="With --apply: wait this long.",
@@ -117,7 +120,7 @@ def run_set(
     # Bad input is refused before the change lock creates anything; inside it, the edit is made again
     # from the file as it is then (another change may have ended in between).
     _snapshot_target(options.profiles_dir, profile, tag, force_tag=force_tag, dry_run=False)
-    _raise_for_errors(path, profile, _edit(request).check, dry_run=False)
+    _raise_for_errors(path, profile, _edit(request), dry_run=False)
     keys = ", ".join(given.partition("=")[0] for given in assignments)  # names only: values may be secrets
     command = f"launch set {profile} ({keys}){' --apply' if apply_now else ''}"
     with ChangeLock(StateStore(options.state_dir), profile, command):
@@ -143,6 +146,7 @@ class _Edit:
     items: list[Assignment]
     before: LaunchPlan | None
     check: ProposalCheck
+    mask: LineRedactor  # every value this edit shows under a secret's name (issue 42)
 
 
 def _edit(r: _SetRequest) -> _Edit:
@@ -161,15 +165,22 @@ def _edit(r: _SetRequest) -> _Edit:
         shown_as=r.path,
         allow_unknown=r.allow_unknown,
     )
-    return _Edit(original, edited, items, before, check)
+    return _Edit(original, edited, items, before, check, _mask_for(document, edited, before))
+
+
+def _mask_for(document: dict[str, Any], edited: str, before: LaunchPlan | None) -> LineRedactor:
+    """Masks the secrets of the file before and after the edit and of what it inherits (both plans
+    rendered first: they note the variable engine.api_key_env names)."""
+    inherited = before.profile.data if before is not None else {}
+    return LineRedactor([*secrets_in(document), *secrets_in(tomllib.loads(edited)), *secrets_in(inherited)])
 
 
 def _dry_run(r: _SetRequest) -> int:
     _snapshot_target(r.options.profiles_dir, r.profile, r.tag, force_tag=r.force_tag, dry_run=True)
     e = _edit(r)
     _say_where_the_profile_is(r.options.profiles_dir, r.path)
-    _print_dry_run(r.path, e.original, e.edited, e.items, e.before, e.check)
-    _raise_for_errors(r.path, r.profile, e.check, dry_run=True)
+    _print_dry_run(r.path, e)
+    _raise_for_errors(r.path, r.profile, e, dry_run=True)
     click.echo("dry run: valid; nothing was written")
     return int(ExitCode.OK)
 
@@ -177,7 +188,7 @@ def _dry_run(r: _SetRequest) -> int:
 def _set(r: _SetRequest, apply_now: bool) -> int:
     bak = _snapshot_target(r.options.profiles_dir, r.profile, r.tag, force_tag=r.force_tag, dry_run=False)
     e = _edit(r)
-    _raise_for_errors(r.path, r.profile, e.check, dry_run=False)
+    _raise_for_errors(r.path, r.profile, e, dry_run=False)
     if e.edited == e.original:
         click.echo(
             f"{r.path} already has these values; nothing was written (no {bak.name if bak else 'snapshot'})"
@@ -188,7 +199,7 @@ def _set(r: _SetRequest, apply_now: bool) -> int:
     click.echo(f"saved   {bak}  (the profile as it was)")
     click.echo(f"wrote   {r.path}")
     _say_where_the_profile_is(r.options.profiles_dir, r.path)
-    _print_changes(e.items, e.before, e.check)
+    _print_changes(e)
     undo = f"launch rollback {shlex.quote(r.tag)} --profile {shlex.quote(r.profile)}"
     click.echo(f"undo:   {undo}")
     if apply_now:
@@ -241,44 +252,42 @@ def _current_plan(profiles_dir: Path, profile: str, allow_unknown: bool) -> Laun
         return None
 
 
-def _raise_for_errors(path: Path, profile: str, check: ProposalCheck, *, dry_run: bool) -> None:
+def _raise_for_errors(path: Path, profile: str, e: _Edit, *, dry_run: bool) -> None:
+    check = e.check
     if not check.errors:
         return
     raise ProfileInvalid(
         f"{path}: this change would leave {len(check.errors)} error(s) in profile {profile!r}"
         + (" or the profiles that extend it; " if check.dependents else "; ")
         + ("this was a dry run" if dry_run else "nothing was written"),
-        list(check.errors),
+        [e.mask(error) for error in check.errors],
         hint=f"fix the value, or check it with `launch set {profile} ... --dry-run`",
     )
 
 
-def _print_dry_run(
-    path: Path,
-    original: str,
-    edited: str,
-    items: Sequence[Assignment],
-    before: LaunchPlan | None,
-    check: ProposalCheck,
-) -> None:
+def _print_dry_run(path: Path, e: _Edit) -> None:
     lines = difflib.unified_diff(
-        original.splitlines(keepends=True),
-        edited.splitlines(keepends=True),
+        e.original.splitlines(keepends=True),
+        e.edited.splitlines(keepends=True),
         fromfile=str(path),
         tofile=f"{path} (after set)",
     )
-    diff = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    diff = "".join(e.mask(line.rstrip("\n")) + "\n" for line in lines)
     click.echo(diff.rstrip("\n") if diff else f"{path}: no change (it already has these values)")
     click.echo("")
-    _print_changes(items, before, check)
-    for warning in check.warnings:
-        click.echo(click.style("warning: ", fg="yellow") + warning)
+    _print_changes(e)
+    for warning in e.check.warnings:
+        click.echo(click.style("warning: ", fg="yellow") + e.mask(warning))
 
 
-def _print_changes(items: Sequence[Assignment], before: LaunchPlan | None, check: ProposalCheck) -> None:
+def _print_changes(e: _Edit) -> None:
+    before, check = e.before, e.check
     click.echo("keys:")
-    for item in items:
-        click.echo(f"  {item.dotted}: {_old_value(before.profile if before else None, item)} → {item.text}")
+    for item in e.items:
+        old, new = _old_value(before.profile if before else None, item), item.text
+        if is_secret_name(item.dotted):
+            old, new = (old if old in ("?", "(unset)") else MASK), MASK
+        click.echo(e.mask(f"  {item.dotted}: {old} → {new}"))
     if before is None:
         click.echo("argv changes: unknown (the profile did not render before this change)")
         return
@@ -286,7 +295,7 @@ def _print_changes(items: Sequence[Assignment], before: LaunchPlan | None, check
     click.echo("argv changes:" if changes else "argv changes: none")
     for change in changes:
         for line in change.lines():
-            click.echo(f"  {line}")
+            click.echo(e.mask(f"  {line}"))
     if check.dependents:
         click.echo(f"also checked (they extend it): {', '.join(check.dependents)}")
 

@@ -12,6 +12,7 @@ from typing import Any
 import click
 import psutil
 
+from launcher.commands.timeout_arg import TIMEOUT_S
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
@@ -46,7 +47,7 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
 )
 @click.option(
     "--timeout-s",
-    type=click.FloatRange(min=0, max=7 * 86400),
+    type=TIMEOUT_S,
     default=1800.0,
     show_default=True,
     help="With --wait: give up after this long (exit 3, saying what it still does).",

@@ -53,9 +53,10 @@ class Candidate:
         inherited = {k: v for k, v in os.environ.items() if k not in PRIVATE_ENV}
         env = {**inherited, "PYTHONUNBUFFERED": "1", **self.env, "VLLM_GATE_PROFILE": self.profile}
         for target, source in self.secret_env.items():
-            if source not in os.environ:
+            if not os.environ.get(source, "").strip():  # an empty VLLM_API_KEY is no key to vLLM
                 raise BadInput(
-                    f"engine.api_key_env names ${source}, which is not set", hint=f"export {source}=…"
+                    f"engine.api_key_env names ${source}, which is not set (or is empty)",
+                    hint=f"export {source}=…",
                 )
             env[target] = os.environ[source]
         return env

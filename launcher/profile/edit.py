@@ -22,10 +22,12 @@ from tomlkit.items import InlineTable, Item, Table
 from launcher.errors import BadInput
 from launcher.profile import bounds
 from launcher.profile.keys import TOP_LEVEL
+from launcher.redact import MASK, is_secret_name, redact_word
 
 # Tables an address may start with; anything else is a key of `[args]`.
 TABLES = tuple(s.name for s in TOP_LEVEL if s.type is dict)
-SEGMENT_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+SEGMENT_RE = re.compile(r"[A-Za-z0-9_-]+")  # whole segments only (fullmatch): `$` lets "env\n" through
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # A value that is not TOML but has nothing TOML-ish in it is taken as a string: `hermez`, `/models/x`.
 BARE_WORD_RE = re.compile(r"""^[^\s\[\]{}"'=,#]+$""")
 
@@ -55,17 +57,17 @@ def parse_assignment(given: str) -> Assignment:
     if len(key) > 256 or key.count(".") >= bounds.MAX_DEPTH:
         raise BadInput(f"{_shown(key)}: not a key (too long, or more than {bounds.MAX_DEPTH} parts)")
     segments = tuple(key.split("."))
-    bad = [s for s in segments if not SEGMENT_RE.match(s)]
+    bad = [s for s in segments if not SEGMENT_RE.fullmatch(s)]
     if bad:
         raise BadInput(
-            f"{given!r}: {key!r} is not a key (each part: letters, digits, '_' or '-')",
+            f"{_shown(given)}: {key!r} is not a key (each part: letters, digits, '_' or '-')",
             hint="address [args] with a bare key, other tables as env.NAME, engine.KEY, gates.NAME.KEY",
         )
     if segments[0] not in TABLES:
         segments = ("args", *segments)
     elif len(segments) == 1:
         raise BadInput(
-            f"{given!r}: [{key}] is a table; set one key in it", hint=f"for example {key}.KEY=VALUE"
+            f"{_shown(given)}: [{key}] is a table; set one key in it", hint=f"for example {key}.KEY=VALUE"
         )
     value = parse_value(given, raw)
     problem = bounds.value_problem(value, start_depth=len(segments))
@@ -77,7 +79,9 @@ def parse_assignment(given: str) -> Assignment:
 
 
 def _shown(text: str) -> str:
-    """An argument as an error quotes it: at most 80 characters (a 1 MB argument is not echoed)."""
+    """An argument as an error quotes it: at most 80 characters (a 1 MB argument is not echoed), the
+    value of a secret's key masked (`env.VLLM_API_KEY=***`)."""
+    text = redact_word(text)
     return repr(text) if len(text) <= 80 else repr(text[:80]) + f"… ({len(text):,} characters)"
 
 
@@ -97,15 +101,24 @@ def match_spelling(items: Sequence[Assignment], args_keys: Iterable[str]) -> lis
 def parse_value(given: str, raw: str) -> Any:
     """A TOML value (`16`, `0.3`, `true`, `[1,2]`, `{method="mtp"}`, `"x"`); a bare word is a string."""
     if not raw:
-        raise BadInput(f"{given!r}: no value after '='", hint='write an empty string as ""')
+        raise BadInput(f"{_shown(given)}: no value after '='", hint='write an empty string as ""')
     bounds.check_text(raw, f"the value of {_shown(given.partition('=')[0].strip())}")
+    if CONTROL_RE.search(raw):
+        # `x="a"\n[evil]` parsed as `v = "a"` plus a table nobody asked for, which was dropped
+        # silently (issue 42): a value is one line of TOML, whole or refused
+        raise BadInput(
+            f"{_shown(given)}: the value holds a line break or another control character; a value is "
+            "one line of TOML, and the rest would be cut off or read as a new table",
+            hint="one KEY=VALUE per argument; quote a value with spaces, as in the shell",
+        )
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError as err:
         if BARE_WORD_RE.match(raw):
             return raw
+        shown = MASK if is_secret_name(given.partition("=")[0].strip()) else repr(raw)
         raise BadInput(
-            f"{given!r}: {raw!r} is not a TOML value ({err})",
+            f"{_shown(given)}: {shown} is not a TOML value ({err})",
             hint="numbers as 16 or 0.3, switches as true/false, lists as [1,2,4], "
             'tables as {method="mtp"}, text with spaces in quotes (shell-quote the whole argument)',
         ) from err
@@ -249,6 +262,7 @@ def _key_text(key: str) -> str:
 def _not_a_table(item: Assignment, depth: int) -> BadInput:
     prefix = ".".join(item.path[: depth + 1])
     return BadInput(
-        f"{item.given!r}: {prefix} is a value in this profile, not a table, so {item.dotted} cannot be set",
+        f"{_shown(item.given)}: {prefix} is a value in this profile, not a table, "
+        f"so {item.dotted} cannot be set",
         hint=f"set {prefix} as a whole, for example {prefix}={{ {item.path[-1]} = {item.text} }}",
     )

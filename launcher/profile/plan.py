@@ -8,11 +8,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.errors import ProfileInvalid
+from launcher.errors import BadInput, ProfileInvalid
+from launcher.profile.engine_flags import check_key_env
 from launcher.profile.findings import Findings
 from launcher.profile.frontdoor_rules import check_frontdoor
 from launcher.profile.keys import engine_settings
@@ -76,7 +78,10 @@ class LaunchPlan:
         payload = json.dumps({"argv": list(self.argv), "env": self.env}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
-    def raise_for_errors(self) -> None:
+    def raise_for_errors(self, *, needs_key: bool = True) -> None:
+        """Refuse a plan that must not start. `needs_key`: what runs here talks to vLLM or starts it,
+        so the variable engine.api_key_env names must hold the key now (`install-unit` and
+        `preflight` pass False: systemd gives the key to the service, not to the shell)."""
         if self.profile.data.get("abstract") is True:
             raise ProfileInvalid(
                 f"profile {self.name!r} is abstract (only to be extended); nothing was started",
@@ -88,6 +93,13 @@ class LaunchPlan:
                 f"profile {self.name!r} has {len(self.errors)} error(s); nothing was started",
                 list(self.errors),
                 hint=f"see `launch --profile {self.name} --dry-run`",
+            )
+        unset = self.rendered.unset_secrets(os.environ) if needs_key else []
+        if unset:
+            raise BadInput(
+                f"profile {self.name!r}: engine.api_key_env names ${unset[0]}, which is not set (or is "
+                "empty) here, and vLLM would serve without a key; nothing was started",
+                hint=f"export {unset[0]}=… (systemd: {unset[0]}=… in /etc/vllm-gate/{self.name}.env)",
             )
 
 
@@ -110,6 +122,7 @@ def build_plan(
     rendered = render(profile, schema, findings, lenient=lenient)
     check_semantics(profile, findings)
     check_frontdoor(profile, findings)
+    check_key_env(profile, findings)
     _check_env_names(rendered, schema, findings)
     args = profile.data.get("args", {})
     names = parser_names(

@@ -11,16 +11,18 @@ name/host/port flags, then `[args]` sorted by flag name. Values:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from basis.setting import SettingValues
+from launcher.profile.engine_flags import API_KEY_VAR, duplicate_message, engine_flag_of
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
+from launcher.redact import note_secret_name
 from vllm_flags.schema import OptionSpec, VllmSchema
 
-API_KEY_VAR = "VLLM_API_KEY"
 DEV_MODE_VAR = "VLLM_SERVER_DEV_MODE"  # vLLM registers /sleep, /wake_up, /is_sleeping only with it
 
 
@@ -39,6 +41,11 @@ class Rendered:
     env: dict[str, str]
     secret_env: dict[str, str]  # variable vLLM reads → variable of the launcher's env that holds it
 
+    def unset_secrets(self, environ: Mapping[str, str]) -> list[str]:
+        """The variables secret_env reads that `environ` lacks or holds empty: vLLM would then serve
+        without a key (an empty VLLM_API_KEY is no key), so a start refuses them."""
+        return [source for source in self.secret_env.values() if not environ.get(source, "").strip()]
+
 
 def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, lenient: bool) -> Rendered:
     """Render argv/env; unknown flags are errors unless `lenient` (a fork: `engine.schema = "none"`)."""
@@ -51,6 +58,7 @@ def render(profile: ResolvedProfile, schema: VllmSchema, findings: Findings, *, 
     secret_env: dict[str, str] = {}
     if engine.get("api_key_env"):
         secret_env[API_KEY_VAR] = str(engine["api_key_env"])
+        note_secret_name(secret_env[API_KEY_VAR])  # its value is masked wherever it shows up
     return Rendered(argv=tuple(argv), env=env, secret_env=secret_env)
 
 
@@ -87,6 +95,10 @@ def _render_arg(
 ) -> list[str]:
     dotted = f"args.{key}"
     here = where(profile.source_of(dotted), dotted)
+    engine_flag = engine_flag_of(schema, key)
+    if engine_flag is not None:
+        findings.error(duplicate_message(here, value, profile.data, engine_flag))
+        return []
     spec = schema.option_for_key(key)
     if spec is None:
         hint = did_you_mean(key.replace("-", "_"), _profile_keys(schema))

@@ -11,6 +11,7 @@ from launcher.profile import bounds
 from launcher.profile.findings import Findings, where
 from launcher.profile.keys import SUPERVISOR, engine_settings
 from launcher.profile.loader import ResolvedProfile
+from launcher.profile.render import DEV_MODE_VAR
 from vllm_flags.cudagraph_sizes import (
     DEFAULT_MAX_NUM_SEQS_FLOOR,
     CaptureConfig,
@@ -72,10 +73,6 @@ def check_semantics(profile: ResolvedProfile, findings: Findings) -> None:
             f"{here('disable_log_stats')}: refused — it removes vLLM's /metrics (vllm:*) and stats lines, "
             "which the gates need"
         )
-    if "api_key" in norm:
-        findings.error(
-            f"{here('api_key')}: a literal API key in a profile; set engine.api_key_env to a variable NAME"
-        )
     env = profile.data.get("env", {})
     _check_capture(profile, args, norm, findings, here, env if isinstance(env, dict) else {})
     check_park(profile, norm, env if isinstance(env, dict) else {}, findings)
@@ -106,6 +103,8 @@ def check_park(
     supervisor = supervisor if isinstance(supervisor, dict) else {}
     _check_switch(profile, supervisor.get("on_switch"), findings)
     if SettingValues.of(SUPERVISOR, supervisor).text("park") != "sleep":
+        _check_dev_mode(profile, env, findings)
+        _check_unused_park_keys(profile, supervisor, norm, env, findings)
         return
     engine = engine_settings(profile.data)
     host, port = engine.text("host"), engine.value("port")
@@ -130,6 +129,51 @@ def check_park(
         findings.error(
             f'{at} = "sleep" with env.VLLM_SERVER_DEV_MODE = {env["VLLM_SERVER_DEV_MODE"]!r}: '
             "the sleep routes exist only in dev mode"
+        )
+
+
+def dev_mode_on(env: dict[str, Any]) -> bool:
+    """vLLM reads VLLM_SERVER_DEV_MODE as `bool(int(…))` (vllm-facts.md §12)."""
+    try:
+        return int(str(env.get(DEV_MODE_VAR, "0")).strip()) != 0
+    except ValueError:
+        return False
+
+
+def _check_dev_mode(profile: ResolvedProfile, env: dict[str, Any], findings: Findings) -> None:
+    """Dev mode without park: its routes answer whoever reaches the port, and the API key guards only
+    /v1, /v2, /inference and /cohere (vllm-facts.md §7): /collective_rpc calls any worker method.
+    (With park = "sleep", check_park refuses a host that is not loopback already.)"""
+    host = engine_settings(profile.data).text("host")
+    if not dev_mode_on(env) or is_loopback(host):
+        return
+    at = where(profile.source_of(f"env.{DEV_MODE_VAR}"), f"env.{DEV_MODE_VAR}")
+    findings.error(
+        f"{at} = {env[DEV_MODE_VAR]!r} with engine.host = {host!r}: vLLM's dev routes (/sleep, /wake_up, "
+        "/collective_rpc, /reset_prefix_cache) answer anyone who reaches the port, and no API key guards "
+        "them; bind a loopback host and put a proxy in front (docs/park.md), or leave dev mode off"
+    )
+
+
+def _check_unused_park_keys(
+    profile: ResolvedProfile,
+    supervisor: dict[str, Any],
+    norm: dict[str, tuple[str, Any]],
+    env: dict[str, Any],
+    findings: Findings,
+) -> None:
+    """keep_parked and park_port set where nothing parks: the operator meant something that will not
+    happen (park_port is also trial = "beside"'s port; an engine can sleep only if started so)."""
+    values = SettingValues.of(SUPERVISOR, supervisor)
+    sleeps = norm.get("enable_sleep_mode", (None, None))[1] is True and dev_mode_on(env)
+    if values.value("keep_parked") is True and not sleeps:
+        at = where(profile.source_of("supervisor.keep_parked"), "supervisor.keep_parked")
+        findings.warn(f'{at} has no effect without supervisor.park = "sleep": no engine is kept asleep')
+    if values.value("park_port") is not None and values.text("trial") != "beside":
+        at = where(profile.source_of("supervisor.park_port"), "supervisor.park_port")
+        findings.warn(
+            f'{at} has no effect without supervisor.park = "sleep" or supervisor.trial = "beside": '
+            "every change starts on engine.port"
         )
 
 

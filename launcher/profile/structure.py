@@ -11,6 +11,7 @@ from gates.registry import DEFAULT_ORDER, GATE_SETTINGS, GATES, gate_settings
 from launcher.profile.findings import Findings, did_you_mean, where
 from launcher.profile.keys import ENGINE, FRONTDOOR, PREFLIGHT, SUPERVISOR, TOP_LEVEL
 from launcher.profile.loader import ResolvedProfile
+from launcher.redact import MASK, is_secret_name
 
 ENV_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 GATES_TABLE_KEYS = ("order",)
@@ -80,13 +81,14 @@ def _check_env(profile: ResolvedProfile, findings: Findings) -> None:
     if not isinstance(env, dict):
         return
     for name, value in env.items():
-        source = profile.source_of(f"env.{name}")
+        at = where(profile.source_of(f"env.{name}"), f"env.{name}")
+        shown = MASK if is_secret_name(name) else repr(value)  # errors are printed: a key is not
         if not ENV_NAME_RE.match(name):
-            findings.error(f"{where(source, 'env.' + name)}: not a valid environment variable name")
+            findings.error(f"{at}: not a valid environment variable name")
         if isinstance(value, bool) or not isinstance(value, str | int):
-            findings.error(f"{where(source, 'env.' + name)} = {value!r}: environment values are strings")
+            findings.error(f"{at} = {shown}: environment values are strings")
         elif isinstance(value, str) and has_control(value):
-            findings.error(f"{where(source, 'env.' + name)} = {value!r}: contains a control character")
+            findings.error(f"{at} = {shown}: contains a control character")
 
 
 def _check_gates(profile: ResolvedProfile, findings: Findings) -> None:

@@ -152,3 +152,50 @@ def test_args_are_sorted_by_flag_not_by_key(profiles_dir: Path) -> None:
         "--tensor-parallel-size",
         "2",
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "engine_key", "option"),
+    [
+        ('host = "0.0.0.0"', "host", "--host"),
+        ("port = 9000", "port", "--port"),
+        ('model = "other"', "model", "--model"),
+        ('served_model_name = "other"', "served_model_name", "--served-model-name"),
+        ('served-model-name = ["a", "b"]', "served_model_name", "--served-model-name"),
+    ],
+)
+def test_an_args_key_that_the_engine_table_renders_is_refused(
+    profiles_dir: Path, line: str, engine_key: str, option: str
+) -> None:
+    """Was: `[args] host = "0.0.0.0"` beside `[engine] host` rendered `--host` twice and vLLM kept the
+    last, listening on every address while the launcher went by engine.host (issue 42)."""
+    result, findings = rendered(profiles_dir, f"[args]\n{line}\nmax_num_seqs = 4\n")
+    key = line.partition(" =")[0].replace("-", "_")  # the loader reads args keys in snake_case
+    assert len(findings.errors) == 1, findings.errors
+    assert f"args.{key} = " in findings.errors[0]
+    assert f"is vLLM's {option}, which the launcher renders from engine.{engine_key}" in findings.errors[0]
+    assert result.argv.count(option) == (1 if engine_key in ("host", "port") else 0)
+    assert args_of(result) == ("--max-num-seqs", "4")
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_an_abbreviation_of_an_engine_flag_is_refused_too(profiles_dir: Path, lenient: bool) -> None:
+    """vLLM's argparse expands `--hos` to `--host` (vllm-facts.md §9): a fork's unknown flags are let
+    through with `schema = "none"`, this one never is."""
+    result, findings = rendered(profiles_dir, '[args]\nhos = "0.0.0.0"\n', lenient=lenient)
+    assert findings.errors == [
+        f"{profiles_dir / 'p.toml'}: args.hos = '0.0.0.0' is vLLM's --host, which the launcher renders from "
+        "engine.host ('127.0.0.1'): vLLM would get both and keep one, while the launcher goes by engine.host; "
+        "set engine.host only"
+    ]
+    assert result.argv.count("--host") == 1 and "--hos" not in result.argv
+
+
+def test_a_literal_api_key_in_args_is_refused_once(profiles_dir: Path) -> None:
+    for line in ('api_key = "sk-1"', 'api-key = ["sk-1"]'):
+        result, findings = rendered(profiles_dir, f"[args]\n{line}\n")
+        assert findings.errors == [
+            f"{profiles_dir / 'p.toml'}: args.api_key: a literal API key in a profile; "
+            "set engine.api_key_env to a variable NAME"
+        ]
+        assert "sk-1" not in " ".join(result.argv)

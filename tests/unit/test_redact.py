@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.redact import MASK, LineRedactor, redact_argv, redact_env, secret_values
+from launcher.redact import (
+    MASK,
+    LineRedactor,
+    assigned_secrets,
+    is_secret_name,
+    note_secret_name,
+    redact_argv,
+    redact_env,
+    secret_values,
+    secrets_in,
+)
 
 
 @pytest.mark.parametrize(
@@ -79,3 +89,62 @@ def test_a_command_line_in_a_log_loses_its_key_but_a_masked_one_is_left_as_is() 
 def test_a_line_without_a_secret_is_unchanged() -> None:
     line = "INFO non-default args: {'model': 'm', 'max_num_seqs': 8}"
     assert LineRedactor(["sk-live-123"])(line) == line
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "VLLM_API_KEY",
+        "HF_TOKEN",
+        "hf_token",
+        "--api-key",
+        "env.DB_PASSWORD",
+        "MY_SECRET_X",
+        "key",
+        "OPENAI_API_KEY",
+    ],
+)
+def test_a_name_that_says_it_holds_a_secret_is_one(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["PATH", "--api-keys", "max_num_seqs", "TOKENIZERS_PARALLELISM", "api_key_env", "--model", "KEYBOARD"],
+)
+def test_other_names_are_not(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_the_variable_api_key_env_names_is_a_secret_once_noted() -> None:
+    assert not is_secret_name("SERVE_CRED_FOR_REDACT_TEST")
+    note_secret_name("SERVE_CRED_FOR_REDACT_TEST")
+    assert is_secret_name("env.SERVE_CRED_FOR_REDACT_TEST")
+    assert redact_env({"SERVE_CRED_FOR_REDACT_TEST": "abcdef"}) == {"SERVE_CRED_FOR_REDACT_TEST": MASK}
+
+
+def test_a_secret_assigned_on_a_command_line_is_masked_and_known() -> None:
+    """`launch set --profile w env.VLLM_API_KEY=sk-… --dry-run`: the bug report's `command:` line held
+    the key (issue 42)."""
+    argv = [
+        "launch",
+        "set",
+        "--profile",
+        "w",
+        "env.VLLM_API_KEY=sk-live-123",
+        'hf_token="hf_abcd"',
+        "max_num_seqs=8",
+    ]
+    assert redact_argv(argv) == ["launch", "set", "--profile", "w", f"env.VLLM_API_KEY={MASK}", f"hf_token={MASK}",
+                                 "max_num_seqs=8"]  # fmt: skip
+    assert set(assigned_secrets(argv)) == {"sk-live-123", '"hf_abcd"', "hf_abcd"}
+    assert redact_argv(["--db-password", "pw-1234", "--port", "1"]) == ["--db-password", MASK, "--port", "1"]
+
+
+def test_the_secrets_of_a_profiles_tables_are_found_at_any_depth() -> None:
+    data = {
+        "env": {"VLLM_API_KEY": "sk-live-123", "PATH": "/usr/bin", "SHORT_TOKEN": "abc"},
+        "args": {"max_num_seqs": 8, "x": {"hf_token": ["hf_1234", "hf_5678"]}},
+        "engine": {"api_key_env": "NOT_A_SECRET_ITSELF"},
+    }
+    assert sorted(secrets_in(data)) == ["hf_1234", "hf_5678", "sk-live-123"]
