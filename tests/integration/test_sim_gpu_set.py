@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
@@ -97,11 +99,29 @@ def test_a_start_that_fits_runs_beside_one_that_does_not_fails_and_a_kill_frees(
             assert held_by(gpu_set) == {one: half, two: fits}
             assert free_mib(gpu_set) == USABLE_MIB - half - fits
             kill_group(first)  # SIGKILL: its file stays, and counts for nothing
+            gone(one)  # the engine core is the API server's child: it dies a moment after the signal
             assert held_by(gpu_set) == {two: fits}
             assert free_mib(gpu_set) == USABLE_MIB - fits
             assert not (gpu_set / "held" / f"{one}.json").exists(), "pruned by the reader"
     starts = [e.pid for e in SimGpuSet(gpu_set).events() if e.event == "load_begin"]
     assert starts == [one, two], "the refused start never held anything"
+
+
+def gone(pid: int) -> None:
+    """Wait until `pid` has ended (a zombie counts as ended: it holds no GPU memory)."""
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    deadline = time.monotonic() + HANG_S
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"pid {pid} still runs after SIGKILL")
 
 
 def test_sleep_drops_to_the_residue_and_a_wake_without_room_fails_as_cuda_oom(gpu_set: Path) -> None:
