@@ -171,6 +171,9 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     if status.get("phase") in ("serving", "serving_last_good"):  # last-good is what serves
         status.update(_endpoint((_last_good(store, name) or {}).get("argv")))
     status["engine_log"] = str(store.engine_log(name))  # `launch logs NAME` reads it
+    kept = store.set_aside_files(name)
+    if kept:  # corrupt state files the launcher moved out of its way: said until the operator looks
+        status["kept_aside"] = [path.name for path in kept]
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
@@ -247,6 +250,8 @@ def _human(status: dict[str, Any]) -> str:
         lines.append(f"  watch: {_watch_line(watch)}")
     for gate in status.get("gates") or []:
         lines.append(f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}")
+    for name in status.get("kept_aside") or []:
+        lines.append(f"  kept aside: {name} (a corrupt state file; look at it, then remove it)")
     return "\n".join(lines)
 
 
