@@ -25,10 +25,15 @@ from launcher.state.serving import (
     serving_entry,
 )
 from launcher.state.store import StateStore
+from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History
 from launcher.supervisor.status import read_status
 
 UNDER_WAY = frozenset({"starting", "gating", "rolling_back"})  # what `--wait` waits out
+# What a launcher started just before may still turn into a start: `launch --profile P &` then
+# `launch status --wait` reads before that launcher has even taken its lock (Python's imports).
+MAY_START = frozenset({NEVER_RUN, "stopped", "failed"})
+START_GRACE_S = 10.0  # how long `--wait` gives it to take the profile's lock
 WAIT_POLL_S = 0.2
 PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status detail begins
 
@@ -42,7 +47,7 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
     "--wait",
     is_flag=True,
     help="Block while a start, a reload or a rollback is under way; then print and exit with the verdict "
-    "(as `kubectl rollout status`).",
+    "(as `kubectl rollout status`). A launcher started just before is given 10 s to take the profile.",
 )
 @click.option(
     "--timeout-s",
@@ -97,12 +102,20 @@ def _profile_names(store: StateStore, name: str | None) -> list[str]:
 def _wait_out(
     read: Callable[[], list[dict[str, Any]]], entries: list[dict[str, Any]], timeout_s: float
 ) -> list[dict[str, Any]]:
-    """`--wait`: the entries read again until none is under way, or until `timeout_s` has passed."""
-    deadline = time.monotonic() + timeout_s
-    while any(e["phase"] in UNDER_WAY for e in entries) and time.monotonic() < deadline:
+    """`--wait`: the entries read again until none is under way, or until `timeout_s` has passed.
+    For its first START_GRACE_S, a profile with no launcher (never run, stopped, failed) is waited
+    on too: a launcher started just before has not taken its lock yet."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    while (now := time.monotonic()) < deadline and _waits_on(entries, may_start=now - start < START_GRACE_S):
         time.sleep(WAIT_POLL_S)
         entries = read()
     return entries
+
+
+def _waits_on(entries: list[dict[str, Any]], *, may_start: bool) -> bool:
+    waited = UNDER_WAY | MAY_START if may_start else UNDER_WAY
+    return any(e["phase"] in waited for e in entries)
 
 
 def _entries_now(
@@ -161,6 +174,9 @@ def _last_good(store: StateStore, profile: str) -> dict[str, Any] | None:
 
 def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     status = read_status(store.status_path(name))
+    holder = running_launcher_pid(store.root, name)
+    if holder is not None and (status is None or status.get("launcher_pid") != holder):
+        status = _not_written_yet(holder)  # what is there is an older launcher's, or nothing
     if status is None:
         return None
     status.setdefault("profile", name)
@@ -177,6 +193,16 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
+
+
+def _not_written_yet(holder: int) -> dict[str, Any]:
+    """A launcher between taking the profile's lock and writing its first status is starting."""
+    return {
+        "phase": "starting",
+        "launcher_pid": holder,
+        "detail": f"launcher pid {holder} holds the profile and has written no status yet "
+        "(a start under way, or `launch try`)",
+    }
 
 
 def without_launcher(status: dict[str, Any]) -> None:
