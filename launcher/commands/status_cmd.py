@@ -18,11 +18,13 @@ from launcher.settings import GlobalOptions
 from launcher.state.serving import (
     EXIT_UNKNOWN,
     NEVER_RUN,
+    NOT_SERVING_VERDICTS,
     SERVING_PHASES,
     UNKNOWN,
     drift,
     exit_code,
     serving_entry,
+    watch_verdict,
 )
 from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
@@ -257,8 +259,17 @@ LABELS = {  # status.json key → what the operator reads
 }
 
 
+def _headline(status: dict[str, Any]) -> str:
+    """`prod: serving`; but never "serving" alone beside exit 3: a serving phase the watch judged
+    wedged or failing is up, and does not serve (state/serving.py `exit_code`)."""
+    verdict = watch_verdict(status)
+    if status["phase"] in SERVING_PHASES and verdict in NOT_SERVING_VERDICTS:
+        return f"{status['profile']}: {status['phase']}, but the serving watch says {verdict}: not serving"
+    return f"{status['profile']}: {status['phase']}"
+
+
 def _human(status: dict[str, Any]) -> str:
-    lines = [f"{status['profile']}: {status['phase']}"]
+    lines = [_headline(status)]
     for key, label in LABELS.items():
         if status.get(key) is not None:
             lines.append(f"  {label}: {status[key]}")
