@@ -29,6 +29,7 @@ from launcher.state.serving import (
 from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History
+from launcher.supervisor.start_verdict import UNJUDGED, unjudged_in_status
 from launcher.supervisor.status import read_status
 
 UNDER_WAY = frozenset({"starting", "gating", "rolling_back"})  # what `--wait` waits out
@@ -285,11 +286,22 @@ def _human(status: dict[str, Any]) -> str:
     watch = status.get("watch")
     if status.get("phase") in SERVING_PHASES and isinstance(watch, dict) and watch.get("verdict"):
         lines.append(f"  watch: {_watch_line(watch)}")
-    for gate in status.get("gates") or []:
-        lines.append(f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}")
+    lines += _gate_lines(status.get("gates") or [], status.get("rollback_reason"))
     for name in status.get("kept_aside") or []:
         lines.append(f"  kept aside: {name} (a corrupt state file; look at it, then remove it)")
     return "\n".join(lines)
+
+
+def _gate_lines(gates: list[dict[str, Any]], rollback_reason: object) -> list[str]:
+    """One line a gate; beside an engine_start verdict, the gates vLLM's exit left unjudged are not
+    run (the verdict is the engine's, not the gate's that was waiting)."""
+    unjudged = unjudged_in_status(gates, rollback_reason)
+    return [
+        f"  gate {gate['name']}: not run — {UNJUDGED}"
+        if left
+        else f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}"
+        for gate, left in zip(gates, unjudged, strict=True)
+    ]
 
 
 def _watch_line(watch: dict[str, Any]) -> str:
