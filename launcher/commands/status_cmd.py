@@ -12,6 +12,7 @@ from typing import Any
 import click
 import psutil
 
+from launcher.atomicfile import read_bytes_nofollow
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
@@ -177,7 +178,7 @@ def _last_good(store: StateStore, profile: str) -> dict[str, Any] | None:
 
 def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     status = read_status(store.status_path(name))
-    holder = running_launcher_pid(store.root, name)
+    holder = _lock_holder(store, name)
     if holder is not None and (status is None or status.get("launcher_pid") != holder):
         status = _not_written_yet(holder)  # what is there is an older launcher's, or nothing
     if status is None:
@@ -196,6 +197,16 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
+
+
+def _lock_holder(store: StateStore, name: str) -> int | None:
+    """The live launcher that holds the profile (launcher.json), if any; a planted link, FIFO or
+    huge file in its place is no holder, and never hangs `launch status`."""
+    try:
+        read_bytes_nofollow(store.launcher_info_path(name), limit=4096)
+    except OSError:
+        return None
+    return running_launcher_pid(store.root, name)
 
 
 def _not_written_yet(holder: int) -> dict[str, Any]:

@@ -139,3 +139,16 @@ def test_a_corrupt_restart_guard_is_a_preflight_warning_not_silence(tmp_path: Pa
         assert row.lstrip().startswith("warning") and "restart_guard.json is corrupt" in row, run.stdout
         assert why in row and "counted afresh" in row, row
         assert guard.read_text() == body  # preflight reads; the next count keeps it aside
+
+
+def test_a_fifo_in_place_of_the_launchers_pid_file_never_hangs_status(tmp_path: Path) -> None:
+    profiles, state = tmp_path / "profiles", tmp_path / "state"
+    profiles.mkdir()
+    write_profile(profiles, "svc", free_port())
+    info = state / "profiles" / "svc" / "launcher.json"
+    info.parent.mkdir(parents=True)
+    os.mkfifo(info)
+    argv = [str(LAUNCH), "--profiles-dir", str(profiles), "--state-dir", str(state),
+            "status", "--profile", "svc"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 3 and done.stdout.startswith("nothing has run yet"), done.stdout + done.stderr
