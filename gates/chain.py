@@ -31,6 +31,7 @@ class Gate(Protocol):
 
 
 ProgressFn = Callable[[int, int, str, Outcome | None], None]
+SKIPPED_AFTER_FAILURE = "not run: an earlier required gate failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +61,7 @@ class ChainRunner:
         results: list[GateResult] = []
         for index, gate in enumerate(self.gates):
             if results and results[-1].blocks_promotion:
-                results += [
-                    self._skipped(g, "not run: an earlier required gate failed") for g in self.gates[index:]
-                ]
+                results += [self._skipped(g, SKIPPED_AFTER_FAILURE) for g in self.gates[index:]]
                 return ChainReport(tuple(results))
             self.on_progress(index, len(self.gates), gate.name, None)
             result = self._run_one(gate, ctx)

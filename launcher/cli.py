@@ -17,9 +17,15 @@ from typing import Any, TextIO, cast
 import click
 
 from launcher import __version__
-from launcher.errors import BadInput, ExitCode, GateError
+from launcher.errors import BadInput, ExitCode, GateError, OutputLost
 from launcher.settings import GlobalOptions
-from launcher.terminal import DiagnosticStream, colour_allowed, is_journal
+from launcher.terminal import (
+    AnswerStream,
+    DiagnosticStream,
+    colour_allowed,
+    is_journal,
+    reopen_closed_standard_streams,
+)
 
 EXIT_CODES_HELP = """\b
 Exit codes (docs/exit-codes.md):
@@ -30,6 +36,7 @@ Exit codes (docs/exit-codes.md):
   4  refused before starting (preflight or the restart guard)
   5  the engine died after promotion (any of its processes)
   70  a launcher bug: the error names its bug report (STATE/bug-reports/)
+  74  stdout could not be written (a full disk, a closed descriptor): one line on stderr says so
   141  the reader closed the pipe (`launch logs | head`): stopped quietly, as the shell's 128+SIGPIPE
 \b
   launch --profile NAME             0 1 2 3 4 5   (0/3: stopped while serving it/last-good)
@@ -134,8 +141,8 @@ class LaunchGroup(click.Group):
     def _invoke_mapping_errors(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except BrokenPipeError:
-            raise  # the reader's choice, not a bug: `reader_may_close_the_pipe` ends it quietly
+        except (BrokenPipeError, OutputLost):
+            raise  # not a bug: `reader_may_close_the_pipe` ends the command with its own code
         except GateError as err:
             _print_error(err)
             ctx.exit(int(err.exit_code))
@@ -150,8 +157,9 @@ class LaunchGroup(click.Group):
 @contextlib.contextmanager
 def reader_may_close_the_pipe() -> Iterator[None]:
     """A reader that closes the pipe (`launch logs demo | head -5`) has seen enough: stop quietly with
-    the shell's 141, print nothing more and write no bug report. What is still buffered is flushed
-    here, so a closed pipe never surfaces at interpreter exit (Python's "Exception ignored", 120)."""
+    the shell's 141, print nothing more and write no bug report. A stdout that refuses the answer
+    (`> /dev/full`, `>&-`) ends the command with one line on stderr and 74. What is still buffered is
+    flushed here, so neither surfaces at interpreter exit (Python's "Exception ignored", 120)."""
     try:
         try:
             yield
@@ -160,6 +168,11 @@ def reader_may_close_the_pipe() -> Iterator[None]:
     except BrokenPipeError:
         _discard_further_output()
         raise click.exceptions.Exit(int(ExitCode.CLOSED_PIPE)) from None
+    except OutputLost as lost:
+        _discard_further_output()
+        mark = "<3>" if is_journal(sys.stderr) else ""
+        click.echo(f"{mark}error: {lost}", err=True)
+        raise click.exceptions.Exit(int(lost.exit_code)) from None
 
 
 def _discard_further_output() -> None:
@@ -303,6 +316,8 @@ def _hand_over_to_subcommand(ctx: click.Context, name: str) -> None:
 
 
 def main() -> None:
+    reopen_closed_standard_streams()  # `launch status <&- >&-`: no file takes descriptor 0, 1 or 2
+    sys.stdout = cast(TextIO, AnswerStream(sys.stdout))  # a refused answer is said, not a bug report
     sys.stderr = cast(TextIO, DiagnosticStream(sys.stderr))  # its reader may leave: see the class
     launch.main(prog_name="launch")
 

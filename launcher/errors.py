@@ -15,6 +15,9 @@ class ExitCode(IntEnum):
     PREFLIGHT_REFUSED = 4
     ENGINE_DIED = 5
     BUG = 70  # EX_SOFTWARE (sysexits.h): an unexpected error in the launcher, never an operator error
+    # EX_IOERR (sysexits.h): stdout could not be written (a full disk, a closed descriptor); the
+    # command's answer is lost, which is neither the operator's input nor a bug in the launcher.
+    OUTPUT_LOST = 74
     # 128 + SIGPIPE, what the shell reports for `yes | head -1`: the reader closed the pipe, which is
     # its choice, not an error; a `set -o pipefail` script still sees that the command did not finish.
     CLOSED_PIPE = 141
@@ -32,6 +35,20 @@ class GateError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class OutputLost(Exception):
+    """stdout refused the command's answer (ENOSPC, EBADF, EIO; a closed pipe is `BrokenPipeError`,
+    the reader's choice). Not a GateError: no command catches it on the way to the CLI edge."""
+
+    exit_code = ExitCode.OUTPUT_LOST
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(
+            f"launch could not write its output to stdout ({cause.strerror or cause}): the answer is "
+            f"incomplete; exit {int(self.exit_code)}"
+        )
+        self.cause = cause
 
 
 class BadInput(GateError):

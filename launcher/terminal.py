@@ -1,12 +1,16 @@
 """What the operator's terminal wants: colour unless `NO_COLOR` is set (https://no-color.org);
-whether a stream is systemd's journal, which reads a `<N>` priority prefix on each line; and a
-diagnostics stream whose reader may leave."""
+whether a stream is systemd's journal, which reads a `<N>` priority prefix on each line; a
+diagnostics stream whose reader may leave; an answer stream whose refusals are said; and standard
+descriptors that were closed at start."""
 
 from __future__ import annotations
 
 import io
 import os
-from typing import TextIO
+import sys
+from typing import IO, Any, TextIO
+
+from launcher.errors import OutputLost
 
 
 def colour_allowed() -> bool:
@@ -43,7 +47,7 @@ class DiagnosticStream:
         if not self.reader_gone:
             try:
                 self._stream.write(text)
-            except BrokenPipeError:
+            except OSError:  # a closed pipe, and as much a full disk: diagnostics are not worth a crash
                 self.reader_gone = True
         return len(text)
 
@@ -51,7 +55,7 @@ class DiagnosticStream:
         if not self.reader_gone:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
+            except OSError:
                 self.reader_gone = True
 
     def fileno(self) -> int:
@@ -62,3 +66,58 @@ class DiagnosticStream:
 
     def writable(self) -> bool:
         return True
+
+
+class AnswerStream:
+    """stdout as the commands write it: a write its descriptor refuses (a full disk, a descriptor
+    closed at start, an I/O error) raises `OutputLost`, which the CLI edge turns into one line and
+    exit 74 instead of a bug report. A closed pipe stays `BrokenPipeError`, the reader's choice (141)."""
+
+    def __init__(self, stream: IO[Any]) -> None:
+        self._stream = stream
+        self.encoding = getattr(stream, "encoding", None)  # click.echo uses a stream as it is when
+        self.errors = getattr(stream, "errors", None)  # these match
+        binary = getattr(stream, "buffer", None)  # bytes (click's shell completion) are guarded too
+        self.buffer = AnswerStream(binary) if binary is not None else None
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self._stream.write(data))
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise OutputLost(err) from err
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise OutputLost(err) from err
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+
+def reopen_closed_standard_streams() -> None:
+    """A descriptor 0, 1 or 2 closed at start (`launch status <&- >&-`) leaves Python's stream None,
+    and the next file opened would take its number: a state file could become an engine's stdout.
+    Each one closed is filled with /dev/null: stdin reads nothing, stderr drops its lines, and stdout
+    is opened read-only, so that a write fails as on the closed descriptor (EBADF) and is said."""
+    filled = ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_RDONLY), (2, "stderr", os.O_WRONLY))
+    for fd, name, flags in filled:
+        if getattr(sys, name) is not None:
+            continue
+        devnull = os.open(os.devnull, flags)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        stream = open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - lives on
+        setattr(sys, name, stream)

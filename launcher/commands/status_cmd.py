@@ -12,6 +12,7 @@ from typing import Any
 import click
 import psutil
 
+from launcher.atomicfile import read_bytes_nofollow
 from launcher.commands.timeout_arg import TIMEOUT_S
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
@@ -19,17 +20,25 @@ from launcher.settings import GlobalOptions
 from launcher.state.serving import (
     EXIT_UNKNOWN,
     NEVER_RUN,
+    NOT_SERVING_VERDICTS,
     SERVING_PHASES,
     UNKNOWN,
     drift,
     exit_code,
     serving_entry,
+    watch_verdict,
 )
 from launcher.state.store import StateStore
+from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History
+from launcher.supervisor.start_verdict import UNJUDGED, unjudged_in_status
 from launcher.supervisor.status import read_status
 
 UNDER_WAY = frozenset({"starting", "gating", "rolling_back"})  # what `--wait` waits out
+# What a launcher started just before may still turn into a start: `launch --profile P &` then
+# `launch status --wait` reads before that launcher has even taken its lock (Python's imports).
+MAY_START = frozenset({NEVER_RUN, "stopped", "failed"})
+START_GRACE_S = 10.0  # how long `--wait` gives it to take the profile's lock
 WAIT_POLL_S = 0.2
 PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status detail begins
 
@@ -43,7 +52,7 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
     "--wait",
     is_flag=True,
     help="Block while a start, a reload or a rollback is under way; then print and exit with the verdict "
-    "(as `kubectl rollout status`).",
+    "(as `kubectl rollout status`). A launcher started just before is given 10 s to take the profile.",
 )
 @click.option(
     "--timeout-s",
@@ -98,12 +107,20 @@ def _profile_names(store: StateStore, name: str | None) -> list[str]:
 def _wait_out(
     read: Callable[[], list[dict[str, Any]]], entries: list[dict[str, Any]], timeout_s: float
 ) -> list[dict[str, Any]]:
-    """`--wait`: the entries read again until none is under way, or until `timeout_s` has passed."""
-    deadline = time.monotonic() + timeout_s
-    while any(e["phase"] in UNDER_WAY for e in entries) and time.monotonic() < deadline:
+    """`--wait`: the entries read again until none is under way, or until `timeout_s` has passed.
+    For its first START_GRACE_S, a profile with no launcher (never run, stopped, failed) is waited
+    on too: a launcher started just before has not taken its lock yet."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    while (now := time.monotonic()) < deadline and _waits_on(entries, may_start=now - start < START_GRACE_S):
         time.sleep(WAIT_POLL_S)
         entries = read()
     return entries
+
+
+def _waits_on(entries: list[dict[str, Any]], *, may_start: bool) -> bool:
+    waited = UNDER_WAY | MAY_START if may_start else UNDER_WAY
+    return any(e["phase"] in waited for e in entries)
 
 
 def _entries_now(
@@ -162,6 +179,9 @@ def _last_good(store: StateStore, profile: str) -> dict[str, Any] | None:
 
 def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     status = read_status(store.status_path(name))
+    holder = _lock_holder(store, name)
+    if holder is not None and (status is None or status.get("launcher_pid") != holder):
+        status = _not_written_yet(holder)  # what is there is an older launcher's, or nothing
     if status is None:
         return None
     status.setdefault("profile", name)
@@ -172,9 +192,32 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     if status.get("phase") in ("serving", "serving_last_good"):  # last-good is what serves
         status.update(_endpoint((_last_good(store, name) or {}).get("argv")))
     status["engine_log"] = str(store.engine_log(name))  # `launch logs NAME` reads it
+    kept = store.set_aside_files(name)
+    if kept:  # corrupt state files the launcher moved out of its way: said until the operator looks
+        status["kept_aside"] = [path.name for path in kept]
     started = status.get("engine_started_at")
     status["uptime_s"] = _age(started) if alive and started and status.get("engine_pid") else None
     return status
+
+
+def _lock_holder(store: StateStore, name: str) -> int | None:
+    """The live launcher that holds the profile (launcher.json), if any; a planted link, FIFO or
+    huge file in its place is no holder, and never hangs `launch status`."""
+    try:
+        read_bytes_nofollow(store.launcher_info_path(name), limit=4096)
+    except OSError:
+        return None
+    return running_launcher_pid(store.root, name)
+
+
+def _not_written_yet(holder: int) -> dict[str, Any]:
+    """A launcher between taking the profile's lock and writing its first status is starting."""
+    return {
+        "phase": "starting",
+        "launcher_pid": holder,
+        "detail": f"launcher pid {holder} holds the profile and has written no status yet "
+        "(a start under way, or `launch try`)",
+    }
 
 
 def without_launcher(status: dict[str, Any]) -> None:
@@ -229,8 +272,17 @@ LABELS = {  # status.json key → what the operator reads
 }
 
 
+def _headline(status: dict[str, Any]) -> str:
+    """`prod: serving`; but never "serving" alone beside exit 3: a serving phase the watch judged
+    wedged or failing is up, and does not serve (state/serving.py `exit_code`)."""
+    verdict = watch_verdict(status)
+    if status["phase"] in SERVING_PHASES and verdict in NOT_SERVING_VERDICTS:
+        return f"{status['profile']}: {status['phase']}, but the serving watch says {verdict}: not serving"
+    return f"{status['profile']}: {status['phase']}"
+
+
 def _human(status: dict[str, Any]) -> str:
-    lines = [f"{status['profile']}: {status['phase']}"]
+    lines = [_headline(status)]
     for key, label in LABELS.items():
         if status.get(key) is not None:
             lines.append(f"  {label}: {status[key]}")
@@ -246,9 +298,22 @@ def _human(status: dict[str, Any]) -> str:
     watch = status.get("watch")
     if status.get("phase") in SERVING_PHASES and isinstance(watch, dict) and watch.get("verdict"):
         lines.append(f"  watch: {_watch_line(watch)}")
-    for gate in status.get("gates") or []:
-        lines.append(f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}")
+    lines += _gate_lines(status.get("gates") or [], status.get("rollback_reason"))
+    for name in status.get("kept_aside") or []:
+        lines.append(f"  kept aside: {name} (a corrupt state file; look at it, then remove it)")
     return "\n".join(lines)
+
+
+def _gate_lines(gates: list[dict[str, Any]], rollback_reason: object) -> list[str]:
+    """One line a gate; beside an engine_start verdict, the gates vLLM's exit left unjudged are not
+    run (the verdict is the engine's, not the gate's that was waiting)."""
+    unjudged = unjudged_in_status(gates, rollback_reason)
+    return [
+        f"  gate {gate['name']}: not run — {UNJUDGED}"
+        if left
+        else f"  gate {gate['name']}: {gate['verdict']} — {gate['summary']}"
+        for gate, left in zip(gates, unjudged, strict=True)
+    ]
 
 
 def _watch_line(watch: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ import psutil
 from launcher.host.gpu import GIB
 from launcher.host.orphans import DEPLOYMENT_ENV
 from launcher.host.process_view import environ_value, is_api_server, view_of
-from launcher.host.report import CheckName, CheckResult, ok, refused, skipped
+from launcher.host.report import CheckName, CheckResult, ok, refused, skipped, warned
 from launcher.host.restart_guard import GuardStatus
 
 
@@ -156,4 +156,7 @@ def check_restart_guard(status: GuardStatus) -> CheckResult:
             "a changed profile is a new candidate; or wait until the window has passed",
             **data,
         )
+    if status.note:
+        hint = "look at the file: the next start that fails or passes rewrites it and keeps this one aside"
+        return warned(CheckName.RESTART_GUARD, status.describe(), hint, **data)
     return ok(CheckName.RESTART_GUARD, status.describe(), **data)

@@ -12,6 +12,7 @@ points here):
     STATE/profiles/NAME/status.json               what `launch status` reads
     STATE/profiles/NAME/launcher.lock|json        one launcher per profile, and its pid
     STATE/profiles/NAME/restart_guard.json        failed starts per candidate fingerprint
+    STATE/profiles/NAME/*.corrupt-TIME            a corrupt state file, kept aside (`launch status` lists it)
     STATE/profiles/NAME/logs/engine.log|try.log   vLLM's own log
     STATE/profiles/NAME/reloads/                  reload requests and their verdicts
     STATE/profiles/NAME/change.lock               one `set`/`rollback` at a time (change_lock.py)
@@ -27,14 +28,18 @@ points here):
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from launcher.atomicfile import write_atomic
+from launcher.errors import BadInput
 from launcher.state.records import LAST_GOOD, LAST_GOOD_OPTIONAL, LAST_GOOD_SEEN, read_record
 
+CORRUPT = ".corrupt-"  # a state file kept aside: NAME.corrupt-20261206T112852Z
 KEEP_REJECTED = 50  # rejected fingerprints remembered per profile
 BUG_REPORTS = "bug-reports"  # also the fallback's name in the temp dir, when the state dir is not writable
 
@@ -174,7 +179,33 @@ class StateStore:
 
     def rejected(self, profile: str) -> dict[str, Any]:
         """Fingerprint → {reason, at, label} of each candidate the gates rejected (none: {})."""
-        return read_record(self.rejected_path(profile), {}) or {}
+        found = read_record(self.rejected_path(profile), {}) or {}
+        if not all(isinstance(entry, dict) for entry in found.values()):
+            raise BadInput(f"state file {self.rejected_path(profile)} is corrupt (an entry is not an object)")
+        return found
+
+    def rejected_or_set_aside(self, profile: str, now: float) -> tuple[dict[str, Any], str | None]:
+        """The rejected list; when it is corrupt, {} and, in words, that it was kept aside for the
+        operator (`rejected.json.corrupt-<time>`): which launches it named is unknown from now on."""
+        try:
+            return self.rejected(profile), None
+        except BadInput as err:
+            return {}, self.set_aside(self.rejected_path(profile), err.message, now)
+
+    def set_aside(self, path: Path, why: str, now: float) -> str:
+        """A corrupt state file moved out of its reader's way, kept beside it as NAME.corrupt-<time>
+        (never deleted: the operator may want to know what was in it); what was done, in words."""
+        why = why.removesuffix("; nothing was changed")
+        aside = path.with_name(f"{path.name}{CORRUPT}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))}")
+        try:
+            os.rename(path, aside)
+        except OSError as err:
+            return f"{why}; it could not be kept aside ({err.strerror or err})"
+        return f"{why}; kept as {aside.name}"
+
+    def set_aside_files(self, profile: str) -> list[Path]:
+        """The corrupt state files kept aside for this profile, oldest name first."""
+        return sorted(self.profile_dir(profile).glob(f"*{CORRUPT}*"))
 
     def write_rejected(self, profile: str, rejected: dict[str, Any]) -> None:
         newest = sorted(rejected.items(), key=lambda item: str(item[1].get("at", "")))[-KEEP_REJECTED:]

@@ -35,32 +35,36 @@ class Bringup:
     # ---- what the gates turned down before ----------------------------------------------------------
     def rejected_before(self, candidate: Candidate) -> str | None:
         """Why a start serves last-good at once: the gates rejected this very launch before (an
-        automatic rollback leaves the rejected change in the file; a reboot must not retry it)."""
+        automatic rollback leaves the rejected change in the file; a reboot must not retry it). A
+        corrupt rejected list may have named it: the file is kept aside, that is said, and the
+        candidate is recorded as rejected (`--retry-rejected` tries it, as any rejected launch)."""
         store, profile = self.ctx.store, self.ctx.profile
+        rejected, unreadable = store.rejected_or_set_aside(profile, self.ctx.clock.time())
         try:
-            entry = store.rejected(profile).get(candidate.fingerprint)
             last_good = store.last_good(profile)
         except BadInput:
-            return None  # an unreadable record decides nothing: the candidate is tried
-        if (
-            not isinstance(entry, dict)
-            or last_good is None
-            or last_good.get("fingerprint") == candidate.fingerprint
-        ):
+            last_good = None  # an unreadable record decides nothing: the candidate is tried
+        retry = f"not retried — `launch --profile {profile} --retry-rejected` tries it again"
+        if last_good is None or last_good.get("fingerprint") == candidate.fingerprint:
+            if unreadable is not None:  # nothing else to serve, or it is what served: it is tried
+                self.ctx.progress.message(f"rejected launches unknown: {unreadable}", event="state.set_aside")
             return None
-        when, why = entry.get("at"), entry.get("reason")
-        return (
-            f"{candidate.label} was rejected before ({when}: {why}); not retried — "
-            f"`launch --profile {profile} --retry-rejected` tries it again"
-        )
+        if unreadable is not None:
+            reason = f"not known to have passed ({unreadable})"
+            self.remember_rejection(candidate, reason)  # the next start decides the same
+            return f"{candidate.label} is {reason}; {retry}"
+        entry = rejected.get(candidate.fingerprint)
+        if not isinstance(entry, dict):
+            return None
+        return f"{candidate.label} was rejected before ({entry.get('at')}: {entry.get('reason')}); {retry}"
 
     def remember_rejection(self, candidate: Candidate, reason: str | None) -> None:
-        """Rejected by the gates (`reason`), or promoted (None: forgotten)."""
+        """Rejected by the gates (`reason`), or promoted (None: forgotten). A corrupt list is kept
+        aside (said) and rewritten whole: it must not block the bookkeeping."""
         store, profile = self.ctx.store, self.ctx.profile
-        try:
-            rejected = store.rejected(profile)
-        except BadInput:
-            rejected = {}  # rewritten whole: a corrupt file must not block the bookkeeping
+        rejected, unreadable = store.rejected_or_set_aside(profile, self.ctx.clock.time())
+        if unreadable is not None:
+            self.ctx.progress.message(f"rejected launches unknown: {unreadable}", event="state.set_aside")
         if reason is None and candidate.fingerprint not in rejected:
             return
         rejected.pop(candidate.fingerprint, None)

@@ -14,6 +14,12 @@ While the reload runs, the launcher appends each progress line (what `launch try
 vLLM's startup steps, each gate) to `reloads/<id>.progress.jsonl`, so the requester shows the same
 live progress; the verdict says how long the engine was down (`down_s`: from the stop of what
 served to serving again). The requester removes both files once read.
+
+Only regular files are requests: an entry that is not one (a directory, a symbolic link, a FIFO, a
+socket, a device) is skipped, left for the operator and said (`reload.request_skipped`, a warning in
+the journal), and the reload goes on without it. A control request is read up to MAX_REQUEST_BYTES,
+never followed, never opened before it is known to be a regular file (a FIFO would block the serve
+loop); one too large or garbled is answered invalid, removed and said.
 """
 
 from __future__ import annotations
@@ -29,11 +35,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.atomicfile import write_atomic
 
 STALE_S = 86400.0  # verdicts nobody came for (a requester that was killed) are removed after a day
 PROGRESS_MAX_BYTES = 1 << 20  # a start writes a few dozen lines; a runaway one is cut here
+log = structlog.get_logger("vllm-gate")
 
 
 class Outcome(StrEnum):
@@ -108,17 +117,66 @@ def take_control(reloads: Path) -> list[ControlRequest]:
     as invalid), never acted on."""
     taken: list[ControlRequest] = []
     for path in sorted(reloads.glob("*.control")):
-        try:
-            raw = path.read_bytes()[: MAX_REQUEST_BYTES + 1]
-            path.unlink()
-        except OSError:
+        raw = _read_control(path)
+        if raw is None:
             continue
         try:
             body: Any = json.loads(raw) if len(raw) <= MAX_REQUEST_BYTES else {}
             taken.append(ControlRequest(path.stem, Action(body["action"]), int(body["requester"])))
         except (ValueError, KeyError, TypeError):
+            why = (
+                f"over {MAX_REQUEST_BYTES} bytes" if len(raw) > MAX_REQUEST_BYTES else "not a control request"
+            )
+            _said_skipped(path, why, "answered invalid and removed")
             answer(reloads, [path.stem], Verdict(Outcome.INVALID, 2, "not a control request"))
     return taken
+
+
+def _read_control(path: Path) -> bytes | None:
+    """Its first MAX_REQUEST_BYTES + 1 bytes, and the file removed; None (said) when it is not a
+    regular file. Opened only once lstat saw a regular file, without following a link and without
+    waiting for a writer: what replaced it in between is refused too."""
+    try:
+        what = _not_a_file(path)
+        if what is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                raw = os.read(fd, MAX_REQUEST_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+            finally:
+                os.close(fd)
+            what = None if raw is not None else "not a regular file"
+        if what is not None:
+            _said_skipped(path, what)
+            return None
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        _said_skipped(path, f"unreadable ({err.strerror})")
+        return None
+    return raw
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_a_file(path: Path) -> str | None:
+    """None for a regular file; else what the entry is, as the operator would name it (never followed)."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for is_kind, name in _KINDS if is_kind(mode)), "a device or other special file")
+
+
+def _said_skipped(path: Path, what: str, fate: str = "skipped, left for the operator to remove") -> None:
+    log.warning(
+        "reload.request_skipped", msg=f"not a reload request: {path.name}: {what}; {fate}", path=str(path)
+    )
 
 
 def _hand_to_state_owner(reloads: Path) -> None:
@@ -134,12 +192,21 @@ def _hand_to_state_owner(reloads: Path) -> None:
 
 
 def take(reloads: Path) -> list[str]:
-    """The ids of every pending request; they are this reload's from now on."""
+    """The ids of every pending request; they are this reload's from now on. An entry that is not a
+    regular file is no request: skipped and said, and the reload goes on (it once ended the launcher)."""
     taken = []
     for path in sorted(reloads.glob("*.request")):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            taken.append(path.stem)
+        try:
+            what = _not_a_file(path)
+            if what is None:
+                path.unlink()
+                taken.append(path.stem)
+            else:
+                _said_skipped(path, what)
+        except FileNotFoundError:
+            continue
+        except OSError as err:  # replaced between lstat and unlink, or a dir the launcher cannot write
+            _said_skipped(path, f"cannot be taken ({err.strerror})")
     return taken
 
 

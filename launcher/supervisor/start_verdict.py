@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gates.chain import ChainReport
-from gates.outcome import Verdict
+from gates.chain import SKIPPED_AFTER_FAILURE, ChainReport
+from gates.outcome import GateResult, Verdict
 from launcher.logfacts.cause import CauseText, cause_text
 from launcher.supervisor.seams import Attempt
 
 VERDICT = "engine_start"
+UNJUDGED = "vLLM exited before it was ready"  # why a gate is shown as not run beside that verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +92,12 @@ MARKS = {
 
 
 def render_report(report: ChainReport, title: str, early: EarlyExit | None = None) -> str:
-    """`early`: the engine exited before any gate could judge it, which is the verdict then."""
+    """`early`: the engine exited before any gate could judge it, which is the verdict then: the
+    gate that was waiting and those skipped after it are shown as not run, never as a second verdict."""
     lines = [title]
     width = max((len(r.name) for r in report.results), default=4)
     for result in report.results:
-        optional = "" if result.required else " (optional)"
-        lines.append(
-            f"  {MARKS[result.verdict]:<5} {result.name:<{width}} {result.duration_s:7.2f}s  "
-            f"{result.summary}{optional}"
-        )
-        if result.verdict in (Verdict.FAIL, Verdict.ERROR):
-            for name, case in (result.evidence.get("cases") or {}).items():
-                if isinstance(case, dict) and not case.get("ok", True) and case.get("body"):
-                    lines.append(f"          {name}: {case['body'][:400]}")
+        lines += _result_lines(result, width, unjudged=early is not None and left_unjudged(result))
     if report.passed:
         verdict = "all required gates passed"
     elif early is not None:
@@ -112,3 +106,34 @@ def render_report(report: ChainReport, title: str, early: EarlyExit | None = Non
         verdict = f"rejected by {report.first_failure.name}"  # type: ignore[union-attr]
     lines.append(f"  → {verdict}")
     return "\n".join(lines)
+
+
+def left_unjudged(result: GateResult) -> bool:
+    """Beside an engine_start verdict: the gate that failed (it was waiting when vLLM exited) and the
+    ones the chain skipped after it. A pass, or a skip for the gate's own reason, stands."""
+    return result.blocks_promotion or result.summary == SKIPPED_AFTER_FAILURE
+
+
+def unjudged_in_status(gates: list[dict[str, Any]], rollback_reason: object) -> list[bool]:
+    """`launch status`'s gates (status.json) read the same way, where its reason is engine_start and
+    a failed gate says the engine exited while it waited (the chain's `failure_kind` evidence)."""
+    died = f" rejected at {VERDICT}: " in str(rollback_reason or "") and any(
+        g.get("verdict") in ("fail", "error") and "failure_kind" in (g.get("evidence") or {}) for g in gates
+    )
+    return [
+        died and (g.get("verdict") in ("fail", "error") or g.get("summary") == SKIPPED_AFTER_FAILURE)
+        for g in gates
+    ]
+
+
+def _result_lines(result: GateResult, width: int, *, unjudged: bool) -> list[str]:
+    timing = f"{result.name:<{width}} {result.duration_s:7.2f}s"
+    if unjudged:
+        return [f"  {MARKS[Verdict.NOT_YET]:<5} {timing}  not run: {UNJUDGED}"]
+    optional = "" if result.required else " (optional)"
+    lines = [f"  {MARKS[result.verdict]:<5} {timing}  {result.summary}{optional}"]
+    if result.verdict in (Verdict.FAIL, Verdict.ERROR):
+        for name, case in (result.evidence.get("cases") or {}).items():
+            if isinstance(case, dict) and not case.get("ok", True) and case.get("body"):
+                lines.append(f"          {name}: {case['body'][:400]}")
+    return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,55 @@ def test_the_prometheus_textfile_follows_a_promotion_and_a_rollback(launcher: La
     assert value("vllm_gate_last_rejected_info", fingerprint=rejected["fingerprint"]) == 1
     assert value("vllm_gate_gate_passed", gate="tool_call") == 1  # last-good's own chain passed
     assert value("vllm_gate_serving") == 1
+
+
+def test_status_wait_right_after_a_start_waits_for_its_first_status(launcher: Launcher) -> None:
+    """Was: `launch --profile svc & launch status --wait` exited 3, "nothing has run yet", while the
+    launcher was still importing. A launcher started just before is given its time to appear."""
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    waited = launch(launcher, "status", "--profile", "svc", "--wait", "--timeout-s", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert waited.stdout.startswith("svc: serving")
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from launcher.state.store import StateStore
+from launcher.supervisor.lock import ProfileLock
+from launcher.supervisor.status import Phase, StatusBoard
+
+store = StateStore(Path(sys.argv[1]))
+with ProfileLock(store, "svc"):  # a launcher between its lock and its first status
+    print("locked", flush=True)
+    sys.stdin.readline()
+    StatusBoard(store.status_path("svc"), "svc").update(phase=Phase.SERVING, serving_profile="svc")
+    sys.stdin.readline()
+"""
+
+
+def test_a_launcher_that_holds_the_profile_but_wrote_no_status_yet_is_starting(launcher: Launcher) -> None:
+    """Between its lock and its first status a launcher is starting, not "never run": `status` says
+    so, and `status --wait` waits for the status it will write."""
+    write_profile(launcher.profiles, "svc", free_port())
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(launcher.state)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline() == "locked\n"
+        shown = launch(launcher, "status", "--profile", "svc")
+        assert shown.returncode == 3, shown.stdout + shown.stderr
+        assert shown.stdout.startswith("svc: starting\n"), shown.stdout
+        assert f"launcher pid {holder.pid} holds the profile and has written no status yet" in shown.stdout
+        argv = [str(LAUNCH), "--profiles-dir", str(launcher.profiles), "--state-dir", str(launcher.state),
+                "status", "--profile", "svc", "--wait", "--timeout-s", "120"]  # fmt: skip
+        waiting = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        holder.stdin.write("write the status\n")
+        holder.stdin.flush()
+        out, err = waiting.communicate(timeout=150)
+        assert waiting.returncode == 0, out + err
+        assert out.startswith("svc: serving")
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)

@@ -22,6 +22,7 @@ FREE_MEMORY_SENTENCE = (
     "(0.95, 76.00 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."
 )
 MARKER_GATE = {"kernel_marker": {"patterns": ["FABLE_KERNELS_READY"]}}
+NOT_RUN = "not run: vLLM exited before it was ready"
 
 
 def launch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,6 +46,12 @@ def test_try_names_the_start_and_leads_with_vllms_whole_sentence(tmp_path: Path)
     assert verdict.startswith(f"  → rejected at engine_start: {FREE_MEMORY_SENTENCE} (free_memory; ")
     assert "rejected by" not in done.stdout
     assert str(tmp_path / "state" / "profiles" / "svc" / "logs" / "try.log") in verdict
+    # One verdict: the gates vLLM's exit left unjudged are not run, none of them FAIL beside it
+    # (was: `FAIL kernel_marker … FABLE_KERNELS_READY not seen` above `rejected at engine_start`).
+    gates = [line.split()[:2] for line in done.stdout.splitlines()[1:] if not line.startswith("  → ")][:4]
+    assert gates == [["----", "kernel_marker"], ["----", "graph_capture"], ["----", "health"],
+                     ["----", "tool_call"]], done.stdout  # fmt: skip
+    assert done.stdout.count(NOT_RUN) == 4 and "FAIL" not in done.stdout and "not seen" not in done.stdout
     as_json = json.loads(launch(tmp_path, "try", "--profile", "svc", "--json").stdout)
     assert as_json["engine_start"]["cause"] == FREE_MEMORY_SENTENCE
     assert as_json["engine_start"]["failure_kind"] == "free_memory"
@@ -93,3 +100,18 @@ def test_serve_rolls_back_with_the_engine_start_verdict(launcher_factory: Launch
     assert rejected["reason"] == reason
     launcher.signal(signal.SIGTERM)
     assert launcher.wait_exit() == 3
+
+
+def test_status_after_a_start_that_died_shows_one_verdict(tmp_path: Path) -> None:
+    """Nothing else to serve: the status keeps the candidate's gates. The one that was waiting when
+    vLLM exited, and those after it, read as not run beside the engine_start reason."""
+    (tmp_path / "profiles").mkdir()
+    write_profile(tmp_path / "profiles", "svc", free_port(), args=TOO_LITTLE_FREE, gates=MARKER_GATE)
+    served = launch(tmp_path, "--profile", "svc")
+    assert served.returncode == 1, served.stderr[-2000:]
+    shown = launch(tmp_path, "status", "--profile", "svc")
+    assert shown.returncode == 3 and "rejected at engine_start: Free memory on device" in shown.stdout
+    gate_lines = [line for line in shown.stdout.splitlines() if line.startswith("  gate ")]
+    names = ("kernel_marker", "graph_capture", "health", "tool_call")
+    expected = [f"  gate {name}: not run — vLLM exited before it was ready" for name in names]
+    assert gate_lines == expected, shown.stdout

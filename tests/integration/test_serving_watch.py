@@ -80,11 +80,13 @@ def test_with_on_wedge_log_the_status_says_wedged_exits_3_and_clears_when_it_ans
         wait_event(launcher, "wedged")
         shown = launch("status", "--profile", "svc", launcher=launcher)
         assert shown.returncode == 3, shown.stdout + shown.stderr
+        assert shown.stdout.startswith("svc: serving, but the serving watch says wedged: not serving\n")
         assert "watch: wedged by" in shown.stdout and f"API server pid {stopped} is stopped" in shown.stdout
     finally:
         os.kill(stopped, signal.SIGCONT)
     launcher.wait_for(lambda s: (s.get("watch") or {}).get("verdict") == "serving", 60.0)
-    assert launch("status", "--profile", "svc", launcher=launcher).returncode == 0
+    shown = launch("status", "--profile", "svc", launcher=launcher)
+    assert shown.returncode == 0 and shown.stdout.startswith("svc: serving\n"), shown.stdout
     assert launcher.status()["engine_pid"] == stopped  # logged, never restarted
     launcher.signal(signal.SIGTERM)
     assert launcher.wait_exit() == 0

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from gates.chain import SKIPPED_AFTER_FAILURE, ChainReport
+from gates.outcome import GateResult, Verdict
 from launcher.logfacts import parse_file
 from launcher.logfacts.cause import cause_text
-from launcher.supervisor.start_verdict import early_exit_of, rejection_reason
+from launcher.supervisor.start_verdict import (
+    early_exit_of,
+    rejection_reason,
+    render_report,
+    unjudged_in_status,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 LOG = Path("/state/profiles/svc/logs/engine.log")
@@ -98,3 +105,37 @@ def test_an_exit_with_no_cause_in_the_log_says_so() -> None:
         None, {"outcome": "failed", "failure_message": "OSError: [Errno 98] x"}, None
     )
     assert failed_first is not None and "startup failed" in failed_first.describe()
+
+
+def _result(name: str, verdict: Verdict, summary: str, **evidence: object) -> GateResult:
+    return GateResult(name, verdict, summary, dict(evidence), 0.5, required=True)
+
+
+DIED = _result("graph_capture", Verdict.FAIL, "engine exited with code 1 while waiting: no capture line",
+               failure_kind="tool_parser")  # fmt: skip
+
+
+def test_beside_the_engine_start_verdict_the_gates_it_left_unjudged_are_not_run() -> None:
+    """One verdict: a gate that passed before vLLM exited stands; the one that was waiting and those
+    the chain skipped after it are not run; a gate skipped for its own reason stays skipped."""
+    report = ChainReport((
+        _result("kernel_marker", Verdict.PASS, "FABLE_KERNELS_READY seen"),
+        DIED,
+        _result("health", Verdict.SKIP, SKIPPED_AFTER_FAILURE),
+        _result("smoke", Verdict.SKIP, "no prompts configured"),
+    ))  # fmt: skip
+    early = early_exit_of("exited with code 1", {"outcome": "failed"}, LOG)
+    lines = render_report(report, "launch try svc", early).splitlines()
+    assert [line.split()[0] for line in lines[1:5]] == ["PASS", "----", "----", "skip"]
+    assert lines[2].endswith("not run: vLLM exited before it was ready") and "while waiting" not in lines[2]
+    assert lines[-1].startswith("  → rejected at engine_start: vLLM logged no cause")
+    assert render_report(report, "t").splitlines()[2].split()[0] == "FAIL"  # without it, the gate's verdict
+
+
+def test_status_shows_not_run_only_where_the_engine_died_while_a_gate_waited() -> None:
+    died = [DIED.to_json(), _result("health", Verdict.SKIP, SKIPPED_AFTER_FAILURE).to_json()]
+    reason = "candidate svc@1 rejected at engine_start: x (vLLM exited with code 1 before it was ready)"
+    assert unjudged_in_status(died, reason) == [True, True]
+    assert unjudged_in_status(died, "candidate svc@1 rejected by graph_capture: x") == [False, False]
+    own = [_result("health", Verdict.FAIL, "/health 503").to_json()]  # last-good's own failure
+    assert unjudged_in_status(own, reason) == [False]

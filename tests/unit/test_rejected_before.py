@@ -60,4 +60,44 @@ def test_the_phase_clears_once_the_file_matches_what_serves(tmp_path: Path) -> N
     assert box.run() == 0  # stopped serving what the file says: no longer last-good (which exits 3)
     assert box.record(Event.RELOAD_NOOP)["reason"].startswith("already serving")
     assert box.status()["rollback_reason"] is None
-    assert len(box.engines.started) == 3  # production, the candidate, last-good: the file put back started none
+    assert (
+        len(box.engines.started) == 3
+    )  # production, the candidate, last-good: the file put back started none
+
+
+def test_a_corrupt_rejected_list_is_kept_aside_and_the_changed_launch_is_not_retried(tmp_path: Path) -> None:
+    """Was: `except BadInput: return None`, a corrupt list retried whatever it named. Now the file is
+    kept aside, the start says so and serves last-good, and the list names the candidate from now on."""
+    box = box_with(tmp_path, passes(), passes())
+    good = box.write()
+    box.then(box.stop)
+    assert box.run() == 0
+    changed = box.write(max_num_seqs=8)
+    store = StateStore(box.state)
+    store.rejected_path("svc").write_text('{"' + changed + '": 5}')  # an entry of the wrong type
+    before = len(box.history())
+    box.then(box.stop)
+    assert box.run() == 3
+    assert box.last_good() == good and box.engines.latest.argv.count("--max-num-seqs") == 1
+    reason = box.record(Event.ROLLBACK)["reason"]
+    assert reason.startswith(f"candidate svc@{changed} is not known to have passed (state file ")
+    assert "rejected.json is corrupt (an entry is not an object); kept as rejected.json.corrupt-" in reason
+    assert "--retry-rejected` tries it again" in reason
+    assert [p.read_text() for p in store.set_aside_files("svc")] == ['{"' + changed + '": 5}']
+    assert store.rejected("svc")[changed]["reason"].startswith("not known to have passed (")
+    assert without_stops([str(r["event"]) for r in box.history()[before:]])[:2] == ["rejected", "rollback"]
+
+
+def test_a_corrupt_rejected_list_with_nothing_else_to_serve_is_said_and_the_candidate_tried(
+    tmp_path: Path,
+) -> None:
+    box = box_with(tmp_path, passes())
+    fingerprint = box.write()
+    StateStore(box.state).rejected_path("svc").parent.mkdir(parents=True, exist_ok=True)
+    StateStore(box.state).rejected_path("svc").write_text("{torn")
+    box.then(box.stop)
+    assert box.run() == 0
+    assert box.last_good() == fingerprint
+    kept = StateStore(box.state).set_aside_files("svc")
+    assert len(kept) == 1 and "rejected launches unknown: state file " in box.progress.getvalue()
+    assert f"kept as {kept[0].name}" in box.progress.getvalue()

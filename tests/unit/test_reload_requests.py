@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import structlog
+import structlog.testing
 
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
@@ -173,3 +175,33 @@ def _answer_as(uid: int, gid: int, reloads: Path) -> int:
         finally:
             os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_only_regular_files_are_requests_and_the_rest_is_said(tmp_path: Path) -> None:
+    """A directory, a link or a FIFO where a request goes is no request: skipped, left in place and
+    said, never followed or opened; the real requests beside them are taken."""
+    reloads = tmp_path / "reloads"
+    rid = reload_requests.request(reloads)
+    (reloads / "dir.request").mkdir()
+    (reloads / "link.request").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(reloads / "pipe.control")
+    (reloads / "garbled.control").write_text("{not json")
+    probe = reload_requests.ask(reloads, reload_requests.Action.PARK, 4242)
+    with structlog.testing.capture_logs() as logged:
+        assert reload_requests.take_control(reloads) == [
+            reload_requests.ControlRequest(probe, reload_requests.Action.PARK, 4242)
+        ]
+        assert reload_requests.take(reloads) == [rid]
+    assert {e["event"] for e in logged} == {"reload.request_skipped"}
+    assert {e["log_level"] for e in logged} == {"warning"}
+    said = "\n".join(e["msg"] for e in logged)
+    for name, what in [("dir.request", "a directory"), ("link.request", "a symbolic link"),
+                       ("pipe.control", "a FIFO"), ("garbled.control", "not a control request")]:  # fmt: skip
+        assert f"{name}: {what}" in said, said
+    assert sorted(p.name for p in reloads.iterdir()) == [
+        "dir.request",
+        "garbled.verdict.json",
+        "link.request",
+        "pipe.control",
+    ]
+    assert reload_requests.verdict(reloads, "garbled") == Verdict(Outcome.INVALID, 2, "not a control request")

@@ -71,6 +71,37 @@ def test_a_corrupt_guard_file_does_not_stop_a_start(state_dir: Path) -> None:
     assert guard(state_dir, Wall()).should_retry("cand-a")
 
 
+@pytest.mark.parametrize("content", ["{not json", '{"cand-a": 5}', '{"cand-a": {"reasons": "x"}}', "[]"])
+def test_a_corrupt_guard_file_is_said_then_kept_aside_by_the_next_count(
+    state_dir: Path, content: str
+) -> None:
+    """Was: read as "no failed starts" in silence (and `{"cand-a": 5}` was a crash at the next count).
+    Each status says the counts start afresh, preflight warns; the next count keeps the file aside."""
+    path = StateStore(state_dir).restart_guard_path("prod")
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    wall = Wall()
+    status = guard(state_dir, wall).status("cand-a")
+    assert status.note is not None and status.note.startswith("restart_guard.json is corrupt (")
+    assert status.describe().startswith(status.note) and "counted afresh" in status.note
+    assert check_restart_guard(status).status is CheckStatus.WARNING
+    assert guard(state_dir, wall).record_failure("cand-a", "gate health failed").failures == 1
+    kept = StateStore(state_dir).set_aside_files("prod")
+    assert [p.read_text() for p in kept] == [content]
+    assert kept[0].name == "restart_guard.json.corrupt-20231114T221320Z"
+    fresh = guard(state_dir, wall).status("cand-a")
+    assert (fresh.note, fresh.failures) == (None, 1)
+
+
+def test_a_success_rewrites_a_corrupt_guard_file_too(state_dir: Path) -> None:
+    path = StateStore(state_dir).restart_guard_path("prod")
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    guard(state_dir, Wall()).record_success("cand-a")
+    assert json.loads(path.read_text()) == {}
+    assert len(StateStore(state_dir).set_aside_files("prod")) == 1
+
+
 def test_the_guard_unblocks_exactly_when_the_oldest_counted_failure_leaves_the_window(
     state_dir: Path,
 ) -> None:

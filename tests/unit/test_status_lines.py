@@ -126,6 +126,28 @@ def test_the_human_form_lists_what_is_known_in_a_fixed_order() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("phase", "verdict", "headline"),
+    [
+        ("serving", "wedged", "prod: serving, but the serving watch says wedged: not serving"),
+        (
+            "serving_last_good",
+            "failing",
+            "prod: serving_last_good, but the serving watch says failing: not serving",
+        ),
+        ("serving", "degraded", "prod: serving"),  # still serves: exit 0
+        ("serving", "starving", "prod: serving"),
+        ("stopped", "wedged", "prod: stopped"),
+    ],
+)
+def test_the_first_line_never_says_serving_alone_beside_exit_3(
+    phase: str, verdict: str, headline: str
+) -> None:
+    """Was: `prod: serving` over exit 3, when the watch had judged the server wedged."""
+    entry = {"profile": "prod", "phase": phase, "watch": {"verdict": verdict, "check": "canary"}}
+    assert _human(entry).split("\n")[0] == headline
+
+
 def test_the_watch_is_shown_only_while_something_serves() -> None:
     entry = {"profile": "prod", "phase": "stopped", "watch": {"verdict": "wedged", "check": "canary"}}
     assert _human(entry) == "prod: stopped"

@@ -166,4 +166,7 @@ def test_a_launch_rejected_before_is_not_retried_while_last_good_differs(tmp_pat
     why = rig.bringup.rejected_before(bad)
     assert why is not None and "was rejected before" in why and "--retry-rejected" in why
     rig.store.rejected_path("svc").write_text("[not a record", encoding="utf-8")
-    assert rig.bringup.rejected_before(bad) is None  # unreadable: decides nothing
+    why = rig.bringup.rejected_before(bad)  # unreadable: it may have named this launch, so not retried
+    assert why is not None and "is not known to have passed" in why and "--retry-rejected" in why
+    assert [p.read_text() for p in rig.store.set_aside_files("svc")] == ["[not a record"]
+    assert rig.bringup.rejected_before(good) is None  # last-good itself is never held back
