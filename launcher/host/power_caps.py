@@ -40,10 +40,17 @@ class Capped:
 class PowerCaps:
     """The power limits of one profile's GPU set, lowered for a trial and restored after it."""
 
-    def __init__(self, probe: Callable[[], GpuProbe], record: Path, pid: int | None = None) -> None:
+    def __init__(
+        self,
+        probe: Callable[[], GpuProbe],
+        record: Path,
+        pid: int | None = None,
+        write: Callable[[Path, str], None] = write_atomic,
+    ) -> None:
         self.probe = probe
         self.record = record
         self.pid = os.getpid() if pid is None else pid
+        self.write = write  # the state store's writer (a test passes one that finds the disk full)
 
     def lower(self, gpus: Sequence[str], watts: float) -> tuple[str | None, list[Capped]]:
         """Lower each GPU's limit to `watts` (one already at or under it is left alone): (why not,
@@ -58,7 +65,10 @@ class PowerCaps:
             plan, why = _plan(probe, gpus, watts)
             if why is not None:
                 return why, []
-            self._write(plan)
+            try:
+                self._write(plan)
+            except OSError as err:  # a full disk: nothing is lowered that could not be put back
+                return f"cannot record the power limits in {self.record}: {err.strerror or err}", []
             for done, cap in enumerate(plan):
                 why = probe.set_power_limit(_index(probe, cap.uuid), cap.set_w)
                 if why is not None:
@@ -79,7 +89,10 @@ class PowerCaps:
                 return [f"power limits of {len(plan)} GPU(s) not restored: {why}"]
             problems = self._put_back(probe, plan)
         if not problems:
-            self.record.unlink(missing_ok=True)
+            try:
+                self.record.unlink(missing_ok=True)
+            except OSError as err:
+                problems.append(f"limits restored, but {self.record} stays: {err.strerror or err}")
         return problems
 
     def _put_back(self, probe: GpuProbe, plan: Sequence[Capped]) -> list[str]:
@@ -93,7 +106,7 @@ class PowerCaps:
 
     def _write(self, plan: Sequence[Capped]) -> None:
         body = {"pid": self.pid, "gpus": [cap.to_json() for cap in plan]}
-        write_atomic(self.record, json.dumps(body, indent=1) + "\n")
+        self.write(self.record, json.dumps(body, indent=1) + "\n")
 
     def _read(self) -> tuple[list[Capped], str | None]:
         """The record's GPUs (none when there is no record); a record that cannot be read is a problem

@@ -5,6 +5,7 @@ killed launcher left; a record that is not one is a problem, never a guess."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -104,3 +105,15 @@ def test_a_record_that_is_not_one_is_kept_and_said_never_guessed(tmp_path: Path)
     record.symlink_to(tmp_path / "elsewhere.json")
     (problem,) = PowerCaps(lambda: gpus, record).restore()
     assert str(record) in problem  # a link is not followed
+
+
+def test_a_record_that_cannot_be_written_lowers_nothing(tmp_path: Path) -> None:
+    gpus = probe(700.0)
+    record = tmp_path / "r.json"
+
+    def disk_full(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    why, lowered = PowerCaps(lambda: gpus, record, write=disk_full).lower(["0"], 300)
+    assert why is not None and why.startswith(f"cannot record the power limits in {record}")
+    assert lowered == [] and gpus.power_sets == [] and gpus.power[0].current_w == 700.0
