@@ -135,7 +135,10 @@ def test_a_process_that_is_not_vllm_is_touched_only_with_force(
 
     forced = check_host(request, options(tmp_path), reap=True, force=True, probe=probe)
     assert forced.reap is not None
-    assert [(r.pid, r.outcome) for r in forced.reap.processes] == [(bystander.pid, ReapOutcome.TERMINATED)]
+    # ended: by SIGTERM, or by SIGKILL after the grace when a loaded host (or coverage saving its data
+    # on SIGTERM) kept it past the grace; which signal it took is the reaper's business, not this rule's
+    (reaped,) = forced.reap.processes
+    assert reaped.pid == bystander.pid and reaped.outcome in (ReapOutcome.TERMINATED, ReapOutcome.KILLED)
     assert bystander.wait(timeout=5) != 0
     assert not forced.refused, forced.render_text()
 

@@ -201,6 +201,7 @@ def test_preflight_reads_the_set_a_simulator_profile_names(gpu_set: Path, tmp_pa
     with running_sim(util(0.5), on_set(gpu_set), model=MODEL) as sim:
         pid = engine_pid(sim)
         report = check_host(request, options, environ={})
+    gone(pid)  # the engine core ends a moment after its API server
     memory = report.check(CheckName.GPU_MEMORY)
     assert memory.status is CheckStatus.REFUSED
     assert "GPU 0: free 39.55 GiB" in memory.detail and f"pid {pid} VLLM::EngineCore" in memory.detail
