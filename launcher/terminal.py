@@ -31,7 +31,23 @@ def is_journal(stream: TextIO) -> bool:
     return wanted == f"{stat.st_dev}:{stat.st_ino}"
 
 
-class DiagnosticStream:
+class _Wrapped:
+    """What a wrapped standard stream passes through unchanged: its descriptor, whether it is a
+    terminal, and that it is written to."""
+
+    _stream: IO[Any]
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+
+class DiagnosticStream(_Wrapped):
     """stderr as the launcher's threads write it: once its reader has gone (`launch try 2>&1 | head
     -1`, a restarted journal), lines are dropped instead of raising BrokenPipeError into whichever
     thread logged — a log reader or a serve loop that died of it would leave the engine unwatched.
@@ -58,17 +74,8 @@ class DiagnosticStream:
             except OSError:
                 self.reader_gone = True
 
-    def fileno(self) -> int:
-        return self._stream.fileno()
 
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def writable(self) -> bool:
-        return True
-
-
-class AnswerStream:
+class AnswerStream(_Wrapped):
     """stdout as the commands write it: a write its descriptor refuses (a full disk, a descriptor
     closed at start, an I/O error) raises `OutputLost`, which the CLI edge turns into one line and
     exit 74 instead of a bug report. A closed pipe stays `BrokenPipeError`, the reader's choice (141)."""
@@ -95,15 +102,6 @@ class AnswerStream:
             raise
         except OSError as err:
             raise OutputLost(err) from err
-
-    def fileno(self) -> int:
-        return self._stream.fileno()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def writable(self) -> bool:
-        return True
 
 
 def reopen_closed_standard_streams() -> None:
