@@ -33,9 +33,10 @@ def run_dry_run(
     facts = store.last_facts(name) if options.state_dir.exists() else None
     pool = kv_pool(plan.args, facts)
     door = _frontdoor(plan, store)
-    settings = SupervisorSettings.read(_table(plan.profile.data, "supervisor"))
-    park = park_costs(settings, facts)
-    trial = trial_plan(plan, options, store) if not plan.errors else None
+    # A plan with errors may hold values of the wrong type: they are reported, never read as settings.
+    ok = not plan.errors
+    park = park_costs(SupervisorSettings.read(_table(plan.profile.data, "supervisor")), facts) if ok else None
+    trial = trial_plan(plan, options, store) if ok else None
     if as_json:
         shown = {**_as_json(plan, baseline_label, changes, pool), "frontdoor": door, "park": park}
         click.echo(json.dumps({**shown, "trial": trial}, indent=2, ensure_ascii=False))

@@ -208,3 +208,24 @@ def test_a_kv_pool_at_or_above_one_times_has_no_warning(shipped_profiles: Path, 
     report = dry_json(shipped_profiles, state_dir, "prod")
     assert report["kv_pool"]["ratio"] == 1.0 and report["kv_pool"]["warning"] is None
     assert not any("KV pool" in w for w in report["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('wake_timeout_s = "x"', "supervisor.wake_timeout_s = 'x': expected int or float"),
+        ('beside_margin_gib = "x"', "supervisor.beside_margin_gib = 'x': expected int or float"),
+        ('trial = "sideways"', "supervisor.trial = 'sideways': must be one of instead, beside"),
+        ("power_limit_w = -3", "supervisor.power_limit_w = -3: must be ≥ 1"),
+    ],
+)
+def test_a_supervisor_value_of_the_wrong_type_is_an_error_not_a_bug_report(
+    line: str, expected: str, shipped_profiles: Path, state_dir: Path
+) -> None:
+    """The dry run's park and trial lines read `[supervisor]`: only a plan without errors (a wrong
+    type there was a ValueError, exit 70, and a bug report in the state dir)."""
+    (shipped_profiles / "cand.toml").write_text(f'extends = "prod"\n[supervisor]\n{line}\n')
+    before = tree_snapshot(shipped_profiles)
+    result = dry_run(shipped_profiles, state_dir, "cand")
+    assert result.exit_code == 2 and expected in result.output, result.output
+    assert tree_snapshot(shipped_profiles) == before and not state_dir.exists()
