@@ -163,8 +163,10 @@ SUPERVISOR: tuple[Setting, ...] = (
     Setting(
         "canary_interval_s",
         (int, float),
-        15.0,
-        "One short real generation through the served model this often (sooner after a failed check).",
+        10.0,
+        "One short real generation through the served model this often (sooner after a failed check; "
+        "after a missed one the next goes at once with half the deadline, so an idle hang is called "
+        "within canary_interval_s + 2 x canary_timeout_s).",
         unit="s",
         minimum=1,
         maximum=3600,
@@ -172,8 +174,21 @@ SUPERVISOR: tuple[Setting, ...] = (
     Setting(
         "canary_timeout_s",
         (int, float),
-        10.0,
-        "Deadline of each canary and each /health and /metrics read of the watch.",
+        5.0,
+        "Deadline of each canary and each /health and /metrics read of the watch (a canary queued "
+        "behind a full batch while vLLM's counters move is busy, not missed).",
+        unit="s",
+        minimum=0.5,
+        maximum=600,
+    ),
+    Setting(
+        "stall_s",
+        (int, float),
+        3.0,
+        "With requests running, this long without any progress vLLM publishes (tokens, KV-cache "
+        "usage as a chunked prefill fills it, requests admitted or finished) is wedged at once; a "
+        "prefill whose steps come slower than that gets twice its own pace. Also how long a process "
+        "of the engine may stay stopped (state T) before it is wedged.",
         unit="s",
         minimum=0.5,
         maximum=600,
@@ -352,6 +367,7 @@ class SupervisorSettings:
     watch: bool
     canary_interval_s: float
     canary_timeout_s: float
+    stall_s: float
     canary_tool_call_every: int
     wedge_after: int
     on_wedge: str
@@ -373,6 +389,7 @@ class SupervisorSettings:
             watch=values.flag("watch"),
             canary_interval_s=values.number("canary_interval_s"),
             canary_timeout_s=values.number("canary_timeout_s"),
+            stall_s=values.number("stall_s"),
             canary_tool_call_every=values.integer("canary_tool_call_every"),
             wedge_after=values.integer("wedge_after"),
             on_wedge=values.text("on_wedge"),

@@ -143,8 +143,10 @@ class Steering:
 def serving_watch(
     candidate: Candidate, engine: EngineHandle, on_change: Callable[[Judgement], None]
 ) -> ServingWatch:
-    """The real serving watch: HTTP to the candidate, psutil on its engine, NVML where there is one."""
-    return ServingWatch(WatchPlan.of(candidate), engine.process_tree, on_change, gpu_bytes=_nvml_bytes)
+    """The real serving watch: HTTP to the candidate, psutil on its engine, NVML where there is one;
+    what it finds that is no verdict (a profile matter) goes to the journal as a warning."""
+    plan = WatchPlan.of(candidate)
+    return ServingWatch(plan, engine.process_tree, on_change, on_note=_warn, gpu_bytes=_nvml_bytes)
 
 
 def _warn(text: str) -> None:

@@ -1,8 +1,11 @@
 """The watch's readers: each check as a function of what it reads, returning an `Observation`.
 
-The facts they rely on (vllm-facts.md §8, §7): vLLM's engine core publishes
-`vllm:num_requests_running` and `vllm:generation_tokens_total` (the API server shows the last
-figures it received, so a stopped engine core freezes them); the instrumentator counts every
+The facts they rely on (vllm-facts.md §8, §13, §7): vLLM's engine core publishes its figures with
+every step (running, waiting, KV-cache usage from the step's SchedulerStats; token and request
+counters from its outputs), and the API server shows the last ones it received, so an engine core
+that stops stepping freezes all of them. A chunked prefill moves no token counter until its last
+chunk (the prompt counter counts at the first output), but each chunk's step allocates KV blocks,
+so `vllm:kv_cache_usage_perc` moves with every chunk; the instrumentator counts every
 request as `http_requests_total{handler,method,status="2xx"|"4xx"|"5xx"}`; `/health` answers 200
 with an empty body and 503 once the engine is dead. Process states are Linux's (`T` stopped, `D`
 uninterruptible, `Z` zombie).
@@ -13,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,7 +33,18 @@ from launcher.watch.verdict import Check, Kind, Observation
 MIB = 1 << 20
 GIB = 1 << 30
 RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
 GENERATED = "vllm:generation_tokens_total"
+# Every figure the engine core's steps publish that the watch compares: any of them moving is progress.
+STEPPED = (
+    RUNNING,
+    WAITING,
+    "vllm:kv_cache_usage_perc",
+    "vllm:prompt_tokens_total",
+    GENERATED,
+    "vllm:iteration_tokens_total_count",
+    "vllm:request_success_total",
+)
 MIN_REQUESTS_FOR_SHARE = 10  # a 5xx share over fewer real requests says nothing
 MOSTLY = 0.5
 
@@ -67,6 +82,21 @@ def tool_call_observation(result: CaseResult, timed_out: bool, at: float, waited
     )
 
 
+# vLLM's 400 for tool calls asked of a server started without them (vllm-facts.md §5.5 item 5)
+TOOLS_UNCONFIGURED = "--enable-auto-tool-choice"
+
+
+def tool_calls_unconfigured(status: int, body: str, at: float, case: str) -> Observation | None:
+    """The server was started without tool calling: the profile's choice, named once, not a sickness."""
+    if status != 400 or TOOLS_UNCONFIGURED not in body:
+        return None
+    detail = (
+        f"tool-call canary ({case}): the server does not do tool calls (vLLM answers 400: it needs "
+        "--enable-auto-tool-choice and --tool-call-parser); no more tool-call canaries for this engine"
+    )
+    return Observation(Check.TOOL_CALL, Kind.UNCONFIGURED, at, detail, {"status": status})
+
+
 def health_observation(reply: HttpReply, at: float, waited_s: float, timeout_s: float) -> Observation:
     if reply.status == 200:
         return Observation(Check.HEALTH, Kind.OK, at, "/health 200", waited_s=waited_s)
@@ -88,15 +118,27 @@ class MetricsReading:
     generated: float | None
     requests: int  # http_requests_total over every handler and status
     errors: int  # of them, status 5xx
+    waiting: float | None = None
+    stepped: tuple[float | None, ...] = ()  # the STEPPED figures, in order (empty: no vllm:* at all)
+
+    @property
+    def working(self) -> bool:
+        """Requests running or waiting, as the engine core last published it."""
+        return bool(self.running) or bool(self.waiting)
 
 
-WANTED = (RUNNING, GENERATED, "http_requests_total")
+WANTED = (*STEPPED, "http_requests_total")
+
+
+def _wanted(line: str) -> bool:
+    name = line.split("{", 1)[0].split(" ", 1)[0]
+    return name in WANTED
 
 
 def read_metrics(text: str, at: float) -> MetricsReading:
-    """Only the three families the watch reads (a /metrics page holds hundreds of lines): the lines
-    that begin with their names go through prometheus_client's parser, the rest is never parsed."""
-    lines = [line for line in text.splitlines() if line.startswith(WANTED)]
+    """Only the families the watch reads (a /metrics page holds hundreds of lines): their lines go
+    through prometheus_client's parser, the rest is never parsed."""
+    lines = [line for line in text.splitlines() if _wanted(line)]
     sums: dict[str, float] = {}
     requests = errors = 0
     try:
@@ -111,37 +153,55 @@ def read_metrics(text: str, at: float) -> MetricsReading:
             if sample.name == "http_requests_total":
                 requests += int(sample.value)
                 errors += int(sample.value) if str(sample.labels.get("status", "")).startswith("5") else 0
-    return MetricsReading(at, sums.get(RUNNING), sums.get(GENERATED), requests, errors)
+    stepped = tuple(sums.get(name) for name in STEPPED)
+    if all(value is None for value in stepped):
+        stepped = ()
+    return MetricsReading(
+        at, sums.get(RUNNING), sums.get(GENERATED), requests, errors, sums.get(WAITING), stepped
+    )
 
 
-class DecodeProgress:
-    """Compares readings: tokens moved, or requests running with the counter frozen for `stall_s`."""
+class EngineProgress:
+    """Compares readings: does the engine step? Any figure it publishes moving is progress (a prefill's
+    chunks move the KV-cache usage, decode the token counters, the queue the request gauges). With
+    requests running, figures frozen for `stall_s` are a stall, or for twice the pace of the last
+    steps seen when that is longer: a long prompt's later chunks come slower, but never twice as
+    slow as the one before (each costs its fixed part plus attention over what came before it)."""
 
     def __init__(self, stall_s: float) -> None:
         self.stall_s = stall_s
-        self._frozen_since: MetricsReading | None = None  # first reading of the current frozen run
         self._last: MetricsReading | None = None
+        self._mark: float | None = None  # the last reading at which the engine moved, or had nothing to do
+        self._pace_s = 0.0  # the longest a step could have taken, from the last two marks
 
     def observe(self, reading: MetricsReading) -> Observation:
         last, self._last = self._last, reading
-        if reading.generated is None:
-            self._frozen_since = None
-            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "no token counter in /metrics")
-        moved = last is not None and last.generated is not None and reading.generated > last.generated
-        figures = {"running": reading.running, "generation_tokens": reading.generated, "tokens_moved": moved}
-        if moved or not reading.running:
-            # a frozen run starts at the reading that last moved (nothing running: at the next one)
-            self._frozen_since = reading if (moved and reading.running) else None
-            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "decode progressing", figures)
-        if self._frozen_since is None or self._frozen_since.generated != reading.generated:
-            self._frozen_since = reading
-        frozen_s = reading.at - self._frozen_since.at
-        figures["frozen_s"] = round(frozen_s, 1)
-        if frozen_s < self.stall_s:
-            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "decode waiting", figures)
+        if not reading.stepped:
+            self._mark, self._pace_s = None, 0.0
+            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "no engine figures in /metrics")
+        moved = last is not None and bool(last.stepped) and reading.stepped != last.stepped
+        figures: dict[str, Any] = {
+            "running": reading.running,
+            "waiting": reading.waiting,
+            "generation_tokens": reading.generated,
+        }
+        if moved and last is not None:
+            figures["moved_since"] = last.at  # the figures moved after this reading, before the next
+            if self._mark is not None and reading.working:
+                self._pace_s = reading.at - self._mark
+            self._mark = reading.at
+            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "engine stepping", figures)
+        if not reading.working or self._mark is None:
+            self._mark, self._pace_s = reading.at, 0.0
+            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "engine idle", figures)
+        frozen_s = reading.at - self._mark
+        allowed_s = max(self.stall_s, 2 * self._pace_s)
+        figures.update(frozen_s=round(frozen_s, 1), allowed_s=round(allowed_s, 1))
+        if frozen_s < allowed_s:
+            return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "engine mid-step", figures)
         detail = (
-            f"{reading.running:g} requests running and vllm:generation_tokens_total frozen at "
-            f"{reading.generated:g} for {frozen_s:.0f} s"
+            f"{reading.running or 0:g} requests running, {reading.waiting or 0:g} waiting, and nothing "
+            f"vLLM publishes moved for {frozen_s:.1f} s (tokens, KV-cache usage, requests)"
         )
         return Observation(Check.METRICS, Kind.STALLED, reading.at, detail, figures)
 
@@ -179,7 +239,11 @@ def process_name(pid: int, prefixes: Sequence[str]) -> str:
 
 
 class ProcessStates:
-    """Stopped (`T`, `t`) and zombie processes at once; `D` only once it lasted `long_d_s`."""
+    """Stopped (`T`, `t`) and zombie processes at once (`degraded`); `D` only once it lasted
+    `long_d_s`. A process stopped by a signal (`T`) for `halt_s` halts the engine: the engine core,
+    its TP workers and the API server each take part in every step (the workers in each collective),
+    so one of them stopped stops them all (`wedged`). A tracing stop (`t`: a debugger, py-spy) stays
+    `degraded`: someone is looking at it."""
 
     BAD = {
         psutil.STATUS_STOPPED: "is stopped (state T)",
@@ -187,30 +251,44 @@ class ProcessStates:
         psutil.STATUS_ZOMBIE: "is a zombie (state Z)",
     }
 
-    def __init__(self, prefixes: Sequence[str], long_d_s: float, state_of: StateOf = process_state) -> None:
+    def __init__(
+        self,
+        prefixes: Sequence[str],
+        long_d_s: float,
+        state_of: StateOf = process_state,
+        halt_s: float | None = None,
+    ) -> None:
         self.prefixes = tuple(prefixes)
         self.long_d_s = long_d_s
+        self.halt_s = halt_s
         self.state_of = state_of
-        self._d_since: dict[int, float] = {}
+        self._since: dict[tuple[int, str], float] = {}  # (pid, state D or T): first seen in it
 
     def observe(self, pids: Sequence[int], at: float) -> Observation:
         found: list[str] = []
+        halted: list[str] = []
         states: dict[int, str] = {}
         for pid in pids:
             state = self.state_of(pid)
             if state is None:
                 continue
             states[pid] = state
+            lasted = at - self._since.setdefault((pid, state), at)
             if state == psutil.STATUS_DISK_SLEEP:
-                since = self._d_since.setdefault(pid, at)
-                if at - since >= self.long_d_s:
-                    found.append(f"{process_name(pid, self.prefixes)} is in state D for {at - since:.0f} s")
+                if lasted >= self.long_d_s:
+                    found.append(f"{process_name(pid, self.prefixes)} is in state D for {lasted:.0f} s")
             elif state in self.BAD:
                 found.append(f"{process_name(pid, self.prefixes)} {self.BAD[state]}")
-        self._d_since = {p: t for p, t in self._d_since.items() if states.get(p) == psutil.STATUS_DISK_SLEEP}
+                if state == psutil.STATUS_STOPPED and self.halt_s is not None and lasted >= self.halt_s:
+                    halted.append(f"{process_name(pid, self.prefixes)} stopped (state T) for {lasted:.1f} s")
+        self._since = {key: t for key, t in self._since.items() if states.get(key[0]) == key[1]}
+        figures = {"states": states}
+        if halted:
+            detail = "; ".join(halted) + ": the engine cannot step"
+            return Observation(Check.PROCESS, Kind.HALTED, at, detail, figures)
         if found:
-            return Observation(Check.PROCESS, Kind.BAD_PROCESS, at, "; ".join(found), {"states": states})
-        return Observation(Check.PROCESS, Kind.OK, at, f"{len(states)} processes running", {"states": states})
+            return Observation(Check.PROCESS, Kind.BAD_PROCESS, at, "; ".join(found), figures)
+        return Observation(Check.PROCESS, Kind.OK, at, f"{len(states)} processes running", figures)
 
 
 # ---- memory: the host's, and the group's under the leak rule --------------------------------------

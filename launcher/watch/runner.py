@@ -1,9 +1,12 @@
 """The watch's two threads: the canary's, and the free signals' (process states every tick;
-`/health`, `/metrics` and host memory every few seconds; the group's memory every leak window).
+`/metrics` every tick while vLLM says requests run, else with `/health` and host memory every few
+seconds; the group's memory every leak window).
 
 A canary waits up to its deadline, so it has a thread of its own: the free signals keep coming
-meanwhile, and a failed one (a stopped engine core, a stalled decode) asks for a canary at once
-instead of at the next interval. Every observation goes to the `Judge`; when its judgement changes
+meanwhile, and a failed one (a stopped engine core, a stalled engine) asks for a canary at once
+instead of at the next interval. A canary that missed its deadline is followed at once by one with
+half the deadline, so an idle hang is called within `interval + timeout + timeout / 2`.
+Every observation goes to the `Judge`; when its judgement changes
 (verdict or check), `on_change` is called — from either thread, so it must only hand the news over.
 Constructing starts nothing; `start()` starts both threads, `stop()` ends them (the HTTP call in
 flight returns by its own deadline, or at once when the engine is stopped).
@@ -32,7 +35,7 @@ from launcher.profile.candidate import Candidate
 from launcher.profile.keys import PREFLIGHT
 from launcher.watch import probes
 from launcher.watch.incident import write_incident
-from launcher.watch.verdict import Judge, Judgement, Observation, Rules, Verdict
+from launcher.watch.verdict import Judge, Judgement, Kind, Observation, Rules, Verdict
 
 TICK_S = 1.0
 FREE_EVERY_S = 5.0  # /health, /metrics, host RAM: this often, or at the canary's pace when that is faster
@@ -50,6 +53,7 @@ class WatchPlan:
     model: str
     interval_s: float
     timeout_s: float
+    stall_s: float
     tool_call_every: int
     tool_case: ToolCase | None
     tool_max_tokens: int
@@ -80,6 +84,7 @@ class WatchPlan:
             model=names[0] if names else "",
             interval_s=settings.canary_interval_s,
             timeout_s=settings.canary_timeout_s,
+            stall_s=settings.stall_s,
             tool_call_every=settings.canary_tool_call_every,
             tool_case=case,
             tool_max_tokens=tool.integer("max_tokens"),
@@ -92,6 +97,11 @@ class WatchPlan:
             prefixes=prefixes_for(candidate.env),
         )
 
+    @property
+    def followup_timeout_s(self) -> float:
+        """The deadline of the canary sent at once after a missed one."""
+        return self.timeout_s / 2
+
 
 class ServingWatch:
     def __init__(
@@ -100,6 +110,7 @@ class ServingWatch:
         pids: Callable[[], Sequence[int]],
         on_change: Callable[[Judgement], None],
         *,
+        on_note: Callable[[str], None] | None = None,
         gpu_bytes: Callable[[Sequence[int]], int | None] | None = None,
         host: Callable[[], tuple[int, int]] = measure_host,
         tick_s: float = TICK_S,
@@ -108,11 +119,13 @@ class ServingWatch:
         http: HttpClient | None = None,
     ) -> None:
         """`http`: how the server is reached (the real client to `plan.base_url` unless a test passes
-        its own); `clock`: what every wait and every observation's time reads."""
+        its own); `clock`: what every wait and every observation's time reads; `on_note`: where a
+        finding that is no verdict goes once (a tool-call canary the server is not configured for)."""
         self.plan = plan
         self.clock = clock
         self.pids = pids
         self.on_change = on_change
+        self.on_note = on_note
         self.gpu_bytes = gpu_bytes
         self.host = host
         self.tick_s = tick_s
@@ -129,10 +142,13 @@ class ServingWatch:
         self._canary_now = threading.Event()
         self._shown: Judgement = Judgement(Verdict.SERVING)
         self._threads: list[threading.Thread] = []
-        self._processes = probes.ProcessStates(plan.prefixes, long_d_s=plan.timeout_s)
-        self._progress = probes.DecodeProgress(stall_s=plan.timeout_s)
+        self._processes = probes.ProcessStates(plan.prefixes, long_d_s=plan.timeout_s, halt_s=plan.stall_s)
+        self._progress = probes.EngineProgress(stall_s=plan.stall_s)
         self._leak = probes.LeakWindows(plan.leak_rule)
         self._last_reading: probes.MetricsReading | None = None
+        self._traffic_base: probes.MetricsReading | None = None
+        self._tools_off = False  # the server answered that it does not do tool calls
+        self._missed = False  # the last canary missed its deadline: the next goes at once, shorter
         self._pids: Sequence[int] = ()
         self._pids_at = -PIDS_EVERY_S
         now = clock.monotonic()
@@ -215,28 +231,41 @@ class ServingWatch:
             due = self.canary_round()
 
     def canary_round(self) -> float:
-        """One canary now (or a tool-call canary); when the next one is due."""
+        """One canary now (or a tool-call canary); when the next one is due. After a miss the next
+        goes at once with the shorter deadline; after an error, a retry gap first (an error may come
+        at once, and the server is retried, not hammered)."""
         self._canary_now.clear()
         obs = self.observe(self._one_canary(), retry=True)
+        self._missed = obs.kind is Kind.TIMEOUT
+        if self._missed:
+            return self.clock.monotonic()
         if not obs.ok:
-            self.clock.wait(
-                self._stopped, MIN_CANARY_GAP_S
-            )  # retried, not hammered: an error may come at once
+            self.clock.wait(self._stopped, MIN_CANARY_GAP_S)
         return self.clock.monotonic() + self.plan.interval_s
 
     def _one_canary(self) -> Observation:
         self.canaries += 1
         every = self.plan.tool_call_every
-        if every and self.plan.tool_case is not None and self.canaries % every == 0:
-            return self._tool_call(self.plan.tool_case)
-        answer = send_canary(self.http, self.plan.model, self.plan.timeout_s, clock=self.clock)
-        return probes.canary_observation(answer, self.clock.monotonic(), self.plan.timeout_s)
+        case = self.plan.tool_case
+        tools_on = case is not None and not self._tools_off and not self._missed
+        if every and tools_on and case is not None and self.canaries % every == 0:
+            return self._tool_call(case)
+        timeout = self.plan.followup_timeout_s if self._missed else self.plan.timeout_s
+        answer = send_canary(self.http, self.plan.model, timeout, clock=self.clock)
+        return probes.canary_observation(answer, self.clock.monotonic(), timeout)
 
     def _tool_call(self, case: ToolCase) -> Observation:
         started = self.clock.monotonic()
         body = case.request(self.plan.model, self.plan.tool_max_tokens)
         reply = self.http.post_json("/v1/chat/completions", body, self.plan.tool_timeout_s)
         waited = self.clock.monotonic() - started
+        now = self.clock.monotonic()
+        unconfigured = probes.tool_calls_unconfigured(reply.status, reply.body, now, case.name)
+        if unconfigured is not None:
+            self._tools_off = True
+            if self.on_note is not None:
+                self.on_note(unconfigured.detail)
+            return unconfigured
         result = judge_reply(case, reply.status, reply.body)
         timeout = self.plan.tool_timeout_s
         return probes.tool_call_observation(
@@ -251,13 +280,17 @@ class ServingWatch:
             self.signals_round(self.clock.monotonic())
 
     def signals_round(self, now: float) -> None:
-        """The process states at every tick; /health, /metrics and host RAM, and the leak window, when due."""
+        """The process states at every tick, and /metrics too while requests run (a stall is called
+        in seconds); /health, /metrics' traffic share and host RAM, and the leak window, when due."""
         self._check_processes(now)
-        if now >= self._next_free:
+        due = now >= self._next_free
+        if due:
             self._next_free = now + self.free_every_s
             self._check_health()
-            self._check_metrics()
             self._check_host()
+        last = self._last_reading
+        if due or (last is not None and last.working):
+            self._check_metrics(traffic=due)
         if now >= self._next_leak:
             self._next_leak += self.plan.leak_window_s
             self._check_leak()
@@ -276,15 +309,18 @@ class ServingWatch:
         now = self.clock.monotonic()
         self.observe(probes.health_observation(reply, now, now - started, self.plan.timeout_s))
 
-    def _check_metrics(self) -> None:
+    def _check_metrics(self, *, traffic: bool) -> None:
         reply = self.http.get("/metrics", self.plan.timeout_s)
         if reply.status != 200:
             return  # /metrics absent (--disable-log-stats has no vllm:*) or slow: other checks speak
         reading = probes.read_metrics(reply.body, self.clock.monotonic())
         self.observe(self._progress.observe(reading))
-        if self._last_reading is not None:
-            self.observe(probes.traffic_observation(self._last_reading, reading))
         self._last_reading = reading
+        if not traffic:
+            return
+        if self._traffic_base is not None:  # the 5xx share over windows of the free pace
+            self.observe(probes.traffic_observation(self._traffic_base, reading))
+        self._traffic_base = reading
 
     def _check_host(self) -> None:
         available, swap = self.host()

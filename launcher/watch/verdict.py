@@ -1,16 +1,20 @@
 """The watch's rules, as a pure state machine: observations in, one judgement out.
 
+- **Stalled**: with requests running, nothing vLLM publishes has moved for `stall_s` (tokens,
+  KV-cache usage as a chunked prefill fills it, requests admitted or finished): `wedged` at once,
+  with the figures. A process of the engine stopped (state T) for as long is `wedged` too: it
+  cannot step, whatever else answers.
 - A liveness probe (the canary, the tool-call canary, `/health`) that misses its deadline is a
-  *miss*, unless `/metrics` showed generation tokens moving during its wait: then the server is
-  busy (the canary waits in vLLM's queue like any request), not hung. `wedge_after` misses in a
-  row make `wedged`; one miss while decode is stalled (requests running, the token counter frozen)
-  is enough, since the stall is evidence of its own.
-- Two error answers in a row (HTTP 5xx, no completion, a wrong tool call), or real traffic mostly
-  5xx in two windows in a row, make `failing`.
+  *miss*, unless vLLM's figures moved during its wait: then the server is busy (the canary waits in
+  vLLM's queue like any request), not hung. `wedge_after` misses in a row make `wedged`.
+- Two error answers in a row make `failing`, counted per series: plain canaries on theirs,
+  tool-call canaries on theirs (a plain canary that passes says nothing about tool calls), and real
+  traffic mostly 5xx in two windows in a row. A tool-call canary the server is not configured for
+  (vLLM's 400 asking for `--enable-auto-tool-choice`) is the profile's matter, not a health signal.
 - Host RAM or swap past the preflight limits in two samples in a row, or the leak rule firing,
   make `starving`.
-- Any other failed check (a stopped or long-`D` process, one error, one low-RAM sample) is
-  `degraded`: the runner retries at once. A check that passes again clears what it raised.
+- Any other failed check (a process stopped for less than `stall_s`, a long `D`, one error, one
+  low-RAM sample) is `degraded`: the runner retries at once. A check that passes clears what it raised.
 
 The worst standing verdict wins: wedged > failing > starving > degraded > serving.
 """
@@ -66,13 +70,15 @@ class Kind(StrEnum):
     OK = "ok"
     TIMEOUT = "timeout"  # a liveness probe got no answer within its deadline
     ERROR = "error"  # an answer that is an error (status, body, judge)
-    STALLED = "stalled"  # requests running, generation tokens not moving
-    PROGRESS = "progress"  # generation tokens moved (or nothing is running): metrics read fine
+    STALLED = "stalled"  # requests running, nothing vLLM publishes moving for stall_s
+    PROGRESS = "progress"  # vLLM's figures moved, or nothing is running: metrics read fine
     UNREADABLE = "unreadable"  # /metrics could not be read
     BAD_PROCESS = "bad_process"  # stopped, long in D, zombie
+    HALTED = "halted"  # a process of the engine stopped (state T) for stall_s: it cannot step
     MOSTLY_5XX = "mostly_5xx"
     LOW_MEMORY = "low_memory"  # host RAM or swap past the limits
     LEAK = "leak"
+    UNCONFIGURED = "unconfigured"  # tool calls asked of a server started without them: the profile's
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,8 @@ class Observation:
 
     @property
     def ok(self) -> bool:
-        return self.kind in (Kind.OK, Kind.PROGRESS)
+        """Says nothing bad about the server's health (an unconfigured tool call is the profile's)."""
+        return self.kind in (Kind.OK, Kind.PROGRESS, Kind.UNCONFIGURED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +130,12 @@ class Judge:
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
         self._misses: dict[Check, list[Observation]] = {}  # liveness misses in a row, by family
-        self._errors: list[Observation] = []  # canary error answers in a row
+        self._errors: dict[Check, list[Observation]] = {}  # error answers in a row, per canary series
         self._streaks: dict[Check, list[Observation]] = {}  # traffic and host memory, in a row
         self._standing: dict[Check, Observation] = {}  # the last failed observation of each check
         self._stall: Observation | None = None
-        self._progress_at: float | None = None  # when generation tokens last moved
+        self._halted: Observation | None = None
+        self._progress_at: float | None = None  # vLLM's figures moved after this time
         self._latched: Judgement | None = None  # the leak rule: once it fired, it stays
 
     # ---- input ------------------------------------------------------------------------------
@@ -136,6 +144,8 @@ class Judge:
             self._liveness(obs)
         elif obs.check is Check.METRICS:
             self._metrics(obs)
+        elif obs.check is Check.PROCESS:
+            self._halted = obs if obs.kind is Kind.HALTED else None
         elif obs.check is Check.LEAK:
             if obs.kind is Kind.LEAK and self._latched is None:
                 self._latched = Judgement(Verdict.STARVING, obs.check, obs.detail, obs.figures)
@@ -147,7 +157,8 @@ class Judge:
             self._standing[obs.check] = obs
 
     def busy(self, obs: Observation) -> bool:
-        """A probe that timed out while tokens kept flowing waited in the queue; it did not hang."""
+        """A probe that timed out while vLLM's figures moved during its wait (after it was sent, not
+        merely between a reading before it and one after) waited in the queue; it did not hang."""
         started = obs.at - obs.waited_s
         return self._stall is None and self._progress_at is not None and self._progress_at >= started
 
@@ -158,18 +169,20 @@ class Judge:
                 misses.append(obs)
             return
         misses.clear()  # an answer, even an error, is not a hang
-        if FAMILY[obs.check] is not Check.CANARY:
+        if obs.check is Check.HEALTH or obs.kind is Kind.UNCONFIGURED:
             return  # /health 503 comes with an engine death, which the group watch names
+        errors = self._errors.setdefault(obs.check, [])
         if obs.kind is Kind.ERROR:
-            self._errors.append(obs)
+            errors.append(obs)
         else:
-            self._errors.clear()
+            errors.clear()
 
     def _metrics(self, obs: Observation) -> None:
         if obs.kind is Kind.PROGRESS:
             self._stall = None
-            if obs.figures.get("tokens_moved"):
-                self._progress_at = obs.at
+            moved_since = obs.figures.get("moved_since")
+            if moved_since is not None:
+                self._progress_at = float(moved_since)
         elif obs.kind is Kind.STALLED:
             self._stall = obs
 
@@ -191,25 +204,25 @@ class Judge:
         return replace(worst, process=self._process_detail())
 
     def _wedged(self) -> Judgement | None:
-        needed = 1 if self._stall is not None else self.rules.wedge_after
+        for evidence in (self._stall, self._halted):
+            if evidence is not None:
+                return Judgement(Verdict.WEDGED, evidence.check, evidence.detail, evidence.figures)
         misses = max(self._misses.values(), key=len, default=[])
-        if len(misses) < needed:
+        if len(misses) < self.rules.wedge_after:
             return None
         last = misses[-1]
-        detail = f"{last.detail} ({len(misses)} in a row)"
-        if self._stall is not None:
-            detail += f"; decode stalled: {self._stall.detail}"
         figures = {"misses": len(misses), **last.figures}
-        return Judgement(Verdict.WEDGED, last.check, detail, figures)
+        return Judgement(Verdict.WEDGED, last.check, f"{last.detail} ({len(misses)} in a row)", figures)
 
     def _failing(self) -> Judgement | None:
-        if len(self._errors) >= self.rules.errors_after:
-            last = self._errors[-1]
+        errors = max(self._errors.values(), key=len, default=[])
+        if len(errors) >= self.rules.errors_after:
+            last = errors[-1]
             return Judgement(
                 Verdict.FAILING,
                 last.check,
-                f"{last.detail} ({len(self._errors)} in a row)",
-                {"errors": len(self._errors), **last.figures},
+                f"{last.detail} ({len(errors)} in a row)",
+                {"errors": len(errors), **last.figures},
             )
         traffic = self._streaks.get(Check.TRAFFIC, [])
         if len(traffic) >= self.rules.windows_after:

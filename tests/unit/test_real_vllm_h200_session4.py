@@ -46,7 +46,7 @@ def test_the_recorded_metrics_and_timeouts_give_the_same_verdict_again() -> None
     """The watch's rules on what the H200 showed: flat figures with nothing running are no stall,
     and two canaries past their deadline are wedged."""
     run = CORE[0]
-    progress, judge = probes.DecodeProgress(stall_s=10.0), Judge(Rules(wedge_after=2))
+    progress, judge = probes.EngineProgress(stall_s=3.0), Judge(Rules(wedge_after=2))
     for at, figures in run["metrics"]:
         text = "".join(f'{name}{{engine="0"}} {value}\n' for name, value in figures.items())
         judge.observe(progress.observe(probes.read_metrics(text, at)))

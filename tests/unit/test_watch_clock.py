@@ -106,34 +106,36 @@ def run_until_final(
     return None if final is None else final - began
 
 
-def test_an_idle_hang_is_wedged_after_one_interval_two_deadlines_and_the_retry_gap(tmp_path: Path) -> None:
+def test_an_idle_hang_is_wedged_after_one_interval_a_deadline_and_half_a_deadline(tmp_path: Path) -> None:
     clock = VirtualClock(actors=3)
     engine = Engine(clock, hung=True)
     watch, verdicts = watch_of(tmp_path, clock, engine)
     after = run_until_final(watch, verdicts, clock, limit_s=600)
-    assert after == 15 + 10 + MIN_CANARY_GAP_S + 10  # the first canary at 15 s, each waits 10 s
-    assert after <= 2 * 15 + 10  # the bound docs/gates.md states: wedge_after × interval + timeout
+    assert after == 10 + 5 + 2.5  # the first canary at 10 s waits 5 s; the one sent at once, 2.5 s
+    assert after <= 10 + 2 * 5 <= 20  # the bound docs/gates.md states: interval + 2 x timeout
     kinds = [j.verdict for _, j in verdicts.seen]
     assert kinds == [Verdict.DEGRADED, Verdict.WEDGED]  # the first miss is retried at once
-    assert "2 in a row" in verdicts.seen[-1][1].detail
+    assert verdicts.seen[-1][1].detail == "canary: no answer within 2.5 s (2 in a row)"
 
 
 def test_a_shorter_pace_calls_the_hang_sooner_by_the_same_rule(tmp_path: Path) -> None:
     clock = VirtualClock(actors=3)
     engine = Engine(clock, hung=True)
     watch, verdicts = watch_of(tmp_path, clock, engine, canary_interval_s=2, canary_timeout_s=3)
-    assert run_until_final(watch, verdicts, clock, limit_s=600) == 2 + 3 + MIN_CANARY_GAP_S + 3
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 2 + 3 + 1.5  # within 2 + 2 x 3
 
 
-def test_a_stalled_decode_needs_only_one_missed_canary(tmp_path: Path) -> None:
+def test_a_stalled_engine_is_wedged_stall_s_after_the_first_reading_without_a_canary(tmp_path: Path) -> None:
     clock = VirtualClock(actors=3)
-    engine = Engine(clock, hung=True, running=4)  # streams running, the counter frozen
+    engine = Engine(clock, hung=True, running=4)  # streams running, every figure frozen
     watch, verdicts = watch_of(tmp_path, clock, engine)
     after = run_until_final(watch, verdicts, clock, limit_s=600)
-    # /metrics every 5 s: frozen from the read at 5 s, stalled at the read at 15 s (canary_timeout_s
-    # later); the canary sent at 15 s misses at 25 s, and with the stall as evidence that is enough.
-    assert after == 25
-    assert "decode stalled" in verdicts.seen[-1][1].detail
+    # /metrics at the free pace (5 s) shows 4 running: read every second from then on, frozen
+    # since 5 s, stalled at 8 s — before the first canary (10 s) was even sent.
+    assert after == 5 + 3
+    wedged = verdicts.seen[-1][1]
+    assert (wedged.verdict, wedged.check) == (Verdict.WEDGED, Check.METRICS)
+    assert wedged.detail.startswith("4 requests running, 0 waiting, and nothing vLLM publishes moved")
 
 
 def test_a_canary_queued_behind_a_full_batch_is_no_miss(tmp_path: Path) -> None:
@@ -150,8 +152,8 @@ def test_a_healthy_server_is_asked_at_the_documented_pace(tmp_path: Path) -> Non
     engine = Engine(clock)
     watch, verdicts = watch_of(tmp_path, clock, engine)
     assert run_until_final(watch, verdicts, clock, limit_s=60) is None and verdicts.seen == []
-    # 60 s: a canary every 15 s (at 15, 30, 45, 60), /health and /metrics every 5 s
-    assert engine.asked.count("/v1/completions") in (3, 4)
+    # 60 s: a canary every 10 s (at 10, 20, ... 60), /health and /metrics every 5 s (nothing runs)
+    assert engine.asked.count("/v1/completions") in (5, 6)
     assert engine.asked.count("/health") in (11, 12) and engine.asked.count("/metrics") in (11, 12)
 
 
@@ -159,6 +161,15 @@ def test_a_healthy_server_is_asked_at_the_documented_pace(tmp_path: Path) -> Non
 MIB = 1 << 20
 CALL = {"function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}
 TOOL_CALL = json.dumps({"choices": [{"message": {"tool_calls": [CALL]}, "finish_reason": "tool_calls"}]})
+TOOLS_400 = json.dumps(
+    {
+        "error": {
+            "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+            "type": "BadRequestError",
+            "code": 400,
+        }
+    }
+)
 NO_TOOL_CALL = json.dumps({"choices": [{"message": {"content": "It is sunny."}, "finish_reason": "stop"}]})
 
 
@@ -174,6 +185,8 @@ class Timeline:
     errors_at: float = float("inf")
     errors_until: float = float("inf")
     tool_wrong_until: float = 0.0
+    tools_unconfigured: bool = False  # chat completions with tools answer vLLM's 400
+    generated: int = 0  # what /metrics counts: the canaries' own tokens
     asked: list[tuple[float, str]] = field(default_factory=list)
 
     def now(self) -> float:
@@ -182,7 +195,11 @@ class Timeline:
     def get(self, path: str, timeout_s: float) -> HttpReply:
         self.asked.append((self.now(), path))
         if path == "/metrics":
-            return HttpReply(200, 'vllm:num_requests_running{model_name="m"} 0\n')
+            return HttpReply(
+                200,
+                'vllm:num_requests_running{model_name="m"} 0\n'
+                f'vllm:generation_tokens_total{{model_name="m"}} {self.generated}\n',
+            )
         return HttpReply(200, "")
 
     def post_json(self, path: str, body: Mapping[str, Any], timeout_s: float) -> HttpReply:
@@ -193,7 +210,10 @@ class Timeline:
         if self.errors_at <= self.now() < self.errors_until:
             return HttpReply(500, '{"error": {"message": "EngineCore encountered an issue"}}')
         if path == "/v1/chat/completions":
+            if self.tools_unconfigured:
+                return HttpReply(400, TOOLS_400)
             return HttpReply(200, NO_TOOL_CALL if self.now() < self.tool_wrong_until else TOOL_CALL)
+        self.generated += 4
         return HttpReply(200, COMPLETION)
 
     def post_sse(self, path: str, body: Mapping[str, Any], timeout_s: float) -> Iterator[str]:
@@ -210,6 +230,7 @@ def watch_with(
     *,
     host: tuple[int, int] = PLENTY,
     gpu_bytes: Callable[[Sequence[int]], int | None] | None = None,
+    notes: list[str] | None = None,
     **supervisor: object,
 ) -> tuple[ServingWatch, Verdicts]:
     candidate: Candidate = Rig(tmp_path).candidate(supervisor={"canary_tool_call_every": 0, **supervisor})
@@ -218,6 +239,7 @@ def watch_with(
         WatchPlan.of(candidate),
         lambda: [],
         verdicts,
+        on_note=None if notes is None else notes.append,
         host=lambda: host,
         gpu_bytes=gpu_bytes,
         clock=clock,
@@ -234,53 +256,89 @@ def test_error_answers_are_failing_one_retry_gap_after_the_first(tmp_path: Path)
     clock = VirtualClock(actors=3)
     server = Timeline(clock, errors_at=0.0)
     watch, verdicts = watch_with(tmp_path, clock, server)
-    assert run_until_final(watch, verdicts, clock, limit_s=600) == 15 + MIN_CANARY_GAP_S
-    assert changes(verdicts) == [(15.0, Verdict.DEGRADED), (16.0, Verdict.FAILING)]
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 10 + MIN_CANARY_GAP_S
+    assert changes(verdicts) == [(10.0, Verdict.DEGRADED), (11.0, Verdict.FAILING)]
     assert verdicts.seen[-1][1].detail.startswith("canary: HTTP 500: ")
 
 
 def test_a_hang_that_begins_after_healthy_canaries_is_wedged_by_the_next_two(tmp_path: Path) -> None:
     clock = VirtualClock(actors=3)
-    server = Timeline(clock, hang_at=50.0)
+    server = Timeline(clock, hang_at=45.0)
     watch, verdicts = watch_with(tmp_path, clock, server)
     after = run_until_final(watch, verdicts, clock, limit_s=600)
-    # answered at 15, 30 and 45; the canary of 60 s waits to 70, its retry (71) to 81
-    assert after == 60 + 10 + MIN_CANARY_GAP_S + 10
-    assert [at for at, _ in server.posts()] == [15.0, 30.0, 45.0, 60.0, 71.0]
-    assert changes(verdicts) == [(70.0, Verdict.DEGRADED), (81.0, Verdict.WEDGED)]
+    # answered at 10 to 40; the canary of 50 s waits to 55, the one sent at once to 57.5
+    assert after == 50 + 5 + 2.5
+    assert [at for at, _ in server.posts() if at < 57.5] == [10.0, 20.0, 30.0, 40.0, 50.0, 55.0]
+    assert changes(verdicts) == [(55.0, Verdict.DEGRADED), (57.5, Verdict.WEDGED)]
 
 
 def test_one_error_is_retried_at_once_and_the_pace_follows_the_retry(tmp_path: Path) -> None:
     clock = VirtualClock(actors=3)
-    server = Timeline(clock, errors_at=10.0, errors_until=15.5)  # the canary of 15 s gets the one error
+    server = Timeline(clock, errors_at=5.0, errors_until=10.5)  # the canary of 10 s gets the one error
     watch, verdicts = watch_with(tmp_path, clock, server)
     assert run_until_final(watch, verdicts, clock, limit_s=60) is None
-    assert changes(verdicts) == [(15.0, Verdict.DEGRADED), (16.0, Verdict.SERVING)]
-    assert [at for at, _ in server.posts()] == [15.0, 16.0, 31.0, 46.0]  # due again 15 s after the retry
+    assert changes(verdicts) == [(10.0, Verdict.DEGRADED), (11.0, Verdict.SERVING)]
+    assert [at for at, _ in server.posts()] == [10.0, 11.0, 21.0, 31.0, 41.0, 51.0]  # due 10 s after the retry
 
 
 def test_every_nth_canary_is_the_tool_call_and_a_wrong_one_stands_until_a_tool_call_passes(
     tmp_path: Path,
 ) -> None:
-    """The retry after a wrong tool call is a plain canary (the 4th): it answers, which ends the run of
-    error answers (so no failing), but only the next tool call (the 6th) clears the tool call's own
-    failed check."""
+    """The retry after a wrong tool call is a plain canary (the 4th): it answers, which says nothing
+    about tool calls, so only the next tool call (the 6th) clears the tool call's own failed check."""
     clock = VirtualClock(actors=3)
-    server = Timeline(clock, tool_wrong_until=50.0)
+    server = Timeline(clock, tool_wrong_until=45.0)
     watch, verdicts = watch_with(tmp_path, clock, server, canary_tool_call_every=3)
-    assert run_until_final(watch, verdicts, clock, limit_s=100) is None
+    assert run_until_final(watch, verdicts, clock, limit_s=95) is None
     assert server.posts() == [
-        (15.0, "/v1/completions"),
-        (30.0, "/v1/completions"),
-        (45.0, "/v1/chat/completions"),  # the 3rd
-        (46.0, "/v1/completions"),  # its retry, one gap later: the 4th
+        (10.0, "/v1/completions"),
+        (20.0, "/v1/completions"),
+        (30.0, "/v1/chat/completions"),  # the 3rd
+        (31.0, "/v1/completions"),  # its retry, one gap later: the 4th
+        (41.0, "/v1/completions"),
+        (51.0, "/v1/chat/completions"),  # the 6th
         (61.0, "/v1/completions"),
-        (76.0, "/v1/chat/completions"),  # the 6th
+        (71.0, "/v1/completions"),
+        (81.0, "/v1/chat/completions"),
         (91.0, "/v1/completions"),
     ]
-    assert changes(verdicts) == [(45.0, Verdict.DEGRADED), (76.0, Verdict.SERVING)]
+    assert changes(verdicts) == [(30.0, Verdict.DEGRADED), (51.0, Verdict.SERVING)]
     assert verdicts.seen[0][1].check is Check.TOOL_CALL
     assert verdicts.seen[0][1].detail.startswith("tool-call canary (auto): no tool call")
+
+
+def test_two_wrong_tool_calls_in_a_row_are_failing_though_plain_canaries_between_them_passed(
+    tmp_path: Path,
+) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, tool_wrong_until=1000.0)
+    watch, verdicts = watch_with(tmp_path, clock, server, canary_tool_call_every=3)
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 51  # the tool calls of 30 s and 51 s
+    assert changes(verdicts) == [(30.0, Verdict.DEGRADED), (51.0, Verdict.FAILING)]
+    assert (verdicts.seen[-1][1].check, verdicts.seen[-1][1].figures["errors"]) == (Check.TOOL_CALL, 2)
+
+
+def test_a_server_without_tool_calling_is_named_once_and_asked_no_more_tool_calls(tmp_path: Path) -> None:
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, tools_unconfigured=True)
+    notes: list[str] = []
+    watch, verdicts = watch_with(tmp_path, clock, server, notes=notes, canary_tool_call_every=2)
+    assert run_until_final(watch, verdicts, clock, limit_s=61) is None and verdicts.seen == []
+    assert [path for _, path in server.posts()].count("/v1/chat/completions") == 1
+    assert len(server.posts()) == 6  # every 10 s, plain ones only after the 400
+    [note] = notes
+    assert "the server does not do tool calls" in note and "--enable-auto-tool-choice" in note
+
+
+def test_the_watchs_own_canary_tokens_excuse_no_miss_so_an_idle_hang_keeps_the_bound(tmp_path: Path) -> None:
+    """Each answered canary moves the token counter; the canary sent after the hang must not be
+    excused as busy by the tokens of the one before (they moved before it was sent)."""
+    clock = VirtualClock(actors=3)
+    server = Timeline(clock, hang_at=7.0)  # the canaries of 2, 4 and 6 s answered
+    watch, verdicts = watch_with(tmp_path, clock, server, canary_interval_s=2, canary_timeout_s=3)
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 8 + 3 + 1.5
+    assert 8 + 3 + 1.5 - 6 <= 2 + 2 * 3  # from the last answer: within interval + 2 x timeout
+    assert changes(verdicts) == [(11.0, Verdict.DEGRADED), (12.5, Verdict.WEDGED)]
 
 
 def test_a_right_tool_call_every_nth_canary_changes_nothing(tmp_path: Path) -> None:
@@ -288,7 +346,7 @@ def test_a_right_tool_call_every_nth_canary_changes_nothing(tmp_path: Path) -> N
     server = Timeline(clock)
     watch, verdicts = watch_with(tmp_path, clock, server, canary_tool_call_every=2)
     assert run_until_final(watch, verdicts, clock, limit_s=61) is None and verdicts.seen == []
-    assert [path for _, path in server.posts()] == ["/v1/completions", "/v1/chat/completions"] * 2
+    assert [path for _, path in server.posts()] == ["/v1/completions", "/v1/chat/completions"] * 3
 
 
 def test_host_memory_low_twice_is_starving_at_the_second_free_read(tmp_path: Path) -> None:
@@ -326,9 +384,9 @@ def test_every_miss_is_retried_at_once_not_only_the_one_that_changed_the_verdict
     clock = VirtualClock(actors=3)
     server = Timeline(clock, hang_at=0.0)
     watch, verdicts = watch_with(tmp_path, clock, server, wedge_after=3)
-    assert run_until_final(watch, verdicts, clock, limit_s=600) == 15 + 3 * 10 + 2 * MIN_CANARY_GAP_S
-    assert [at for at, _ in server.posts()] == [15.0, 26.0, 37.0]  # the 2nd miss left it degraded
-    assert changes(verdicts) == [(25.0, Verdict.DEGRADED), (47.0, Verdict.WEDGED)]
+    assert run_until_final(watch, verdicts, clock, limit_s=600) == 10 + 5 + 2 * 2.5
+    assert [at for at, _ in server.posts() if at < 20] == [10.0, 15.0, 17.5]  # the 2nd left it degraded
+    assert changes(verdicts) == [(15.0, Verdict.DEGRADED), (20.0, Verdict.WEDGED)]
 
 
 # ---- the free signals' round, one call at a time on a plain fake clock (no thread started) ----------
@@ -338,6 +396,7 @@ PLAN = WatchPlan(
     model="m",
     interval_s=15.0,
     timeout_s=10.0,
+    stall_s=3.0,
     tool_call_every=0,
     tool_case=None,
     tool_max_tokens=64,
@@ -357,6 +416,7 @@ class Pages:
 
     statuses: list[int] = field(default_factory=lambda: [200])
     generated: int = 0
+    running: int = 0
     asked: list[str] = field(default_factory=list)
 
     def get(self, path: str, timeout_s: float) -> HttpReply:
@@ -366,7 +426,7 @@ class Pages:
         status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
         self.generated += 10
         body = (
-            f'vllm:num_requests_running{{model_name="m"}} 1\n'
+            f'vllm:num_requests_running{{model_name="m"}} {self.running}\n'
             f'vllm:generation_tokens_total{{model_name="m"}} {self.generated}\n'
             f'http_requests_total{{handler="/v1/completions",method="POST",status="2xx"}} {self.generated}\n'
         )
@@ -403,6 +463,15 @@ def test_the_free_signals_come_every_free_every_s_and_the_process_states_every_t
         watch.signals_round(clock.now + second)
     assert http.asked == ["/health", "/metrics"] * 2  # at 5 s and at 10 s
     assert checks_seen(watch).count("process") == 10
+
+
+def test_while_requests_run_metrics_are_read_every_tick_and_traffic_still_at_the_free_pace() -> None:
+    http = Pages(running=3)
+    watch, clock, _ = plain_watch(http)
+    for second in range(1, 11):
+        watch.signals_round(clock.now + second)
+    assert http.asked == ["/health", "/metrics"] + ["/metrics"] * 4 + ["/health", "/metrics"]
+    assert checks_seen(watch).count("metrics") == 6 and checks_seen(watch).count("traffic") == 1
 
 
 def test_a_metrics_page_that_is_absent_says_nothing_and_traffic_needs_two_readings() -> None:
@@ -444,16 +513,13 @@ def test_the_groups_pids_are_read_again_every_30_s() -> None:
 def test_only_a_change_of_verdict_or_check_is_told() -> None:
     http = Pages()
     watch, clock, told = plain_watch(http)
-    stall = Observation(Check.METRICS, Kind.STALLED, 1.0, "frozen for 10 s")
-    watch.observe(stall)
-    watch.observe(
-        Observation(Check.METRICS, Kind.STALLED, 6.0, "frozen for 15 s")
-    )  # same verdict, same check
-    watch.observe(Observation(Check.HOST_MEMORY, Kind.LOW_MEMORY, 7.0, "low"))  # degraded still, by metrics
-    watch.observe(Observation(Check.METRICS, Kind.PROGRESS, 8.0, "decode progressing"))  # now by host memory
+    watch.observe(Observation(Check.HEALTH, Kind.ERROR, 1.0, "/health answered 503"))
+    watch.observe(Observation(Check.HEALTH, Kind.ERROR, 6.0, "/health answered 503"))  # same verdict and check
+    watch.observe(Observation(Check.HOST_MEMORY, Kind.LOW_MEMORY, 7.0, "low"))  # degraded still, by health
+    watch.observe(Observation(Check.HEALTH, Kind.OK, 8.0, "/health 200"))  # now by host memory
     watch.observe(Observation(Check.HOST_MEMORY, Kind.OK, 9.0, "fine"))
     assert [(j.verdict, j.check) for j in told] == [
-        (Verdict.DEGRADED, Check.METRICS),
+        (Verdict.DEGRADED, Check.HEALTH),
         (Verdict.DEGRADED, Check.HOST_MEMORY),
         (Verdict.SERVING, None),
     ]

@@ -36,10 +36,16 @@ def test_the_recorded_completion_is_a_healthy_canary_answer() -> None:
     assert judge_completion(200, '{"choices": []}', 0.01).answer is Answer.ERROR
 
 
-def metrics(running: float, generated: float, requests: int = 0, errors: int = 0) -> str:
+def metrics(
+    running: float, generated: float, requests: int = 0, errors: int = 0, kv: float = 0.0, prompt: float = 0.0
+) -> str:
     lines = [
         "# TYPE vllm:num_requests_running gauge",
         f'vllm:num_requests_running{{engine="0",model_name="m"}} {running}',
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}',
+        "# TYPE vllm:prompt_tokens_total counter",
+        f'vllm:prompt_tokens_total{{engine="0",model_name="m"}} {prompt}',
         "# TYPE vllm:generation_tokens_total counter",
         f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {generated}',
         "# TYPE http_requests_total counter",
@@ -49,21 +55,47 @@ def metrics(running: float, generated: float, requests: int = 0, errors: int = 0
     return "\n".join(lines) + "\n"
 
 
-def test_decode_with_requests_running_and_a_frozen_counter_stalls_only_after_the_deadline() -> None:
-    progress = probes.DecodeProgress(stall_s=10.0)
+def test_requests_running_and_nothing_moving_stalls_only_after_stall_s() -> None:
+    progress = probes.EngineProgress(stall_s=3.0)
     assert progress.observe(probes.read_metrics(metrics(2, 100), 0.0)).kind is Kind.PROGRESS
-    moved = progress.observe(probes.read_metrics(metrics(2, 140), 5.0))
-    assert moved.kind is Kind.PROGRESS and moved.figures["tokens_moved"] is True
-    assert progress.observe(probes.read_metrics(metrics(2, 140), 10.0)).kind is Kind.PROGRESS
-    stalled = progress.observe(probes.read_metrics(metrics(2, 140), 15.5))
-    assert stalled.kind is Kind.STALLED and "frozen at 140" in stalled.detail
-    assert progress.observe(probes.read_metrics(metrics(2, 141), 20.0)).kind is Kind.PROGRESS
+    moved = progress.observe(probes.read_metrics(metrics(2, 140), 1.0))
+    assert moved.kind is Kind.PROGRESS and moved.figures["moved_since"] == 0.0
+    assert progress.observe(probes.read_metrics(metrics(2, 140), 3.9)).kind is Kind.PROGRESS
+    stalled = progress.observe(probes.read_metrics(metrics(2, 140), 4.0))
+    assert stalled.kind is Kind.STALLED and stalled.figures["frozen_s"] == 3.0
+    assert stalled.detail == (
+        "2 requests running, 0 waiting, and nothing vLLM publishes moved for 3.0 s "
+        "(tokens, KV-cache usage, requests)"
+    )
+    assert progress.observe(probes.read_metrics(metrics(2, 141), 5.0)).kind is Kind.PROGRESS
 
 
 def test_nothing_running_is_never_a_stall() -> None:
-    progress = probes.DecodeProgress(stall_s=1.0)
+    progress = probes.EngineProgress(stall_s=1.0)
     for at in (0.0, 5.0, 10.0):
         assert progress.observe(probes.read_metrics(metrics(0, 100), at)).kind is Kind.PROGRESS
+
+
+def test_a_chunked_prefill_moves_only_the_kv_usage_and_that_is_progress() -> None:
+    """vLLM counts prompt tokens with the first output (vllm-facts.md §13): a long prefill moves no
+    token counter, but every chunk's step allocates KV blocks."""
+    progress = probes.EngineProgress(stall_s=3.0)
+    said = [
+        progress.observe(probes.read_metrics(metrics(1, 500, kv=kv, prompt=900), at)).kind
+        for at, kv in [(0.0, 0.01), (2.0, 0.02), (4.0, 0.03), (6.0, 0.04), (8.0, 0.05)]
+    ]
+    assert said == [Kind.PROGRESS] * 5
+
+
+def test_a_prefill_whose_steps_come_slower_than_stall_s_gets_twice_its_pace() -> None:
+    progress = probes.EngineProgress(stall_s=3.0)
+    assert progress.observe(probes.read_metrics(metrics(0, 0), 0.0)).figures.get("moved_since") is None
+    progress.observe(probes.read_metrics(metrics(1, 0, kv=0.1), 1.0))  # a first chunk: paced 1 s
+    paced = progress.observe(probes.read_metrics(metrics(1, 0, kv=0.2), 5.0))  # the next took up to 4 s
+    assert paced.kind is Kind.PROGRESS
+    waiting = progress.observe(probes.read_metrics(metrics(1, 0, kv=0.2), 12.9))
+    assert (waiting.kind, waiting.figures["allowed_s"]) == (Kind.PROGRESS, 8.0)
+    assert progress.observe(probes.read_metrics(metrics(1, 0, kv=0.2), 13.0)).kind is Kind.STALLED
 
 
 def test_mostly_5xx_needs_enough_requests() -> None:
@@ -188,10 +220,10 @@ def test_lines_of_other_families_are_never_parsed_but_a_broken_wanted_line_spoil
     assert (other.generated, other.requests) == (2370.0, 99)
     broken = probes.read_metrics(text + 'vllm:num_requests_running{engine="1"} lots\n', 1.0)
     assert (broken.running, broken.generated, broken.requests, broken.errors) == (None, None, 0, 0)
-    said = probes.DecodeProgress(stall_s=1.0).observe(broken)
+    said = probes.EngineProgress(stall_s=1.0).observe(broken)
     assert (said.kind, said.detail) == (
         Kind.PROGRESS,
-        "no token counter in /metrics",
+        "no engine figures in /metrics",
     )  # no stall from no data
 
 
@@ -230,86 +262,80 @@ def test_counters_that_went_back_after_a_restart_are_no_failing_window() -> None
     assert found.kind is Kind.OK and found.figures == {"requests": -480, "errors_5xx": -380}
 
 
-# ---- decode progress: where a frozen run starts and ends -------------------------------------------
+# ---- engine progress: where a frozen run starts and ends ------------------------------------------
 def reading(at: float, running: float, generated: float | None) -> probes.MetricsReading:
-    return probes.MetricsReading(at, running, generated, 0, 0)
-
-
-def test_a_stall_is_called_at_exactly_stall_s_of_frozen_counter_not_before() -> None:
-    progress = probes.DecodeProgress(stall_s=10.0)
-    assert progress.observe(reading(0.0, 2, 100)).kind is Kind.PROGRESS
-    assert progress.observe(reading(5.0, 2, 140)).figures["tokens_moved"] is True  # the run starts here
-    waiting = progress.observe(reading(14.9, 2, 140))
-    assert (waiting.kind, waiting.detail, waiting.figures["frozen_s"]) == (
-        Kind.PROGRESS,
-        "decode waiting",
-        9.9,
-    )
-    stalled = progress.observe(reading(15.0, 2, 140))
-    assert stalled.kind is Kind.STALLED and stalled.figures["frozen_s"] == 10.0
-    assert stalled.detail == "2 requests running and vllm:generation_tokens_total frozen at 140 for 10 s"
+    stepped = () if generated is None else (running, 0.0, 0.0, 0.0, generated, None, None)
+    return probes.MetricsReading(at, running, generated, 0, 0, 0.0, stepped)
 
 
 def test_the_first_reading_starts_a_frozen_run_since_nothing_says_when_it_last_moved() -> None:
-    progress = probes.DecodeProgress(stall_s=10.0)
+    progress = probes.EngineProgress(stall_s=10.0)
     first = progress.observe(reading(0.0, 4, 900))
-    assert first.figures == {"running": 4, "generation_tokens": 900, "tokens_moved": False, "frozen_s": 0.0}
+    assert (first.detail, first.figures) == (
+        "engine idle",
+        {"running": 4, "waiting": 0.0, "generation_tokens": 900},
+    )
+    assert progress.observe(reading(9.9, 4, 900)).kind is Kind.PROGRESS
     assert progress.observe(reading(10.0, 4, 900)).kind is Kind.STALLED
 
 
-def test_a_frozen_run_after_an_idle_reading_starts_at_the_first_busy_one() -> None:
-    progress = probes.DecodeProgress(stall_s=10.0)
+def test_a_frozen_run_after_an_idle_reading_starts_at_the_idle_one() -> None:
+    """Idle readings mark that nothing was owed: the run starts at the last of them."""
+    progress = probes.EngineProgress(stall_s=10.0)
     assert progress.observe(reading(0.0, 0, 500)).kind is Kind.PROGRESS  # idle: no run
-    assert progress.observe(reading(5.0, 3, 500)).figures["frozen_s"] == 0.0  # busy now, not moved yet
-    assert progress.observe(reading(14.0, 3, 500)).kind is Kind.PROGRESS  # 9 s, not 14
-    assert progress.observe(reading(15.0, 3, 500)).kind is Kind.STALLED
+    busy = progress.observe(reading(5.0, 3, 500))  # busy now (the gauge moved), from 0
+    assert busy.figures["moved_since"] == 0.0
+    assert progress.observe(reading(14.0, 3, 500)).kind is Kind.PROGRESS
+    stalled = progress.observe(reading(15.0, 3, 500))  # the first step took up to 5 s: twice that
+    assert (stalled.kind, stalled.figures["allowed_s"]) == (Kind.STALLED, 10.0)
 
 
 def test_movement_ends_a_stall_and_the_next_run_is_measured_from_the_move() -> None:
-    progress = probes.DecodeProgress(stall_s=10.0)
+    """The step that ended the freeze took up to 4 s, so the next may take twice that."""
+    progress = probes.EngineProgress(stall_s=3.0)
     kinds = [
         progress.observe(reading(at, 2, generated)).kind
-        for at, generated in [(0.0, 100), (10.0, 100), (15.0, 130), (24.0, 130), (25.0, 130)]
+        for at, generated in [(0.0, 100), (3.0, 100), (4.0, 130), (11.9, 130), (12.0, 130)]
     ]
     assert kinds == [Kind.PROGRESS, Kind.STALLED, Kind.PROGRESS, Kind.PROGRESS, Kind.STALLED]
 
 
-def test_a_counter_that_went_back_starts_a_new_run_rather_than_a_stall() -> None:
-    """A restarted engine core counts from 0 again: the old frozen run says nothing of the new one."""
-    progress = probes.DecodeProgress(stall_s=10.0)
+def test_a_counter_that_went_back_is_movement_not_a_stall() -> None:
+    """A restarted engine core counts from 0 again: its figures changed, so it stepped."""
+    progress = probes.EngineProgress(stall_s=3.0)
     progress.observe(reading(0.0, 2, 5000))
-    assert progress.observe(reading(8.0, 2, 40)).figures["frozen_s"] == 0.0
-    assert progress.observe(reading(12.0, 2, 40)).kind is Kind.PROGRESS  # 4 s since the reset, not 12
-    assert progress.observe(reading(18.0, 2, 40)).kind is Kind.STALLED
+    assert progress.observe(reading(1.0, 2, 40)).figures["moved_since"] == 0.0
+    assert progress.observe(reading(3.9, 2, 40)).kind is Kind.PROGRESS  # 2.9 s since the move
+    assert progress.observe(reading(4.0, 2, 40)).kind is Kind.STALLED
 
 
-def test_a_page_without_the_counter_forgets_the_frozen_run() -> None:
-    progress = probes.DecodeProgress(stall_s=10.0)
+def test_a_page_without_engine_figures_forgets_the_frozen_run() -> None:
+    progress = probes.EngineProgress(stall_s=3.0)
     progress.observe(reading(0.0, 2, 100))
-    assert progress.observe(reading(8.0, 2, None)).kind is Kind.PROGRESS
-    assert progress.observe(reading(12.0, 2, 100)).figures["frozen_s"] == 0.0  # a new run from here
-    assert progress.observe(reading(21.9, 2, 100)).kind is Kind.PROGRESS
-    assert progress.observe(reading(22.0, 2, 100)).kind is Kind.STALLED
+    assert progress.observe(reading(2.0, 2, None)).detail == "no engine figures in /metrics"
+    assert progress.observe(reading(4.0, 2, 100)).detail == "engine idle"  # a new run from here
+    assert progress.observe(reading(6.9, 2, 100)).kind is Kind.PROGRESS
+    assert progress.observe(reading(7.0, 2, 100)).kind is Kind.STALLED
 
 
 def test_a_hang_under_a_full_batch_through_the_judge() -> None:
-    """Tokens flow (a queued canary is excused), then freeze: once the freeze lasts stall_s, one miss
-    is wedged."""
-    progress = probes.DecodeProgress(stall_s=10.0)
+    """Tokens flow each second (a queued canary is excused), then freeze: wedged once the freeze
+    lasts stall_s, without waiting for any canary's deadline."""
+    progress = probes.EngineProgress(stall_s=3.0)
     judge = Judge(Rules())
-    canary = CanaryAnswer(Answer.TIMEOUT, 0, 10.0, "no answer within 10 s")
+    canary = CanaryAnswer(Answer.TIMEOUT, 0, 5.0, "no answer within 5 s")
     seen = []
-    readings: list[tuple[float, int | None]] = [(0.0, 1000), (5.0, 1400), (10.0, 1800), (11.0, None)]
-    readings += [(15.0, 1800), (20.0, 1800), (22.0, None)]  # None: a canary's deadline passed
-    for at, generated in readings:
+    readings: list[tuple[float, int | None]] = [(0.0, 1000), (1.0, 1040), (2.0, 1080), (3.0, 1120)]
+    readings += [(5.0, 1160), (5.5, None), (6.0, 1200), (7.0, 1200), (8.0, 1200), (9.0, 1200)]
+    for at, generated in readings:  # None: a canary sent at 0.5 s passed its deadline
         if generated is None:
-            judge.observe(probes.canary_observation(canary, at, 10.0))
+            judge.observe(probes.canary_observation(canary, at, 5.0))
         else:
             judge.observe(progress.observe(probes.read_metrics(metrics(8, generated), at)))
         seen.append(judge.judgement().verdict)
-    assert seen[:5] == [Verdict.SERVING] * 5  # the canary sent at 1 s waited behind moving tokens
-    assert seen[5:] == [Verdict.DEGRADED, Verdict.WEDGED]  # stalled at 20 s; the canary sent at 12 s
-    assert "decode stalled" in judge.judgement().detail
+    assert seen[:9] == [Verdict.SERVING] * 9  # the canary waited behind moving tokens; 2 s frozen at 8
+    assert seen[9] is Verdict.WEDGED  # frozen since 6 s: 3 s at 9 s
+    assert "nothing vLLM publishes moved for 3.0 s" in judge.judgement().detail
 
 
 # ---- process states with a scripted state_of -----------------------------------------------------
@@ -471,3 +497,40 @@ def test_the_groups_memory_is_nvmls_where_it_answers_else_the_resident_memory_of
     rss, source = probes.group_memory([me, GONE], lambda pids: None)
     assert source == "resident memory" and rss > 0  # this process's own, the gone pid adds nothing
     assert probes.group_memory([GONE], None) == (0, "resident memory")
+
+
+def test_a_process_stopped_by_a_signal_for_halt_s_halts_the_engine_a_tracing_stop_never_does() -> None:
+    states: dict[int, str | None] = {GONE: psutil.STATUS_STOPPED, OTHER: psutil.STATUS_TRACING_STOP}
+    watch = probes.ProcessStates(("VLLM",), long_d_s=10.0, state_of=lambda pid: states.get(pid), halt_s=3.0)
+    assert watch.observe([GONE, OTHER], 0.0).kind is Kind.BAD_PROCESS
+    assert watch.observe([GONE, OTHER], 2.9).kind is Kind.BAD_PROCESS
+    halted = watch.observe([GONE, OTHER], 3.0)
+    assert halted.kind is Kind.HALTED
+    assert halted.detail == f"pid {GONE} stopped (state T) for 3.0 s: the engine cannot step"
+    states[GONE] = psutil.STATUS_RUNNING
+    assert watch.observe([GONE, OTHER], 4.0).kind is Kind.BAD_PROCESS  # the debugger's stop: degraded
+    states[GONE] = psutil.STATUS_STOPPED
+    assert watch.observe([GONE, OTHER], 5.0).kind is Kind.BAD_PROCESS  # stopped again: counted anew
+    assert watch.observe([GONE, OTHER], 8.0).kind is Kind.HALTED
+    states[OTHER] = psutil.STATUS_TRACING_STOP
+    assert probes.ProcessStates(("VLLM",), 10.0, lambda pid: states.get(pid)).observe([GONE], 99.0).kind is (
+        Kind.BAD_PROCESS
+    )  # no halt_s: never halted
+
+
+TOOLS_400 = (
+    '{"error":{"message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and '
+    '--tool-call-parser to be set","type":"BadRequestError","param":null,"code":400}}'
+)
+
+
+def test_vllms_400_for_tool_calls_it_was_not_started_for_is_the_profiles_not_a_sickness() -> None:
+    found = probes.tool_calls_unconfigured(400, TOOLS_400, 1.0, "weather")
+    assert found is not None and (found.check, found.kind, found.ok) == (
+        Check.TOOL_CALL,
+        Kind.UNCONFIGURED,
+        True,
+    )
+    assert "the server does not do tool calls" in found.detail and "weather" in found.detail
+    assert probes.tool_calls_unconfigured(400, '{"error": {"message": "bad schema"}}', 1.0, "weather") is None
+    assert probes.tool_calls_unconfigured(500, TOOLS_400, 1.0, "weather") is None

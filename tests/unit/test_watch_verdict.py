@@ -61,24 +61,32 @@ def test_health_timeouts_in_a_row_wedge_on_their_own() -> None:
 
 def test_a_canary_that_waited_while_tokens_flowed_was_queued_not_hung() -> None:
     moving = [
-        obs(Check.METRICS, Kind.PROGRESS, t, tokens_moved=True, running=256) for t in (3.0, 8.0, 13.0, 18.0)
+        obs(Check.METRICS, Kind.PROGRESS, t, moved_since=t - 1, running=256) for t in (3.0, 8.0, 13.0, 18.0)
     ]
     judge = judged(moving[0], moving[1], timeout(11.0), moving[2], moving[3], timeout(22.0))
     assert judge.judgement().verdict is Verdict.SERVING
 
 
 def test_tokens_that_moved_before_the_canary_was_sent_excuse_nothing() -> None:
-    judge = judged(obs(Check.METRICS, Kind.PROGRESS, 0.5, tokens_moved=True), timeout(11.0), timeout(22.0))
+    judge = judged(obs(Check.METRICS, Kind.PROGRESS, 0.5, moved_since=0.0), timeout(11.0), timeout(22.0))
     assert judge.judgement().verdict is Verdict.WEDGED  # sent at 1.0 and 12.0: nothing moved since
 
 
-def test_one_miss_during_a_stalled_decode_is_wedged() -> None:
-    stall = obs(Check.METRICS, Kind.STALLED, 10.0, "1 requests running and the counter frozen for 10 s")
-    judge = judged(stall)
-    assert judge.judgement().verdict is Verdict.DEGRADED
-    judge.observe(timeout(21.0))
+def test_a_stalled_engine_is_wedged_at_once_with_its_figures() -> None:
+    stall = obs(Check.METRICS, Kind.STALLED, 10.0, "1 requests running ... moved for 3.0 s", frozen_s=3.0)
+    verdict = judged(obs(Check.CANARY, Kind.OK, 9.0), stall).judgement()
+    assert (verdict.verdict, verdict.check) == (Verdict.WEDGED, Check.METRICS)
+    assert verdict.detail == "1 requests running ... moved for 3.0 s" and verdict.figures == {"frozen_s": 3.0}
+
+
+def test_a_process_stopped_for_stall_s_is_wedged_and_one_seen_running_again_clears_it() -> None:
+    halted = obs(Check.PROCESS, Kind.HALTED, 4.0, "VLLM::Worker_TP1 pid 7 stopped (state T) for 3.0 s")
+    judge = judged(obs(Check.PROCESS, Kind.BAD_PROCESS, 1.0, "VLLM::Worker_TP1 pid 7 is stopped"), halted)
     verdict = judge.judgement()
-    assert verdict.verdict is Verdict.WEDGED and "decode stalled" in verdict.detail
+    assert (verdict.verdict, verdict.check) == (Verdict.WEDGED, Check.PROCESS)
+    assert verdict.process == "VLLM::Worker_TP1 pid 7 stopped (state T) for 3.0 s"
+    judge.observe(obs(Check.PROCESS, Kind.OK, 5.0))
+    assert judge.judgement().verdict is Verdict.SERVING
 
 
 def test_two_error_answers_in_a_row_are_failing_and_health_200_does_not_hide_them() -> None:
@@ -146,7 +154,8 @@ def error(at: float, check: Check = Check.CANARY, detail: str = "canary: HTTP 50
 
 
 def moved(at: float) -> Observation:
-    return obs(Check.METRICS, Kind.PROGRESS, at, "decode progressing", tokens_moved=True, running=8)
+    """A reading whose figures moved since the reading at `at` (made a second later)."""
+    return obs(Check.METRICS, Kind.PROGRESS, at + 1.0, "engine stepping", moved_since=at, running=8)
 
 
 def verdicts_of(judge: Judge, observations: list[Observation]) -> list[Verdict]:
@@ -181,24 +190,34 @@ def test_the_longest_run_of_any_family_is_the_one_named() -> None:
     assert (verdict.verdict, verdict.check, verdict.figures["misses"]) == (Verdict.WEDGED, Check.CANARY, 3)
 
 
-def test_the_tool_call_canary_counts_in_the_canarys_family_both_ways() -> None:
+def test_a_tool_call_miss_counts_in_the_canarys_family_but_its_errors_are_a_series_of_their_own() -> None:
     wedged = judged(timeout(11.0), timeout(22.0, Check.TOOL_CALL)).judgement()
     assert (wedged.verdict, wedged.check) == (Verdict.WEDGED, Check.TOOL_CALL)
     assert wedged.detail == "tool_call: no answer within 10 s (2 in a row)"
     answered = judged(timeout(11.0), ok(13.0, Check.TOOL_CALL), timeout(24.0)).judgement()
     assert answered.verdict is Verdict.DEGRADED  # the tool call answered: the run of misses broke
-    failing = judged(error(1.0, Check.TOOL_CALL), error(2.0)).judgement()
-    assert (failing.verdict, failing.check) == (Verdict.FAILING, Check.CANARY)
+    mixed = judged(error(1.0, Check.TOOL_CALL), error(2.0)).judgement()
+    assert mixed.verdict is Verdict.DEGRADED  # one wrong tool call and one plain error: no series of two
 
 
-def test_a_wrong_tool_call_stands_until_a_tool_call_passes_though_a_plain_answer_ends_the_errors() -> None:
-    wrong = error(45.0, Check.TOOL_CALL, "tool-call canary (auto): no tool call")
-    judge = judged(wrong, ok(46.0), error(61.0))
-    assert judge.judgement().verdict is Verdict.DEGRADED  # the answer between: not two errors in a row
-    judge.observe(ok(62.0))
+def test_two_wrong_tool_calls_in_a_row_are_failing_whatever_the_plain_canaries_between_said() -> None:
+    wrong = "tool-call canary (auto): no tool call"
+    judge = judged(error(45.0, Check.TOOL_CALL, wrong), ok(46.0), ok(55.0))
     assert (judge.judgement().verdict, judge.judgement().check) == (Verdict.DEGRADED, Check.TOOL_CALL)
+    judge.observe(error(65.0, Check.TOOL_CALL, wrong))
+    verdict = judge.judgement()
+    assert (verdict.verdict, verdict.check) == (Verdict.FAILING, Check.TOOL_CALL)
+    assert verdict.detail == f"{wrong} (2 in a row)"
     judge.observe(ok(76.0, Check.TOOL_CALL))
     assert judge.judgement().verdict is Verdict.SERVING
+
+
+def test_a_tool_call_the_server_is_not_configured_for_is_no_health_signal() -> None:
+    unconfigured = obs(Check.TOOL_CALL, Kind.UNCONFIGURED, 20.0, "the server does not do tool calls")
+    assert judged(unconfigured, unconfigured).judgement().verdict is Verdict.SERVING
+    after_a_wrong_one = judged(error(1.0, Check.TOOL_CALL), unconfigured, unconfigured).judgement()
+    assert after_a_wrong_one.verdict is Verdict.SERVING  # no series of two: the answer is the profile's
+    assert judged(timeout(11.0), unconfigured, timeout(24.0)).judgement().verdict is Verdict.DEGRADED
 
 
 def test_a_health_answer_breaks_only_the_health_run_and_health_errors_never_make_failing() -> None:
@@ -233,7 +252,7 @@ def test_an_answer_that_is_fine_ends_the_run_of_errors() -> None:
     assert failing.detail == "canary: HTTP 502 (3 in a row)" and failing.figures["errors"] == 3
 
 
-def test_a_canary_is_excused_exactly_when_tokens_moved_at_or_after_it_was_sent() -> None:
+def test_a_canary_is_excused_exactly_when_the_figures_moved_after_a_reading_at_or_after_it_was_sent() -> None:
     sent_at_1 = timeout(11.0)  # waited 10 s: sent at 1.0
     assert Judge(Rules()).busy(sent_at_1) is False  # no progress ever seen
     at_send = judged(moved(1.0))
@@ -246,8 +265,8 @@ def test_a_canary_is_excused_exactly_when_tokens_moved_at_or_after_it_was_sent()
     assert just_before.judgement().verdict is Verdict.DEGRADED
 
 
-def test_decode_waiting_is_no_progress_that_excuses_a_canary() -> None:
-    waiting = obs(Check.METRICS, Kind.PROGRESS, 15.0, "decode waiting", tokens_moved=False, running=8)
+def test_an_engine_mid_step_is_no_progress_that_excuses_a_canary() -> None:
+    waiting = obs(Check.METRICS, Kind.PROGRESS, 15.0, "engine mid-step", running=8)
     judge = judged(waiting, timeout(22.0), timeout(33.0))
     assert judge.judgement().verdict is Verdict.WEDGED
 
@@ -260,30 +279,20 @@ def test_a_queued_canary_neither_counts_as_a_miss_nor_breaks_the_run() -> None:
     assert verdict.verdict is Verdict.WEDGED and verdict.figures["misses"] == 2
 
 
-def test_tokens_that_moved_before_the_decode_stalled_excuse_nothing() -> None:
-    stall = obs(Check.METRICS, Kind.STALLED, 18.0, "8 requests running and the counter frozen for 10 s")
-    judge = judged(moved(15.0), stall, timeout(22.0))  # sent at 12, tokens moved at 15, then froze
-    verdict = judge.judgement()
-    assert verdict.verdict is Verdict.WEDGED and verdict.figures["misses"] == 1
+def test_figures_that_moved_before_the_engine_stalled_excuse_no_miss() -> None:
+    stall = obs(Check.METRICS, Kind.STALLED, 18.0, "8 requests running, nothing moved for 3.0 s")
+    judge = judged(moved(15.0), stall)
+    assert not judge.busy(timeout(22.0))  # sent at 12, figures moved after 15, then froze: no excuse
+    assert judge.judgement().verdict is Verdict.WEDGED
 
 
 def test_a_stall_that_ended_needs_wedge_after_misses_again() -> None:
     stall = obs(Check.METRICS, Kind.STALLED, 10.0, "frozen")
-    waiting = obs(Check.METRICS, Kind.PROGRESS, 15.0, "decode waiting", tokens_moved=False)
+    waiting = obs(Check.METRICS, Kind.PROGRESS, 15.0, "engine mid-step")
     judge = judged(stall, waiting, timeout(21.0))
     assert judge.judgement().verdict is Verdict.DEGRADED
     judge.observe(timeout(32.0))
-    assert "decode stalled" not in judge.judgement().detail and judge.judgement().verdict is Verdict.WEDGED
-
-
-def test_with_a_stall_one_miss_wedges_whatever_wedge_after_says() -> None:
-    stall = obs(Check.METRICS, Kind.STALLED, 10.0, "4 requests running and the counter frozen at 9 for 10 s")
-    verdict = judged(stall, timeout(21.0), rules=Rules(wedge_after=5)).judgement()
-    assert verdict.verdict is Verdict.WEDGED
-    assert verdict.detail == (
-        "canary: no answer within 10 s (1 in a row); decode stalled: "
-        "4 requests running and the counter frozen at 9 for 10 s"
-    )
+    assert judge.judgement().verdict is Verdict.WEDGED and judge.judgement().check is Check.CANARY
 
 
 def test_an_unreadable_metrics_page_neither_starts_nor_ends_a_stall() -> None:
@@ -291,7 +300,8 @@ def test_an_unreadable_metrics_page_neither_starts_nor_ends_a_stall() -> None:
     alone = judged(unreadable, timeout(21.0)).judgement()
     assert (alone.verdict, alone.check) == (Verdict.DEGRADED, Check.METRICS)  # no stall began
     stall = obs(Check.METRICS, Kind.STALLED, 10.0, "frozen")
-    assert judged(stall, unreadable, timeout(21.0)).judgement().verdict is Verdict.WEDGED  # nor ended
+    ended = judged(stall, unreadable).judgement()
+    assert (ended.verdict, ended.check) == (Verdict.WEDGED, Check.METRICS)  # nor ended
 
 
 # ---- several verdicts at once: the worst one wins, and each clears on its own -----------------------
