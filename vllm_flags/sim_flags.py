@@ -79,6 +79,12 @@ SIM_FLAGS: tuple[SimFlag, ...] = (
     ),
     SimFlag("--sim-warmup-growth-s", "float", 20.0, "real seconds over which the warm-up growth happens"),
     SimFlag("--sim-tool-fault", "str", None, "fault: tool calls come out wrong this way", TOOL_FAULTS),
+    SimFlag(
+        "--sim-tool-fault-after-requests",
+        "int",
+        None,
+        "fault: --sim-tool-fault only after the first N requests with tools (a model that goes bad later)",
+    ),
     SimFlag("--sim-degenerate", "flag", False, "fault: answers are one phrase repeated"),
     SimFlag("--sim-slow-decode", "float", 1.0, "fault: decode steps take this many times longer"),
     SimFlag(

@@ -34,6 +34,7 @@ class Faults:
     warmup_growth_mib: float = 0.0
     warmup_growth_s: float = 20.0
     tool_fault: str | None = None
+    tool_fault_after_requests: int | None = None
     degenerate: bool = False
     slow_decode: float = 1.0
     orphans: bool = False
@@ -49,7 +50,13 @@ class Faults:
 
 
 def _check_counts(ns: argparse.Namespace) -> None:
-    for flag in ("hang_after_requests", "stall_after_tokens", "error_after_requests", "crash_after_requests"):
+    for flag in (
+        "hang_after_requests",
+        "stall_after_tokens",
+        "error_after_requests",
+        "crash_after_requests",
+        "tool_fault_after_requests",
+    ):
         value = getattr(ns, f"sim_{flag}")
         if value is not None and value < 0:
             raise BadFaultFlag(f"argument --sim-{flag.replace('_', '-')}: must be >= 0, not {value}")
@@ -92,6 +99,7 @@ def faults_from(ns: argparse.Namespace, available_bytes: int | None = None) -> F
         warmup_growth_mib=ns.sim_warmup_growth_mib,
         warmup_growth_s=ns.sim_warmup_growth_s,
         tool_fault=ns.sim_tool_fault,
+        tool_fault_after_requests=ns.sim_tool_fault_after_requests,
         degenerate=ns.sim_degenerate,
         slow_decode=ns.sim_slow_decode,
         orphans=ns.sim_orphans,

@@ -30,6 +30,7 @@ class ServerState:
     draining: bool = False
     in_flight: int = 0
     served_first: bool = False
+    tool_asks: int = 0  # requests with tools so far (`--sim-tool-fault-after-requests`)
     cache_info: dict[str, str] = field(default_factory=dict)
     http: HttpStats = field(default_factory=HttpStats)  # the instrumentator's counts (`http_*`)
 

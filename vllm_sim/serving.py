@@ -169,7 +169,8 @@ def _chat_answer(state: ServerState, ask: _ChatAsk, rng: random.Random) -> tuple
         if ask.parser_ready and ask.tools
         else []
     )
-    answer, calls = _tool_fault(state, ask, answer, apply_fault(calls, state.cfg.faults.tool_fault))
+    fault = _tool_fault_now(state, ask)
+    answer, calls = _tool_fault(state, ask, answer, apply_fault(calls, fault), fault)
     if (forced := forced_text(ask.body)) is not None:
         answer, calls = _forced(state, ask.body, forced, ask.parses_calls)
     if ask.body.get("include_reasoning") is False:
@@ -177,12 +178,19 @@ def _chat_answer(state: ServerState, ask: _ChatAsk, rng: random.Random) -> tuple
     return answer, calls
 
 
+def _tool_fault_now(state: ServerState, ask: _ChatAsk) -> str | None:
+    """The tool fault of this request: none for the first `--sim-tool-fault-after-requests`."""
+    if ask.tools:
+        state.tool_asks += 1
+    after = state.cfg.faults.tool_fault_after_requests
+    return state.cfg.faults.tool_fault if after is None or state.tool_asks > after else None
+
+
 def _tool_fault(
-    state: ServerState, ask: _ChatAsk, answer: Answer, calls: list[PlannedCall]
+    state: ServerState, ask: _ChatAsk, answer: Answer, calls: list[PlannedCall], fault: str | None
 ) -> tuple[Answer, list[PlannedCall]]:
     """`--sim-tool-fault text`: the calls written as plain text; `malformed`: markup the parser
     cannot load, so vLLM returns the raw text as content and logs why."""
-    fault = state.cfg.faults.tool_fault
     if calls and fault == "text":
         return Answer("tool_text", as_text(calls), answer.reasoning), []
     if calls and fault == "malformed" and ask.choice in (None, "auto") and not ask.body.get("stream"):

@@ -264,3 +264,24 @@ def test_hundreds_of_streams_queued_behind_a_full_batch_are_no_verdict(launcher_
     assert status["watch"]["verdict"] in ("serving", "degraded")
     launcher.signal(signal.SIGTERM)
     assert launcher.wait_exit() == 0
+
+
+def test_tool_calls_that_go_bad_after_promotion_are_failing_though_plain_canaries_pass(
+    launcher_factory: LauncherFactory,
+) -> None:
+    """The gates' two tool calls come out right; from then on every call names a function the request
+    never offered. Every 2nd canary is a tool call: the plain ones between answer fine, and still
+    two wrong tool calls in a row are failing."""
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port(),
+                  args={"sim_tool_fault": "wrong-name", "sim_tool_fault_after_requests": 2},
+                  supervisor={**FAST_WATCH, "canary_tool_call_every": 2, "on_wedge": "log"})  # fmt: skip
+    launcher.start()
+    launcher.wait_phase("serving")
+    failing = wait_event(launcher, "failing")
+    assert failing["check"] == "tool_call" and failing["figures"]["errors"] == 2
+    assert failing["detail"].startswith("tool-call canary (auto): ") and "(2 in a row)" in failing["detail"]
+    shown = launch("status", "--profile", "svc", launcher=launcher)
+    assert shown.returncode == 3 and "watch: failing by tool_call" in shown.stdout
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
