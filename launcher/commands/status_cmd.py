@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import click
@@ -32,7 +34,7 @@ from launcher.state.store import StateStore
 from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History
 from launcher.supervisor.start_verdict import UNJUDGED, unjudged_in_status
-from launcher.supervisor.status import read_status
+from launcher.supervisor.status import read_status, stale_cause
 
 UNDER_WAY = frozenset({"starting", "gating", "rolling_back"})  # what `--wait` waits out
 # What a launcher started just before may still turn into a start: `launch --profile P &` then
@@ -69,8 +71,9 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool, wait: bo
     \b
     Exit 0 serving the profile's launch, 6 serving its last-good (a change was rejected and rolled
     back: not what the file says), 3 not serving (starting, gating, stopped, failed, never run, or
-    judged wedged or failing by the serving watch), 4 unknown profile (no profile file and no
-    state). With several profiles: the worst of them.
+    judged wedged or failing by the serving watch), 4 unknown: no such profile (no profile file and
+    no state), or a running launcher that could not keep its record current (a full or read-only
+    state dir). With several profiles: the worst of them.
       launch status --profile prod --wait --timeout-s 900    # after `launch set ... --apply`, in CI
     """
     store = StateStore(options.state_dir)
@@ -90,7 +93,7 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool, wait: bo
 
 def _shown(store: StateStore, entries: list[dict[str, Any]], name: str | None, code: int) -> str:
     """What the operator reads: each profile's block, or that nothing has run (and where we looked)."""
-    if any(e["phase"] not in (NEVER_RUN, UNKNOWN) for e in entries):
+    if any(e["phase"] not in (NEVER_RUN, UNKNOWN) or e.get("stale") for e in entries):
         return "\n".join(_human(entry) for entry in entries)
     which = f" for profile {name!r}" if name else ""
     missing = " and there is no such profile" if code == EXIT_UNKNOWN else ""
@@ -185,10 +188,16 @@ def _status(store: StateStore, name: str) -> dict[str, Any] | None:
     if status is None:
         return None
     status.setdefault("profile", name)
-    alive = psutil.pid_exists(int(status.get("launcher_pid", 0) or 0))
+    pid = int(status.get("launcher_pid", 0) or 0)
+    alive = psutil.pid_exists(pid)
     status["launcher_alive"] = alive
     if not alive:
         without_launcher(status)
+    else:
+        directory = store.status_path(name).parent
+        cause = stale_cause(status, time.time(), partial(cannot_write, directory, pid))
+        if cause is not None:
+            unconfirmed(status, cause)
     if status.get("phase") in ("serving", "serving_last_good"):  # last-good is what serves
         status.update(_endpoint((_last_good(store, name) or {}).get("argv")))
     status["engine_log"] = str(store.engine_log(name))  # `launch logs NAME` reads it
@@ -236,6 +245,39 @@ def without_launcher(status: dict[str, Any]) -> None:
         status["engine_pid"] = None
 
 
+def unconfirmed(status: dict[str, Any], cause: str) -> None:
+    """A record its live launcher could not keep confirmed says serving, but nobody knows: its
+    state is unknown (exit 4), with why, and the phase it last wrote kept beside."""
+    status["stale"] = cause
+    status["recorded_phase"] = status["phase"]
+    status["phase"] = UNKNOWN
+    status["detail"] = f"the launcher could not write its state: {cause}"
+
+
+def cannot_write(directory: Path, launcher_pid: int) -> str | None:
+    """What this reader can see of why the launcher cannot write `directory`: a full or read-only
+    file system, or a directory its user may not write (asked only by the launcher's own user:
+    another user's answer says nothing of the launcher's)."""
+    try:
+        disk = os.statvfs(directory)
+    except OSError as err:
+        return f"{directory}: {err.strerror or err}"
+    if disk.f_flag & os.ST_RDONLY:
+        return f"{directory} is on a read-only file system"
+    if disk.f_bavail == 0 or (disk.f_files > 0 and disk.f_favail == 0):
+        return f"no space left on {directory}"
+    if _same_user(launcher_pid) and not os.access(directory, os.W_OK):
+        return f"{directory} is not writable"
+    return None
+
+
+def _same_user(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).uids().effective == os.geteuid())
+    except psutil.Error:
+        return False
+
+
 def _endpoint(argv: object) -> dict[str, str]:
     """URL and model of the promoted launch, from its recorded argv (vLLM's defaults filled in)."""
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
@@ -275,6 +317,8 @@ LABELS = {  # status.json key → what the operator reads
 def _headline(status: dict[str, Any]) -> str:
     """`prod: serving`; but never "serving" alone beside exit 3: a serving phase the watch judged
     wedged or failing is up, and does not serve (state/serving.py `exit_code`)."""
+    if status.get("stale"):
+        return f"{status['profile']}: {UNKNOWN}: the launcher could not write its state: {status['stale']}"
     verdict = watch_verdict(status)
     if status["phase"] in SERVING_PHASES and verdict in NOT_SERVING_VERDICTS:
         return f"{status['profile']}: {status['phase']}, but the serving watch says {verdict}: not serving"
@@ -283,6 +327,8 @@ def _headline(status: dict[str, Any]) -> str:
 
 def _human(status: dict[str, Any]) -> str:
     lines = [_headline(status)]
+    if status.get("stale"):
+        return "\n".join([*lines, *_stale_lines(status)])
     for key, label in LABELS.items():
         if status.get(key) is not None:
             lines.append(f"  {label}: {status[key]}")
@@ -302,6 +348,15 @@ def _human(status: dict[str, Any]) -> str:
     for name in status.get("kept_aside") or []:
         lines.append(f"  kept aside: {name} (a corrupt state file; look at it, then remove it)")
     return "\n".join(lines)
+
+
+def _stale_lines(status: dict[str, Any]) -> list[str]:
+    """What the record said when it was last written: no more than that, and when."""
+    written = f"  last written: {status.get('recorded_phase')} at {status.get('confirmed_at')}"
+    return [
+        f"{written} by launcher pid {status.get('launcher_pid')} (still running)",
+        f"  vLLM log: {status['engine_log']}",
+    ]
 
 
 def _gate_lines(gates: list[dict[str, Any]], rollback_reason: object) -> list[str]:

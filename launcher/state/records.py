@@ -27,6 +27,10 @@ def _opt(check: Check) -> Check:
     return lambda value: value is None or check(value)
 
 
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
 def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
@@ -113,6 +117,8 @@ STATUS_OPTIONAL: Mapping[str, Check] = {
     "trial": _opt(lambda value: isinstance(value, dict)),
     "reload_refused": _is_int,
     "last_reload_refusal": _opt(lambda value: isinstance(value, dict)),
+    "confirmed_at": _opt(_is_str),  # absent in an older launcher's record: then it is not judged stale
+    "confirm_every_s": _opt(_positive_number),
 }
 HISTORY: Mapping[str, Check] = {"ts": _is_str, "event": _is_str}
 HISTORY_OPTIONAL: Mapping[str, Check] = {"profile": _is_str}

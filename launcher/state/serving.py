@@ -3,9 +3,11 @@
 `launch status` exits like `systemctl status`: 0 serving the profile's launch, 6 serving its
 last-good (a change was rejected: scripts must not read that as healthy), 3 not
 serving (starting, gating, rolling back, stopped, failed, never run — or up, but judged `wedged` or
-`failing` by the serving watch: requests hang or fail), 4 unknown profile (neither a
-profile file nor any state). Its JSON is always `{"state_dir": …, "profiles": [entry, …]}`, with
-one entry per profile, also when one is asked for by name.
+`failing` by the serving watch: requests hang or fail), 4 unknown: no such profile (neither a
+profile file nor any state), or a record its running launcher could not keep confirmed (`stale`
+says why: a full or read-only state dir; launcher/supervisor/status.py `stale_cause`). Its JSON is
+always `{"state_dir": …, "profiles": [entry, …]}`, with one entry per profile, also when one is
+asked for by name.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def serving_entry(
             "fingerprint": None,
             "profile_fingerprint": profile_fingerprint,
             "gates": [],
+            "stale": None,
         }
     up = status.get("phase") in SERVING_PHASES
     record = last_good if up and _same_launch(status, last_good) else None
@@ -71,6 +74,7 @@ def serving_entry(
         "fingerprint": status.get("serving_fingerprint"),
         "profile_fingerprint": profile_fingerprint,
         "gates": status.get("gates") or [],
+        "stale": status.get("stale"),  # why a live launcher's record is not believed (phase `unknown`)
     }
 
 
@@ -82,8 +86,8 @@ def watch_verdict(status: dict[str, Any]) -> str | None:
 
 
 def exit_code(entries: list[dict[str, Any]]) -> int:
-    """4 when one asked for is unknown; 3 when one does not serve; 6 when every one serves but one
-    serves its last-good; 0 when every one serves its launch."""
+    """4 when one asked for is unknown (no such profile, or a stale record); 3 when one does not
+    serve; 6 when every one serves but one serves its last-good; 0 when every one serves its launch."""
     if any(entry["phase"] == UNKNOWN for entry in entries):
         return EXIT_UNKNOWN
     if not entries or not all(entry["serving"] for entry in entries):

@@ -36,10 +36,17 @@ class Bookkeeping:
         self._lock = threading.RLock()
         self.failures = 0
         self.last_error: str | None = None
+        self._failure: OSError | None = None  # the last write's error, while writes fail
 
     @property
     def pending(self) -> int:
         return len(self._files) + len(self._lines)
+
+    def held_back(self, path: Path) -> OSError | None:
+        """What keeps `path`'s newest content off the disk (the error of the last write tried), or
+        None when it is written."""
+        with self._lock:
+            return self._failure if path in self._files else None
 
     def write_file(self, path: Path, text: str) -> None:
         """Atomic whole-file write; on failure the newest content waits for `retry()`."""
@@ -73,6 +80,7 @@ class Bookkeeping:
         except OSError as err:
             self._failed(err)
             return
+        self._failure = None
         if was_failing:
             self.last_error = None
             log.info("state writes work again", pending=0)
@@ -80,6 +88,7 @@ class Bookkeeping:
 
     def _failed(self, err: OSError) -> None:
         self.failures += 1
+        self._failure = err
         error = f"{err.filename or 'state dir'}: {err.strerror or err}"
         first = self.last_error is None or not self.last_error.endswith(f": {err.strerror or err}")
         self.last_error = error

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from basis.clock import SYSTEM_CLOCK, Clock
 from launcher.errors import GateFailed
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
-from launcher.supervisor.history import History
+from launcher.supervisor.history import History, epoch_of
 from launcher.supervisor.reload_requests import Verdict
 from launcher.supervisor.status import read_status
 
@@ -166,10 +165,4 @@ def _epoch(value: Any) -> float | None:
     """`started_at` as the lock writes it (`2026-09-17T10:15:00.123456Z`), or epoch seconds."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    return parsed.timestamp()
+    return epoch_of(value)

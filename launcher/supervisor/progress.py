@@ -122,6 +122,7 @@ EVENT_LEVELS = {
     "park.wake_failed": "error",
     "park.switch_failed": "warning",
     "launcher.reload_refused": "warning",  # the change was refused; what served serves on
+    "state.status_unwritable": "error",  # status.json cannot be written: `launch status` says unknown
 }
 SYSLOG_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 

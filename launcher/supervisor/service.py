@@ -42,7 +42,14 @@ from launcher.supervisor.reload import Reloader
 from launcher.supervisor.seams import Execute, Hooks
 from launcher.supervisor.stage import Stage
 from launcher.supervisor.state import ServingState
-from launcher.supervisor.status import Phase, StatusBoard, Transitions, finalise, tidy_profile_dir
+from launcher.supervisor.status import (
+    Phase,
+    StatusBoard,
+    Transitions,
+    UnwrittenRecord,
+    finalise,
+    tidy_profile_dir,
+)
 from launcher.supervisor.watchdog import Watchdog
 from launcher.supervisor.wiring import real_execute
 
@@ -98,6 +105,7 @@ class Supervisor:
         self.lending = Lending(self.ctx, self.stage, self.parker, self.recovery)
         self.beside = Beside(self.ctx, self.stage, self.parker, self.bringup)
         self.reloader = Reloader(self.ctx, self.stage, self.bringup, self.parker, self.lending, self.beside)
+        self.unwritten = UnwrittenRecord(board.path, lambda text, event: progress.message(text, event=event))
 
     @property
     def state(self) -> ServingState:
@@ -129,6 +137,7 @@ class Supervisor:
                 error = err
                 raise
             finally:
+                self._busy()  # the stops below may take their grace
                 self.stage.drop_parked("launcher exiting")
                 self.stage.stop_running("launcher exiting")
                 finalise(ctx.transitions, self.books, stopping=ctx.stop_requested(), error=error)
@@ -177,18 +186,40 @@ class Supervisor:
             serving = ctx.state.serving
             if serving is not None:
                 watchdog.maybe_ping(serving.candidate, self.stage.watch_serves if ctx.state.watch else None)
+            self._confirm()
             code = self._take_signals()
             if code is None:
                 code = self._notice_death()
             if code is None:
                 code = self.lending.lender_gone()
             if code is None:
-                code = self.recovery.handle(self.stage.take_news())
+                code = self._take_news()
             if code is not None:
                 return code
 
+    def _confirm(self) -> None:
+        """status.json promises its next confirmation at the watch's pace while something serves
+        (`launch status` calls a record that broke the promise unknown); the journal hears, once,
+        when it cannot be written."""
+        serving = self.ctx.state.serving
+        board = self.ctx.transitions.board
+        board.confirm(serving.candidate.settings.canary_interval_s if serving is not None else None)
+        self.unwritten.check(self.books.held_back(board.path))
+
+    def _busy(self) -> None:
+        """The loop is about to work for a while (a reload, a recovery, a stop): no confirmation
+        is promised until it ticks again."""
+        self.ctx.transitions.board.confirm(None)
+
+    def _take_news(self) -> int | None:
+        news = self.stage.take_news()
+        if news is not None:
+            self._busy()
+        return self.recovery.handle(news)
+
     def _take_signals(self) -> int | None:
         for sig in self.inbox.take():
+            self._busy()
             if sig in (signal.SIGTERM, signal.SIGINT):
                 self.ctx.hooks.notifier.stopping()
                 serving = self.ctx.state.serving

@@ -13,12 +13,21 @@ corrupt last-good record once left `status.json` at `gating`/`rolling_back` with
 and no `stopped` record. On the way out the launcher writes the final phase itself; a SIGKILL cannot
 be caught, so the next start of the profile writes the record the killed launcher could not, and
 removes its stray temp files.
+
+Confirmed or stale: a record that cannot be rewritten (a full or read-only state dir) would say
+`serving` for as long as the disk stays full, while the engine behind it may have wedged long ago.
+So every write stamps `confirmed_at`, and while the serve loop ticks with something serving the
+record promises the next confirmation within `confirm_every_s` (the serving watch's canary pace);
+`stale_cause` is how a reader judges a record that broke that promise. While the loop is busy on
+purpose (a reload, a recovery, a stop: it keeps systemd's watchdog alive the same way) the record
+promises nothing (`confirm_every_s: null`) and is believed while its state dir can take a write.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
@@ -32,8 +41,9 @@ from launcher.atomicfile import remove_stray_temps, write_atomic
 from launcher.errors import GateError
 from launcher.state.metrics import LauncherMetrics
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
+from launcher.state.serving import SERVING_PHASES
 from launcher.state.store import StateStore
-from launcher.supervisor.history import Event, History, utc_now
+from launcher.supervisor.history import Event, History, epoch_of, utc_now
 
 if TYPE_CHECKING:  # the daemon's parts: `launch status` and `check` only read the board
     from launcher.supervisor.bookkeeping import Bookkeeping
@@ -70,6 +80,12 @@ class Status:
     trial: dict[str, Any] | None = None  # a candidate tried beside what serves: label, port, engine_pid
     reload_refused: int = 0  # reloads refused since this launcher started (what served kept serving)
     last_reload_refusal: dict[str, Any] | None = None  # the last one: when (`at`) and why (`reason`)
+    confirmed_at: str | None = None  # when the launcher last wrote this record (each write confirms it)
+    confirm_every_s: float | None = None  # the next confirmation is promised within this; None: none is
+
+
+MISSED_CONFIRMATIONS = 3  # a record this many promises overdue (plus the slack) is stale
+CONFIRM_SLACK_S = 10.0  # a busy tick, a slow fsync: late, but not yet a launcher that cannot write
 
 
 class StatusBoard:
@@ -84,18 +100,87 @@ class StatusBoard:
         self.clock = clock
         self.current = Status(phase=Phase.STARTING, profile=profile, phase_since=utc_now(clock))
         self._write = write
+        self._lock = threading.Lock()  # the serve loop and the stop-on-signal thread both write
+        self._written_at: float | None = None  # monotonic: when the last write was tried
 
     def update(self, **changes: Any) -> Status:
-        if "phase" in changes and changes["phase"] != self.current.phase:
-            changes.setdefault("phase_since", utc_now(self.clock))
-        self.current = replace(self.current, **changes)
-        self._write(self.path, json.dumps(asdict(self.current), indent=2, default=str) + "\n")
-        return self.current
+        with self._lock:
+            if "phase" in changes and changes["phase"] != self.current.phase:
+                changes.setdefault("phase_since", utc_now(self.clock))
+            self.current = replace(self.current, **changes, confirmed_at=utc_now(self.clock))
+            self._written_at = self.clock.monotonic()
+            self._write(self.path, json.dumps(asdict(self.current), indent=2, default=str) + "\n")
+            return self.current
+
+    def confirm(self, every_s: float | None) -> None:
+        """The serve loop, each tick: rewrite the record when its promise changes or falls due
+        (`every_s`: the next confirmation within that; None: the loop is busy and promises none).
+        A write that fails is still a try: the next comes one pace later, not every tick."""
+        written_at = self._written_at
+        due = every_s is not None and (written_at is None or self.clock.monotonic() - written_at >= every_s)
+        if due or every_s != self.current.confirm_every_s:
+            self.update(confirm_every_s=every_s)
+
+
+class UnwrittenRecord:
+    """Says in the journal, once per cause, that status.json cannot be written (so `launch status`
+    will soon call the state unknown), and once when it is written again: no traceback, no line a
+    tick. `say(text, event)`: the launcher's progress route."""
+
+    def __init__(self, path: Path, say: Callable[[str, str], None]) -> None:
+        self.path = path
+        self._say = say
+        self.cause: str | None = None
+
+    def check(self, error: OSError | None) -> None:
+        """`error`: what keeps the newest record off the disk now, or None when it is written."""
+        cause = None if error is None else write_error(error)
+        if cause == self.cause:
+            return
+        if cause is not None:
+            text = f"cannot write {self.path}: {cause}; launch status will show the state as unknown"
+            self._say(text, "state.status_unwritable")
+        else:
+            self._say(f"{self.path} is written again: launch status believes it", "state.status_written")
+        self.cause = cause
+
+
+def write_error(error: OSError) -> str:
+    """`[Errno 28] No space left on device`: the error without the temp file's name."""
+    if error.errno is None:
+        return str(error)
+    return f"[Errno {error.errno}] {error.strerror or os.strerror(error.errno)}"
 
 
 def read_status(path: Path) -> dict[str, Any] | None:
     """None when there is no status; BadInput naming the file when it is corrupt."""
     return read_record(path, STATUS, STATUS_OPTIONAL)
+
+
+def stale_cause(
+    record: Mapping[str, Any], now_epoch: float, cannot_write: Callable[[], str | None]
+) -> str | None:
+    """Why a record that says its launcher serves is not to be believed, or None. Only for a
+    launcher that is alive (a dead one's record is judged by its pid alone). `cannot_write`: what
+    the reader itself sees of the state dir (full, read-only, not writable), asked only when needed.
+
+    A record that promised a confirmation and is MISSED_CONFIRMATIONS promises (plus the slack)
+    overdue is stale, for the cause the reader sees, else for its age. A record that promises none
+    (the launcher is busy on purpose) is stale only when the state dir cannot take a write now:
+    the loop's next promise could not reach the disk. A record of an older launcher, without
+    `confirmed_at`, cannot be judged."""
+    if record.get("phase") not in SERVING_PHASES:
+        return None
+    confirmed = epoch_of(record.get("confirmed_at"))
+    if confirmed is None:
+        return None
+    every_s = record.get("confirm_every_s")
+    if every_s is None:
+        return cannot_write()
+    age_s = now_epoch - confirmed
+    if age_s <= MISSED_CONFIRMATIONS * float(every_s) + CONFIRM_SLACK_S:
+        return None
+    return cannot_write() or f"its record was last confirmed {age_s:.0f} s ago"
 
 
 class Transitions:

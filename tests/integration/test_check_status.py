@@ -177,7 +177,8 @@ def test_unknown_profile(launcher: Launcher) -> None:
     code, payload = status_json(launcher, "--profile", "nosuch")
     assert code == 4 and payload["profiles"] == [
         {"profile": "nosuch", "phase": "unknown", "serving": False, "url": None, "engine_url": None,
-         "served_model": None, "uptime_s": None, "fingerprint": None, "profile_fingerprint": None, "gates": []}
+         "served_model": None, "uptime_s": None, "fingerprint": None, "profile_fingerprint": None,
+         "gates": [], "stale": None}
     ]  # fmt: skip
     assert launch(launcher, "status", "--profile", "nosuch").returncode == 4
     code, payload = status_json(launcher, "--profile", "svc")  # a profile that never ran

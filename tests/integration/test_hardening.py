@@ -235,3 +235,97 @@ def test_set_on_a_symlinked_profile_keeps_the_link(tmp_path: Path) -> None:
     assert link.is_symlink() and "max_num_seqs = 2" in (real / "svc.toml").read_text()
     assert [p.name for p in real.iterdir() if p.name.endswith(".tmp")] == []
     os.unlink(link)
+
+
+def _status_is(tmp_path: Path, code: int, headline: str) -> bool:
+    shown = _launch(tmp_path, "status", "--profile", "svc", timeout_s=60)
+    return shown.returncode == code and shown.stdout.startswith(headline)
+
+
+def _said(launcher: Launcher, event: str) -> list[str]:
+    """The launcher's journal lines (its stderr, JSON lines here) of one event."""
+    return [line for line in launcher.output().splitlines() if f'"event": "{event}"' in line]
+
+
+def _serving(launcher: Launcher, tmp_path: Path) -> None:
+    """Serving, as `launch status` says, and its record on the loop's pace: the writes that fail next
+    break a promise (a launcher from before the pace existed writes no `confirmed_at`: no wait)."""
+    launcher.wait_phase("serving", timeout_s=90)
+    _wait(lambda: _status_is(tmp_path, 0, "svc: serving\n"), 60, "launch status says serving")
+    launcher.wait_for(lambda s: s.get("confirm_every_s") == 1 or "confirmed_at" not in s, 60)
+
+
+def _confirmed_at_its_pace(launcher: Launcher) -> None:
+    """The serve loop rewrites the record at the profile's canary_interval_s (1 s here), again and again."""
+    seen = [launcher.wait_for(lambda s: s.get("confirm_every_s") == 1, 60)["confirmed_at"]]
+    for _ in range(2):
+        seen.append(launcher.wait_for(lambda s: s.get("confirmed_at") not in seen, 60)["confirmed_at"])
+
+
+def test_a_full_state_dir_makes_status_unknown_not_serving(launchers: Any, tmp_path: Path) -> None:
+    """Was: status.json could not be rewritten and `launch status` said `serving`, exit 0, for as
+    long as the disk stayed full — an engine wedged behind it included."""
+    with _tiny_tmpfs(tmp_path / "state", size="4m"):
+        launcher = launchers()
+        port = free_port()
+        write_profile(launcher.profiles, "svc", port, supervisor={"canary_interval_s": 1})
+        launcher.start()
+        _serving(launcher, tmp_path)
+        filler = _fill(launcher.state)
+        unknown = "svc: unknown: the launcher could not write its state: no space left on "
+        _wait(lambda: _status_is(tmp_path, 4, unknown), 120, "launch status says unknown")
+        shown = _launch(tmp_path, "status", "--profile", "svc", "--json")
+        entry = json.loads(shown.stdout)["profiles"][0]
+        assert shown.returncode == 4 and entry["phase"] == "unknown" and entry["serving"] is False, entry
+        assert entry["stale"] == f"no space left on {launcher.status_path.parent}", entry
+        assert launcher.proc is not None and launcher.proc.poll() is None and _serves(port)  # still serving
+        said = _said(launcher, "state.status_unwritable")
+        assert len(said) == 1, said  # once, however many ticks could not write it
+        assert f"cannot write {launcher.status_path}: [Errno 28] No space left on device" in said[0]
+        filler.unlink()
+        _wait(lambda: _status_is(tmp_path, 0, "svc: serving\n"), 60, "launch status believes it again")
+        _wait(
+            lambda: len(_said(launcher, "state.status_written")) == 1, 30, "the journal hears it is written"
+        )
+        assert len(_said(launcher, "state.status_unwritable")) == 1
+        _confirmed_at_its_pace(launcher)
+        assert "Traceback" not in launcher.output()
+        launcher.signal(signal.SIGTERM)
+        assert launcher.wait_exit() == 0
+        shutil.rmtree(launcher.state / "profiles", ignore_errors=True)
+
+
+def test_a_profile_dir_that_takes_no_write_makes_status_unknown(launchers: Any, tmp_path: Path) -> None:
+    """The same with a directory the launcher may not write (chattr +i as root, else chmod)."""
+    launcher = launchers()
+    write_profile(launcher.profiles, "svc", free_port(), supervisor={"canary_interval_s": 1})
+    launcher.start()
+    _serving(launcher, tmp_path)
+    directory = launcher.status_path.parent
+    with _unwritable(directory) as why:
+        unknown = f"svc: unknown: the launcher could not write its state: {directory} is not writable"
+        _wait(lambda: _status_is(tmp_path, 4, unknown), 120, "launch status says unknown")
+        said = _said(launcher, "state.status_unwritable")
+        assert len(said) == 1 and f"cannot write {launcher.status_path}: {why}" in said[0], said
+    _wait(lambda: _status_is(tmp_path, 0, "svc: serving\n"), 60, "launch status believes it again")
+    assert "Traceback" not in launcher.output()
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+
+
+@contextlib.contextmanager
+def _unwritable(directory: Path) -> Iterator[str]:
+    """`directory` takes no new file while open; yields the error a write meets."""
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        try:
+            yield "[Errno 13] Permission denied"
+        finally:
+            directory.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(directory)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not permitted here, and root writes any mode")
+    try:
+        yield "[Errno 1] Operation not permitted"
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=False)
