@@ -10,7 +10,7 @@
 # Knobs: I42_RUNS (3), I42_LIMIT_S (560: SIGINT, then what was measured is written), I42_ON_WEDGE
 # (restart; `log` keeps the engine and takes the fault away instead: no restart per run; rehearse it
 # with `stop` only: the simulator's stall of the soft mode never goes away),
-# I42_QUEUE_S (60), I42_QUEUE_TOKENS (512), I42_STREAM_TOKENS (4000).
+# I42_QUEUE_S (60), I42_QUEUE_TOKENS (1024), I42_STREAM_TOKENS (4000).
 # Evidence: $OUT/i42.json, $OUT/i42.tgz (history, incidents, logs, launcher output), $OUT/summary.txt.
 # Rehearse on the simulator, in namespaces of its own (its pids and ports apart from this host's); the
 # simulator loads no logits processor, so the soft mode runs with its --sim-stall-after-tokens 4 (the
@@ -54,7 +54,7 @@ echo "check-i42: modes $modes, runs $runs, on_wedge $on_wedge, limit ${I42_LIMIT
 # has (the launcher in its process group gets the SIGINT too, and stops its engine).
 timeout -s INT -k 40 "${I42_LIMIT_S:-560}" python3 scripts/real-vllm/i42_watch.py --profiles "$work/profiles" \
   --state "$work/state" --out "$work" --modes "$modes" --runs "$runs" --queue-s "${I42_QUEUE_S:-60}" \
-  --queue-tokens "${I42_QUEUE_TOKENS:-512}" --stream-tokens "${I42_STREAM_TOKENS:-4000}" "${soft_env[@]}"
+  --queue-tokens "${I42_QUEUE_TOKENS:-1024}" --stream-tokens "${I42_STREAM_TOKENS:-4000}" "${soft_env[@]}"
 cp "$work/i42.json" "$out/" 2>/dev/null; cat "$work/summary.txt" >> "$out/summary.txt" 2>/dev/null
 cp -r "$work/state/history.jsonl" "$work/state/profiles/tiny-hang/incidents" "$work/state/profiles/tiny-hang/logs" \
   "$work/" 2>/dev/null

@@ -18,8 +18,8 @@ detail, figures, process, action, incident), seconds from the fault to the verdi
 /health and the engine core's state and CPU every 0.5 s meanwhile, then the fault removed at once
 (the flag deleted; SIGCONT where the watch did not restart the engine) and the time until it serves
 again (a restart, or with `on_wedge = "log"` the watch's `serving`). Everything to OUT/i42.json
-(written after each run), one line per finding to OUT/summary.txt. Only history.jsonl, status.json and the incident
-bundles of the launcher are read, so any version of the watch can be measured.
+(written after each run), one line per finding to OUT/summary.txt. Only history.jsonl, status.json
+and the incident bundles of the launcher are read, so any version of the watch can be measured.
 """
 
 from __future__ import annotations
@@ -584,6 +584,12 @@ def prefill_run(lab: Lab, index: int, length: int) -> dict[str, Any]:
     sent = stream.sent or time.time()
     first = stream.times[0] if stream.times else time.time()
     during = moved(poller.polls, sent, first)
+    window = [p["values"] for p in poller.polls if sent <= p["t"] < first]
+    # a request beside the prompt (the watch's canary, every canary_interval_s) moves the counters too
+    beside = max(
+        (v.get("vllm:num_requests_running", 0) + v.get("vllm:num_requests_waiting", 0) for v in window),
+        default=0,
+    )
     run = {
         "run": index,
         "prompt_tokens": length,
@@ -594,12 +600,18 @@ def prefill_run(lab: Lab, index: int, length: int) -> dict[str, Any]:
         "idle_before": moved(poller.polls, poller.polls[0]["t"] if poller.polls else sent, sent),
         "during_prefill": during,
         "moved": moving(during),
+        "another_request": beside > 1,
         "polls": poller.polls,
     }
     lab.say(
         f"prefill run {index}: {length} prompt tokens, first token after {run['first_token_s']} s, "
         f"{run['polls_in_prefill']} polls in it (each {run['poll_ms']['median']} ms); moved: {run['moved']}; "
         f"still: {[n for n in (*SERIES, CPU) if n not in run['moved']]}; error {stream.error}"
+        + (
+            "; ANOTHER REQUEST ran beside it (a canary?): its counters are not the prefill's"
+            if beside > 1
+            else ""
+        )
     )
     for name, seen in during.items():
         lab.say(f"prefill run {index}: {name}: {seen}")
@@ -659,7 +671,7 @@ def main() -> int:
     ap.add_argument("--queue-grace-s", type=float, default=20.0)
     ap.add_argument("--queue-clients", type=int, default=32)
     ap.add_argument("--queue-short", type=int, default=8)
-    ap.add_argument("--queue-tokens", type=int, default=512)
+    ap.add_argument("--queue-tokens", type=int, default=1024)
     ap.add_argument("--prefill-runs", type=int, default=2)
     ap.add_argument("--prefill-poll-s", type=float, default=0.05)
     ap.add_argument("--soft-env", action="append", default=[], help="NAME=VALUE for the soft mode's launcher")
