@@ -9,7 +9,8 @@ API server and the engine core spent per 1,000 tokens. With `--before TREE` anot
 `git archive BASE | tar -x -C /tmp/base`) runs the same load first, arms alternating `--runs` times;
 the medians are printed.
 
-Run: `.venv/bin/python bench/bench_sim_steps.py --streams 1,64,256 --runs 3 --before /tmp/base`.
+Run: `.venv/bin/python bench/bench_sim_steps.py --streams 1,64,256 --runs 3 --before /tmp/base`
+(`--tensor-parallel-size 2`: the engine core also waits for its workers every step).
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def cpu_s(procs: list[psutil.Process]) -> float:
     return total
 
 
-def one_arm(tree: Path | None, streams: int, speed: float, duration_s: float) -> dict[str, float]:
+def one_arm(tree: Path | None, streams: int, speed: float, duration_s: float, tp: int) -> dict[str, float]:
     env = {"PYTHONPATH": str(tree)} if tree is not None else {}
-    with running_sim(["--disable-uvicorn-access-log", "--disable-log-stats"], env, speed=speed) as sim:
+    args = ["--disable-uvicorn-access-log", "--disable-log-stats", "--tensor-parallel-size", str(tp)]
+    with running_sim(args, env, speed=speed) as sim:
         procs = [psutil.Process(sim.proc.pid), *sim.descendants()]
         asyncio.run(load(sim.url, min(streams, 4), 0.5))  # warm: imports, first connections
         before = cpu_s(procs)
@@ -80,18 +82,27 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, default=10.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", type=Path, help="another checkout, run beside this one")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()
     arms: dict[str, Path | None] = {"after": None}
     if options.before is not None:
         arms = {"before": options.before.resolve(), **arms}
-    print(f"speed {options.sim_speed:g}, {options.duration_s:g} s per run, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"speed {options.sim_speed:g}, TP {options.tensor_parallel_size}, {options.duration_s:g} s per run, "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
     results: dict[str, dict[str, dict[str, float]]] = {}
     for streams in (int(s) for s in options.streams.split(",")):
         rows: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
         for _ in range(options.runs):
             for name, tree in arms.items():
-                rows[name].append(one_arm(tree, streams, options.sim_speed, options.duration_s))
+                rows[name].append(
+                    one_arm(
+                        tree, streams, options.sim_speed, options.duration_s, options.tensor_parallel_size
+                    )
+                )
         for name, runs in rows.items():
             median = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
             results.setdefault(str(streams), {})[name] = median

@@ -13,14 +13,15 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from vllm_sim import wire
 from vllm_sim.ballast import Ballast
 from vllm_sim.config import SimConfig
-from vllm_sim.engine_loop import ServingLoop
+from vllm_sim.engine_loop import TICK_S, ServingLoop
 from vllm_sim.gpu_set import gpu_memory
 from vllm_sim.lifecycle import TermPolicy, leave, set_title
 from vllm_sim.logline import LogWriter
@@ -60,6 +61,7 @@ class EngineProcess:
         self.serving: ServingLoop | None = None
         self._remote: RemoteRanks | None = None
         self._wakeup: int | None = None  # readable when a signal arrived (TermPolicy.install)
+        self._kept: deque[tuple[object, ...]] = deque()  # what the API sent while the workers ran a command
 
     # --- waiting: every sleep watches the parent and the signals ---
     def wait(self, seconds: float, *, until: Callable[[], bool] | None = None) -> None:
@@ -88,30 +90,65 @@ class EngineProcess:
         while True:
             self.wait(3600)
 
-    def _poll(self, timeout: float) -> None:
-        """Wait up to `timeout` for a message or a signal; handle one message if one came."""
-        waited_on: list[Connection | int] = [self._wakeup] if self._wakeup is not None else []
+    def answered(self, workers: Sequence[Connection]) -> list[Connection]:
+        """Block until some of the `workers`' pipes can be read (a command or a step they run) and
+        return those. Meanwhile SIGTERM and the parent's end are acted on as in `wait`, and the API
+        server's messages are kept for afterwards: vLLM's busy loop, blocked on its workers, reads
+        its input queue only between steps. Memory that grows keeps its clock."""
+        while True:
+            self.check_term()
+            due_in = self.term.due_in()
+            timeout = TICK_S if self.ballast.grows else None
+            if due_in is not None:
+                timeout = max(due_in, 0.001) if timeout is None else min(timeout, max(due_in, 0.001))
+            ready = multiprocessing.connection.wait([*workers, *self._inputs()], timeout)
+            self.ballast.tick(time.monotonic())
+            replied = [conn for conn in workers if conn in ready]
+            if replied:
+                return replied
+            message = self._read(ready)
+            if message is not None:
+                self._kept.append(message)
+
+    def _inputs(self) -> list[Connection | int]:
+        """What wakes the engine: a signal (its wakeup descriptor) and the API server's pipe."""
+        inputs: list[Connection | int] = [self._wakeup] if self._wakeup is not None else []
         if self.conn is not None:
-            waited_on.append(self.conn)
-        if not waited_on:
+            inputs.append(self.conn)
+        return inputs
+
+    def _poll(self, timeout: float) -> None:
+        """Handle a message kept during a command of the workers, else wait up to `timeout` for a
+        message or a signal and handle the message if one came."""
+        if self._kept and self.serving is not None:
+            self.serving.handle(self._kept.popleft())
+            return
+        inputs = self._inputs()
+        if not inputs:
             time.sleep(timeout)
             return
-        ready = multiprocessing.connection.wait(waited_on, timeout)
+        message = self._read(multiprocessing.connection.wait(inputs, timeout))
+        if message is not None and self.serving is not None:
+            self.serving.handle(message)
+
+    def _read(self, ready: Sequence[object]) -> tuple[object, ...] | None:
+        """Take what `ready` holds for us: a signal's wake-up, the API's shutdown or end, or a
+        message for the serving loop (returned)."""
         if self._wakeup is not None and self._wakeup in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wakeup, 64)  # the signal's own handler has run: check_term() sees it
         if self.conn is None or self.conn not in ready:
-            return
+            return None
         try:
             message = wire.decode(self.conn.recv_bytes())
         except (EOFError, OSError):
             self._parent_gone()
-            return
+            return None
         if message[0] == "shutdown":
             self.inflight = int(message[1])
             self.term.trigger()
-        elif self.serving is not None:
-            self.serving.handle(message)
+            return None
+        return message
 
     def _parent_gone(self) -> None:
         self.conn = None
@@ -152,7 +189,7 @@ class EngineProcess:
             theirs.close()
             self.workers.append(proc)
             conns.append(mine)
-        self._remote = RemoteRanks(conns, self.wait)
+        self._remote = RemoteRanks(conns, self.answered)
         return self._remote
 
     def _hold_gpu(self, util: float, device: int) -> None:

@@ -2,9 +2,10 @@
 for, answers utility calls (sleep mode, prefix cache), holds and grows its real memory, and
 injects the serving faults.
 
-Nothing the server streams can come out while this loop does not answer: SIGSTOP of the process,
-`--sim-hang-after-requests` and `--sim-stall-after-tokens` (a kernel that never returns) stop every
-stream at its next step while `/health` stays 200. A stuck engine core reads nothing more and acts
+Nothing the server streams can come out while this loop does not answer: SIGSTOP of the process
+(or, with TP > 1, of one `Worker_TPn`: each step waits for every worker), `--sim-hang-after-requests`
+and `--sim-stall-after-tokens` (a kernel that never returns) stop every stream at its next step
+while `/health` stays 200. A stuck engine core reads nothing more and acts
 on no SIGTERM (vLLM's handler only sets a state its busy loop reads between steps, 0.26.0
 `v1/engine/core.py:1311-1320`): only SIGKILL ends it.
 """
@@ -57,6 +58,7 @@ class ServingLoop:
         self.engine = engine
         self.cfg = engine.cfg
         self.faults = engine.cfg.faults
+        self.ranks = ranks
         self.sleep = SleepMode(engine.cfg, engine.dialect, engine.log, ranks, self._busy, engine.resize_gpu)
         self.stuck = False
         self.first_request = False
@@ -82,6 +84,7 @@ class ServingLoop:
         elif stall_at is not None and generated >= stall_at and decoding > 0:
             self.stuck = True  # mid-batch: the requests decoding in it stay running
         else:
+            self.ranks.step(seq)  # with TP > 1 every worker runs it too (vllm-facts.md §17)
             self.engine.send(("stepped", seq))
 
     def _call(self, call_id: int, method: str, args: tuple[Any, ...]) -> None:

@@ -1,12 +1,14 @@
-"""Where model-side lines come from: the engine itself (TP=1) or its `Worker_TPn` children (TP>1).
+"""Where model-side lines come from, and who runs each engine step: the engine itself (TP=1) or
+its `Worker_TPn` children (TP>1).
 
 With TP>1 vLLM logs per-rank lines from each worker and draws tqdm bars on global rank 0 only
-(vllm-facts.md §2); the engine drives its workers through pipes and waits for each step to be done.
+(vllm-facts.md §2); the engine drives its workers through pipes and waits for each command to be
+done. Every rank runs every engine step (vllm-facts.md §17): one worker stopped stops the engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Protocol
 
@@ -41,6 +43,7 @@ class Ranks(Protocol):
     def fail(self, rank: int, message: str) -> None: ...
     def hold_gpu(self, util: float) -> None: ...
     def resize_gpu(self, gib: float | None) -> str | None: ...
+    def step(self, seq: int) -> None: ...
 
 
 class LocalRanks:
@@ -73,22 +76,57 @@ class LocalRanks:
     def resize_gpu(self, gib: float | None) -> str | None:
         return None  # the engine resizes its own hold (EngineProcess.resize_gpu)
 
+    def step(self, seq: int) -> None:
+        return None  # the uni executor runs the model in the engine core's own step
+
+
+Answered = Callable[[Sequence[Connection]], Sequence[Connection]]
+
 
 class RemoteRanks:
-    """TP>1: one pipe per worker; every command is acknowledged, so log order follows the script."""
+    """TP>1: one pipe per worker; every command is acknowledged, so log order follows the script.
 
-    def __init__(self, conns: list[Connection], wait: Callable[[float], None]) -> None:
+    `answered(conns)` blocks until some of `conns` can be read and returns those: the engine core's
+    wait (`EngineProcess.answered`), which acts on SIGTERM and its parent's end meanwhile and keeps
+    the API server's messages for after the command, as vLLM's busy loop reads its input queue only
+    between steps."""
+
+    def __init__(self, conns: list[Connection], answered: Answered) -> None:
         self.conns = conns
         self.count = len(conns)
-        self._wait = wait
+        self._answered = answered
+        self._gone: set[Connection] = set()  # workers that died: they take part in no step
 
     def _ask(self, rank: int, message: tuple[object, ...]) -> tuple[object, ...]:
         conn = self.conns[rank]
         conn.send(message)
-        while not conn.poll(0):
-            self._wait(0.005)
+        self._answered([conn])
         reply: tuple[object, ...] = conn.recv()
         return reply
+
+    def step(self, seq: int) -> None:
+        """Every worker runs the step, as vLLM's ranks do (vllm-facts.md §17): the step goes to all
+        of them, and returns once each has acknowledged it. A stopped worker holds it for as long as
+        it is stopped. A dead one is left out: its death is not simulated (the engine goes on)."""
+        waiting = []
+        for conn in self.conns:
+            if conn not in self._gone and self._sent(conn, ("step", seq)):
+                waiting.append(conn)
+        while waiting:
+            for conn in self._answered(waiting):
+                waiting.remove(conn)
+                try:
+                    conn.recv()
+                except (EOFError, OSError):
+                    self._gone.add(conn)
+
+    def _sent(self, conn: Connection, message: tuple[object, ...]) -> bool:
+        try:
+            conn.send(message)
+        except OSError:
+            self._gone.add(conn)
+            return False
+        return True
 
     def log(self, level: str, src: str, make: Callable[[int], str]) -> None:
         for rank in range(self.count):

@@ -16,6 +16,11 @@ grant goes out when the step starts and is answered during its sleep, so it cost
 engine keeps up). A stopped or hung engine core stops every stream at the next step. The gauges the
 engine core publishes (running, waiting, KV usage, prefix-cache counts: vLLM's SchedulerStats,
 vllm-facts.md §8) change only when a step comes back, so they freeze at their last values.
+
+Every step publishes them, a step of prefill chunks only too, and the KV usage counts the blocks of
+the tokens computed so far, as vLLM allocates them chunk by chunk: a long chunked prefill moves
+`vllm:kv_cache_usage_perc` each step while the token counters wait for its first token
+(vllm-facts.md §13).
 """
 
 from __future__ import annotations
@@ -144,11 +149,24 @@ class Scheduler:
             self.cache.reset()
 
     def used_blocks(self) -> int:
-        return sum(self._blocks(j) for j in self.running)
+        """The KV blocks the running requests hold: those of the tokens computed so far (prompt
+        tokens prefilled, cached ones included, and tokens generated). vLLM allocates them chunk
+        by chunk (`allocate_slots` for computed + scheduled tokens, vllm-facts.md §13), and its
+        KV usage and `reset_prefix_cache` count them."""
+        size = self.cfg.block_size
+        # computed: the sequence less what is left to prefill (inlined: this runs every step)
+        return sum(
+            math.ceil((len(j.prompt_ids) + j.emitted - (j.prefill_left if j.prefill_left > 0 else 0)) / size)
+            for j in self.running
+        )
 
     # --- the step loop ---
-    def _blocks(self, job: Job) -> int:
-        return math.ceil((len(job.prompt_ids) + job.emitted) / self.cfg.block_size)
+    def _blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / self.cfg.block_size)
+
+    def _reserved(self, job: Job) -> int:
+        """Blocks of the whole sequence so far, computed or not: what admission keeps room for."""
+        return self._blocks(len(job.prompt_ids) + job.emitted)
 
     def _has_work(self) -> bool:
         if self._unpublished:
@@ -158,10 +176,13 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def _admit(self) -> None:
-        used = self.used_blocks()
+        """First come first served while a slot is free and the request's whole prompt fits beside
+        the whole sequences of those running (vLLM checks the full prompt too, `full_sequence_must_fit`,
+        but against the blocks allocated so far: see docs/simulator.md "The engine clock")."""
+        used = sum(self._reserved(j) for j in self.running)
         while self.waiting and len(self.running) < self.cfg.max_num_seqs and self.paused is None:
             job = self.waiting[0]
-            need = self._blocks(job)
+            need = self._reserved(job)
             if self.running and used + need > self.num_blocks:
                 break
             self.waiting.popleft()
@@ -245,35 +266,50 @@ class Scheduler:
         await ran
         if self.stopped:
             return
-        if prefill_tokens or decoding:
-            self.requests.iteration.observe(prefill_tokens + len(decoding) * k)
-        self._emit(prefilled, decoding)
+        outputs, tokens = self._emit(prefilled, decoding)
+        if outputs:
+            self.requests.iteration.observe(tokens)
         self._publish()
 
-    def _emit(self, prefilled: list[Job], decoding: list[Job]) -> None:
+    def _emit(self, prefilled: list[Job], decoding: list[Job]) -> tuple[int, int]:
+        """Hands out the step's tokens. Returns the step's request outputs and the tokens vLLM's
+        `vllm:iteration_tokens_total` observes for them: the computed (uncached) prompt tokens of
+        each first output plus the tokens generated (0.26.0 `v1/metrics/loggers.py:1205-1208`); a
+        step without an output (prefill chunks only) observes nothing (`async_llm.py:663-665`)."""
         now = time.monotonic()
+        generated = self.metrics.generation_tokens
+        outputs = prompt = 0
         for job in prefilled:
-            if job.finished:
-                continue
-            if self.cache is not None:
-                self.cache.insert(job.prompt_ids)
-            if job.fails:  # vLLM's FinishReason.ERROR: the request ends, the engine goes on
-                self._end(job, "error", now)
-                continue
-            if job.first_at is None:  # a preempted request's prefill again gives its next token only
-                self.metrics.prompt_tokens += len(job.prompt_ids)
-                job.first_at = now
-                self.metrics.ttft.observe(now - job.arrival)
-            self._advance(job, 1, now)
+            if not job.finished:
+                outputs += 1
+                prompt += self._first_output(job, now)
         for job in decoding:
             if job.finished:
                 continue
+            outputs += 1
             count = 1
             if self.spec and job.emitted + 1 < job.total:
                 target = job.plan.tokens[job.emitted].text
                 upcoming = [t.text for t in job.plan.tokens[job.emitted + 1 : job.emitted + 1 + self.spec.k]]
                 count += self.spec.draft(target, upcoming, job.prompt_words)
             self._advance(job, count, now)
+        return outputs, prompt + self.metrics.generation_tokens - generated
+
+    def _first_output(self, job: Job, now: float) -> int:
+        """The output of a request whose prefill just ended (its first token, or its error); returns
+        its computed prompt tokens (0 for a preempted request's second prefill: counted once)."""
+        if self.cache is not None:
+            self.cache.insert(job.prompt_ids)
+        prompt = len(job.prompt_ids) - job.cached if job.first_at is None else 0
+        if job.fails:  # vLLM's FinishReason.ERROR: the request ends, the engine goes on
+            self._end(job, "error", now)
+            return prompt
+        if job.first_at is None:  # a preempted request's prefill again gives its next token only
+            self.metrics.prompt_tokens += len(job.prompt_ids)
+            job.first_at = now
+            self.metrics.ttft.observe(now - job.arrival)
+        self._advance(job, 1, now)
+        return prompt
 
     def _advance(self, job: Job, count: int, now: float) -> None:
         count = min(count, job.total - job.emitted)

@@ -1,12 +1,16 @@
-"""A `VLLM::Worker_TPn` process (TP>1): it prints its rank's lines when the engine asks, and dies with it.
+"""A `VLLM::Worker_TPn` process (TP>1): it runs every engine step, prints its rank's lines when the
+engine asks, and dies with it.
 
-Like vLLM's workers it watches its parent through a pipe and logs `Parent process exited,
-terminating worker queues` when the engine goes away (vllm-facts.md §6), except with `--sim-orphans`.
+Every step the engine core runs waits for each worker's acknowledgement, as vLLM's engine waits on
+its ranks (vllm-facts.md §17): SIGSTOP of one worker stops every stream. Like vLLM's workers it
+watches its parent through a pipe and logs `Parent process exited, terminating worker queues` when
+the engine goes away (vllm-facts.md §6), except with `--sim-orphans`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import time
 from multiprocessing.connection import Connection
 
@@ -28,6 +32,7 @@ class WorkerProcess:
         self.log = LogWriter("Worker", self.dialect)
         self.term = TermPolicy(cfg.faults.ignore_sigterm_s, immune=cfg.faults.orphans)
         self.gpu = gpu_memory(cfg.gpu_set, cfg.gpu_devices)
+        self._poller: select.poll | None = None  # the pipe's, polled for every engine step
 
     def run(self) -> int:
         set_title("Worker")
@@ -35,6 +40,9 @@ class WorkerProcess:
         while not self.term.due():
             message = self._next(0.05)
             if message is None:
+                continue
+            if message[0] == "step":  # every engine step: the forward pass of this rank
+                self._ack()
                 continue
             code = self._handle(message)
             if code is not None:
@@ -48,8 +56,11 @@ class WorkerProcess:
         if self.conn is None:
             time.sleep(timeout)
             return None
+        if self._poller is None:  # one poll object for good: `Connection.poll` builds a selector per call
+            self._poller = select.poll()
+            self._poller.register(self.conn.fileno(), select.POLLIN)
         try:
-            if not self.conn.poll(timeout):
+            if not self._poller.poll(timeout * 1000):
                 return None
             message: tuple[object, ...] = self.conn.recv()
             return message

@@ -40,6 +40,17 @@ def metric(sim: SimHandle, name: str, labels: str = "") -> float:
     raise AssertionError(f"no {name} {labels} in /metrics")
 
 
+def published(sim: SimHandle, names: tuple[str, ...]) -> dict[str, float]:
+    """The families `names` of one /metrics page (one moment of the server), each summed over its
+    labels (e.g. `vllm:request_success_total` over its finish reasons)."""
+    found = dict.fromkeys(names, 0.0)
+    for line in requests.get(sim.url + "/metrics", timeout=10).text.splitlines():
+        name = line.split("{", 1)[0]
+        if name in found:
+            found[name] += float(line.rsplit(" ", 1)[1])
+    return found
+
+
 def health(sim: SimHandle) -> int:
     return requests.get(sim.url + "/health", timeout=10).status_code
 

@@ -120,6 +120,43 @@ def test_a_request_submitted_after_the_engine_died_gets_its_error_not_a_hang() -
     asyncio.run(scenario())
 
 
+def test_a_chunked_prefill_publishes_its_kv_usage_each_step_and_its_tokens_with_the_first_output() -> None:
+    """vLLM publishes SchedulerStats every step, a step of prefill chunks only too, and allocates the
+    KV blocks chunk by chunk; `vllm:iteration_tokens_total` is observed only for a step with outputs,
+    with the computed prompt tokens of first outputs plus the tokens generated (vllm-facts.md §13)."""
+
+    async def scenario() -> None:
+        metrics, gate = SimMetrics(), HeldGate()
+        cfg = config("--sim-speed", "1000", "--max-num-batched-tokens", "16", "--block-size", "16",
+                     "--no-enable-prefix-caching")  # fmt: skip
+        scheduler = Scheduler(cfg, metrics, 10, lambda j, r: None, gate)
+        loop = asyncio.create_task(scheduler.run())
+        request = job()  # 40 prompt tokens: chunks of 16, 16 and 8
+        scheduler.submit(request)
+        usage = []
+        for _ in range(2):
+            await settle(gate, 1)
+            gate.run_steps()
+            await settle(gate, 1)  # the next step is asked for once this one is published
+            usage.append(metrics.kv_usage)
+        assert usage == pytest.approx([0.1, 0.2]) and request.out.empty()
+        assert (metrics.prompt_tokens, metrics.generation_tokens, scheduler.requests.iteration.n) == (0, 0, 0)
+        gate.run_steps()
+        first = await request.out.get()
+        assert first is not None and first.count == 1
+        assert (metrics.prompt_tokens, metrics.generation_tokens) == (40, 1)
+        assert metrics.kv_usage == pytest.approx(0.3)
+        iteration = scheduler.requests.iteration
+        assert (iteration.n, iteration.total) == (1, 41), "the whole prompt and the first token, once"
+        await settle(gate, 1)
+        gate.run_steps()
+        await request.out.get()
+        assert (iteration.n, iteration.total) == (2, 42), "one token decoded"
+        loop.cancel()
+
+    asyncio.run(scenario())
+
+
 def test_an_abort_while_paused_is_published_by_one_more_engine_step() -> None:
     """A frozen batch (sleep with mode=keep) steps no more; a client leaving it still changes the
     published figures, through one empty step of the engine core (vLLM steps once more to remove a

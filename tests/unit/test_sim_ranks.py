@@ -4,11 +4,11 @@ the log's order follows the script; tqdm bars are drawn on rank 0 only, redrawn 
 
 from __future__ import annotations
 
+import multiprocessing.connection
 import os
 import re
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 
@@ -76,16 +76,27 @@ def test_one_rank_logs_in_the_engine_and_holds_its_gpu_itself(err_pipe: tuple[in
     assert drained(err_pipe[0]).rstrip("\n").endswith("] Available KV cache memory: 10.0 GiB (rank 0)")
 
 
-class Workers:
-    """The worker ends of the pipes: each records what it was told and acknowledges it."""
+def answered(conns: Sequence[Connection]) -> list[Connection]:
+    """The engine's wait for its workers, without the engine: block until some can be read."""
+    ready = multiprocessing.connection.wait(conns)
+    return [conn for conn in conns if conn in ready]
 
-    def __init__(self, count: int) -> None:
+
+class Workers:
+    """The worker ends of the pipes: each records what it was told and acknowledges it; the `held`
+    rank answers only once `release` is set (a stopped worker), the `dead` one has exited."""
+
+    def __init__(self, count: int, held: int | None = None, dead: int | None = None) -> None:
         pairs = [Pipe() for _ in range(count)]
         self.engine_ends: list[Connection] = [a for a, _ in pairs]
         self.told: list[tuple[int, tuple[object, ...]]] = []
-        self._lock = threading.Lock()
+        self.held = held
+        self.release = threading.Event()
+        self._cond = threading.Condition()
+        if dead is not None:
+            pairs[dead][1].close()
         self._threads = [threading.Thread(target=self._serve, args=(rank, b), daemon=True)
-                         for rank, (_, b) in enumerate(pairs)]  # fmt: skip
+                         for rank, (_, b) in enumerate(pairs) if rank != dead]  # fmt: skip
         for thread in self._threads:
             thread.start()
 
@@ -95,11 +106,20 @@ class Workers:
                 message = conn.recv()
             except EOFError:
                 return
-            with self._lock:
+            with self._cond:
                 self.told.append((rank, message))
+                self._cond.notify_all()
+            if rank == self.held:
+                self.release.wait(300)
             conn.send("done")
 
+    def heard(self, count: int) -> bool:
+        """Whether `count` messages came, waited for (the deadline only ends a hang)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self.told) >= count, 300)
+
     def close(self) -> None:
+        self.release.set()
         for conn in self.engine_ends:
             conn.close()
         for thread in self._threads:
@@ -114,7 +134,7 @@ def workers() -> Iterator[Workers]:
 
 
 def test_with_tp_above_one_every_rank_logs_its_own_line_in_rank_order(workers: Workers) -> None:
-    ranks = RemoteRanks(workers.engine_ends, time.sleep)
+    ranks = RemoteRanks(workers.engine_ends, answered)
     ranks.log("INFO", "gpu_worker.py:561", lambda rank: f"Available KV cache memory: {10 + rank} GiB")
     assert ranks.count == 4
     assert workers.told == [
@@ -124,7 +144,7 @@ def test_with_tp_above_one_every_rank_logs_its_own_line_in_rank_order(workers: W
 
 
 def test_bars_go_to_rank_zero_and_every_command_waits_for_its_acknowledgement(workers: Workers) -> None:
-    ranks = RemoteRanks(workers.engine_ends, time.sleep)
+    ranks = RemoteRanks(workers.engine_ends, answered)
     ranks.bar("Capturing CUDA graphs", 35, 2.0)
     ranks.rename()
     ranks.hold_gpu(0.85)
@@ -135,3 +155,33 @@ def test_bars_go_to_rank_zero_and_every_command_waits_for_its_acknowledgement(wo
         *[(rank, ("hold", 0.85)) for rank in range(4)],
         (2, ("fail", "CUDA error: out of memory")),
     ], "each answered before the next was sent: the log's order is the script's"
+
+
+def test_a_step_goes_to_every_worker_and_returns_only_once_each_has_run_it() -> None:
+    """vLLM's ranks all run every step (vllm-facts.md §17): one that does not answer (stopped)
+    holds the step, however long, and the step returns once it does."""
+    workers = Workers(4, held=2)
+    try:
+        ranks = RemoteRanks(workers.engine_ends, answered)
+        stepping = threading.Thread(target=ranks.step, args=(7,), daemon=True)
+        stepping.start()
+        assert workers.heard(4)
+        assert sorted(workers.told) == [(rank, ("step", 7)) for rank in range(4)]
+        assert stepping.is_alive(), "three ranks answered; the step waits for the fourth"
+        workers.release.set()
+        stepping.join(300)
+        assert not stepping.is_alive()
+    finally:
+        workers.close()
+
+
+def test_a_worker_that_died_takes_part_in_no_step() -> None:
+    """Its death is not simulated: the engine steps on with the others."""
+    workers = Workers(4, dead=1)
+    try:
+        ranks = RemoteRanks(workers.engine_ends, answered)
+        ranks.step(1)
+        ranks.step(2)
+        assert sorted(workers.told) == sorted((rank, ("step", seq)) for seq in (1, 2) for rank in (0, 2, 3))
+    finally:
+        workers.close()

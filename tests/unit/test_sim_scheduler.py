@@ -70,13 +70,19 @@ def test_no_more_than_max_num_seqs_run_and_the_rest_wait_in_arrival_order() -> N
 
 
 def test_a_request_waits_while_its_kv_blocks_do_not_fit_beside_the_running_ones() -> None:
-    """Blocks of 16 tokens: 100 prompt tokens take 7 of the pool's 10 blocks."""
-    s = scheduler("--block-size", "16", "--no-enable-prefix-caching", blocks=10)
+    """Blocks of 16 tokens: 100 prompt tokens take 7 of the pool's 10 blocks, kept for the whole
+    prompt from admission on, though only the prefilled chunks hold blocks yet."""
+    s = scheduler(
+        "--block-size", "16", "--max-num-batched-tokens", "32", "--no-enable-prefix-caching", blocks=10
+    )
     first, second = job(100), job(100, first_id=500)
     queue(s, first, second)
     s._admit()
     assert s.running == [first] and list(s.waiting) == [second]
-    assert s.used_blocks() == 7
+    assert s.used_blocks() == 0, "nothing computed yet"
+    s._batch()
+    s._admit()
+    assert s.running == [first] and s.used_blocks() == 2, "one chunk of 32 tokens; the second still waits"
 
 
 def test_the_first_request_runs_even_when_it_is_larger_than_the_whole_pool() -> None:
@@ -85,6 +91,7 @@ def test_the_first_request_runs_even_when_it_is_larger_than_the_whole_pool() -> 
     big = job(200)
     queue(s, big)
     s._admit()
+    s._batch()
     assert s.running == [big] and s.used_blocks() == 13
 
 
@@ -99,6 +106,7 @@ def test_first_come_first_served_a_small_request_does_not_pass_a_large_one_that_
 def test_blocks_count_the_tokens_generated_so_far_rounded_up_to_whole_blocks() -> None:
     s = scheduler("--block-size", "16", "--no-enable-prefix-caching")
     request = job(16)
+    request.prefill_left = 0
     s.running.append(request)
     assert s.used_blocks() == 1
     request.emitted = 1
@@ -220,11 +228,62 @@ def test_the_published_gauges_are_the_counts_and_kv_usage_is_capped_at_one() -> 
     )
     queue(s, job(200), job(10, first_id=900))
     s._admit()
+    s._batch()
     s._publish()
     assert (metrics.running, metrics.waiting, metrics.kv_usage) == (1, 1, 1.0)
     s.running.clear()
     s._publish()
     assert (metrics.running, metrics.kv_usage) == (0, 0.0)
+
+
+def test_the_published_kv_usage_grows_with_each_prefill_chunk_and_then_with_each_token() -> None:
+    """vLLM allocates KV blocks per scheduled chunk and publishes its usage every step
+    (vllm-facts.md §13): 20 blocks of 16 tokens, a 160-token prompt in chunks of 32."""
+    metrics = SimMetrics()
+    s = scheduler(
+        "--block-size", "16", "--max-num-batched-tokens", "32", "--no-enable-prefix-caching",
+        blocks=20, metrics=metrics,
+    )  # fmt: skip
+    request = job(160, answer_tokens=40)
+    queue(s, request)
+    s._admit()
+    published = []
+    while request.prefill_left:
+        s._batch()
+        s._publish()
+        published.append(metrics.kv_usage)
+    assert published == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5]), "two blocks more each chunk"
+    assert (metrics.prompt_tokens, metrics.generation_tokens) == (0, 0), "no token before the first output"
+    request.emitted = 17  # the 177th token opens a 12th block
+    s._publish()
+    assert metrics.kv_usage == pytest.approx(12 / 20)
+
+
+def test_cached_prompt_tokens_count_as_computed_from_admission() -> None:
+    s = scheduler("--block-size", "16", "--max-num-batched-tokens", "16", "--enable-prefix-caching")
+    assert s.cache is not None
+    first = job(64)
+    s.cache.insert(first.prompt_ids)
+    again = job(80)
+    queue(s, again)
+    s._admit()
+    assert again.cached == 64 and s.used_blocks() == 4, "its 4 cached blocks are held, nothing computed"
+    s._batch()
+    assert s.used_blocks() == 5
+
+
+def test_a_preempted_request_holds_only_what_it_recomputed() -> None:
+    s = scheduler("--block-size", "16", "--max-num-batched-tokens", "16", "--no-enable-prefix-caching")
+    request = job(32)
+    queue(s, request)
+    s._admit()
+    request.prefill_left, request.emitted = 0, 16
+    assert s.used_blocks() == 3
+    s.preempt_all()
+    s._admit()
+    assert request.prefill_left == 48 and s.used_blocks() == 0
+    s._batch()
+    assert s.used_blocks() == 1
 
 
 def test_work_while_paused_depends_on_the_mode() -> None:
