@@ -189,6 +189,7 @@ class EngineProgress:
             figures["moved_since"] = last.at  # the figures moved after this reading, before the next
             if self._mark is not None and reading.working:
                 self._pace_s = reading.at - self._mark
+                figures["allowed_s"] = round(max(self.stall_s, 2 * self._pace_s), 1)
             self._mark = reading.at
             return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "engine stepping", figures)
         if not reading.working or self._mark is None:

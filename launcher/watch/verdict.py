@@ -135,7 +135,9 @@ class Judge:
         self._standing: dict[Check, Observation] = {}  # the last failed observation of each check
         self._stall: Observation | None = None
         self._halted: Observation | None = None
-        self._progress_at: float | None = None  # vLLM's figures moved after this time
+        self._progress_at: float | None = None  # the last reading at which vLLM's figures had moved
+        self._working = False  # the last reading: requests running or waiting
+        self._patience_s = 0.0  # how long the stall rule lets those figures stand still
         self._latched: Judgement | None = None  # the leak rule: once it fired, it stays
 
     # ---- input ------------------------------------------------------------------------------
@@ -157,10 +159,15 @@ class Judge:
             self._standing[obs.check] = obs
 
     def busy(self, obs: Observation) -> bool:
-        """A probe that timed out while vLLM's figures moved during its wait (after it was sent, not
-        merely between a reading before it and one after) waited in the queue; it did not hang."""
+        """A probe that timed out while the engine works — requests running or waiting at the last
+        reading, its figures seen moving no longer before the probe was sent than the stall rule
+        lets them stand — waited in vLLM's queue; it did not hang. Should the engine freeze, the
+        stall rule says so. An idle engine excuses nothing, so the tokens of the watch's own last
+        canary (gone by the next reading) never excuse the next one."""
         started = obs.at - obs.waited_s
-        return self._stall is None and self._progress_at is not None and self._progress_at >= started
+        if self._stall is not None or not self._working or self._progress_at is None:
+            return False
+        return self._progress_at >= started - self._patience_s
 
     def _liveness(self, obs: Observation) -> None:
         misses = self._misses.setdefault(FAMILY[obs.check], [])
@@ -180,9 +187,10 @@ class Judge:
     def _metrics(self, obs: Observation) -> None:
         if obs.kind is Kind.PROGRESS:
             self._stall = None
-            moved_since = obs.figures.get("moved_since")
-            if moved_since is not None:
-                self._progress_at = float(moved_since)
+            self._working = bool(obs.figures.get("running")) or bool(obs.figures.get("waiting"))
+            self._patience_s = float(obs.figures.get("allowed_s") or 0.0)
+            if obs.figures.get("moved_since") is not None:
+                self._progress_at = obs.at
         elif obs.kind is Kind.STALLED:
             self._stall = obs
 

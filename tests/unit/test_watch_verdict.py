@@ -252,17 +252,29 @@ def test_an_answer_that_is_fine_ends_the_run_of_errors() -> None:
     assert failing.detail == "canary: HTTP 502 (3 in a row)" and failing.figures["errors"] == 3
 
 
-def test_a_canary_is_excused_exactly_when_the_figures_moved_after_a_reading_at_or_after_it_was_sent() -> None:
+def test_a_canary_is_excused_while_the_engine_works_and_its_figures_moved_within_the_stall_rules_eye() -> (
+    None
+):
     sent_at_1 = timeout(11.0)  # waited 10 s: sent at 1.0
     assert Judge(Rules()).busy(sent_at_1) is False  # no progress ever seen
-    at_send = judged(moved(1.0))
+    at_send = judged(moved(0.0))  # a reading at 1.0 saw the figures move
     assert at_send.busy(sent_at_1)
     at_send.observe(sent_at_1)
     assert at_send.judgement().verdict is Verdict.SERVING  # queued: not even degraded
-    just_before = judged(moved(0.999))
+    just_before = judged(moved(-0.001))
     assert not just_before.busy(sent_at_1)
     just_before.observe(sent_at_1)
     assert just_before.judgement().verdict is Verdict.DEGRADED
+    patient = obs(
+        Check.METRICS, Kind.PROGRESS, -2.0, "engine stepping", moved_since=-3.0, running=1, allowed_s=3.0
+    )
+    assert judged(patient).busy(sent_at_1)  # moved 3 s before it was sent: the stall rule watches since
+
+
+def test_an_idle_engine_excuses_no_miss_though_its_figures_just_moved() -> None:
+    """The watch's own last canary moved the counters; it was gone by the reading (nothing running)."""
+    own = obs(Check.METRICS, Kind.PROGRESS, 9.0, "engine stepping", moved_since=7.0, running=0, waiting=0)
+    assert not judged(own).busy(timeout(11.0))
 
 
 def test_an_engine_mid_step_is_no_progress_that_excuses_a_canary() -> None:
