@@ -1,6 +1,7 @@
 """docs/fleet.md says what the code does: `launch status`'s exit codes as state/serving.py returns
 them (it said 0 for a host serving its last-good while the code and the Ansible role used 6), the
-same codes docs/exit-codes.md gives, and those the Ansible role accepts."""
+same codes docs/exit-codes.md gives, and those the Ansible role accepts; README says where the
+shipped rules file and dashboard are."""
 
 from __future__ import annotations
 
@@ -48,3 +49,10 @@ def test_fleet_md_exit_codes_exit_codes_md_and_the_ansible_role_agree() -> None:
     accepted = {int(code) for code in re.findall(r"\d+", task["failed_when"].split(" not in ", 1)[1])}
     assert accepted == {EXIT_SERVING, EXIT_NOT_SERVING, EXIT_SERVING_LAST_GOOD} and accepted <= documented
 
+
+def test_readme_and_fleet_md_say_where_the_rules_and_the_dashboard_are() -> None:
+    for doc in (REPO / "README.md", FLEET_DOC):
+        text = doc.read_text(encoding="utf-8")
+        for path in ("fleet/prometheus/vllm-gate.rules.yml", "fleet/grafana/vllm-gate.json"):
+            assert path in text, f"{doc.name} does not say where {path} is"
+            assert (REPO / path).is_file()
