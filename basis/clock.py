@@ -52,6 +52,20 @@ class SystemClock:
 SYSTEM_CLOCK = SystemClock()
 
 
+STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
 def utc_stamp(epoch_s: float) -> str:
     """`2026-09-17T10:15:00.123456Z`: how every record of ours writes a moment."""
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(epoch_s, UTC).strftime(STAMP_FORMAT)
+
+
+def epoch_of(stamp: object) -> float | None:
+    """The moment a `utc_stamp` names, in seconds since the epoch; None for anything else: the one
+    reader of our stamps, beside their one writer."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None

@@ -7,8 +7,13 @@ an alert that it stopped writing. One file per profile, `vllm_gate_<profile>.pro
 `write_to_textfile`: a temp file, then a rename) at every transition and every minute.
 
 Counters count the profile's history records, so they start where the history left off after a
-restart: promotions, rollbacks (rejected candidates), engine starts, engine deaths, the serving
-watch's final verdicts.
+restart: promotions, rollbacks (rejected candidates), engine starts, engine deaths, parks, wakes,
+refused reloads, and each verdict the serving watch reached. Their `_created` is therefore the
+moment of the profile's first history record, the same at every rewrite and after a restart: a
+counter is created when its count begins, and these begin with the history, not with the process
+that writes the file (a `_created` that moved at every rewrite read as a reset to anything that
+honours it). A start's seconds come from the history too: the `start` record's stamp to its
+`gates` record's, and vLLM's own time to ready where its log said it.
 """
 
 from __future__ import annotations
@@ -16,12 +21,16 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from basis.clock import epoch_of
+
 if TYPE_CHECKING:  # imported where a file is written: `launch status` and `check` only read state
     from prometheus_client import CollectorRegistry, Gauge
+    from prometheus_client.core import CounterMetricFamily
 
 PHASES = ("starting", "gating", "serving", "rolling_back", "serving_last_good", "failed", "stopped", "parked")
 VERDICTS = ("serving", "degraded", "wedged", "failing", "starving")
@@ -37,6 +46,14 @@ COUNTED = {  # history event -> counter
     "beside": "beside_trials",  # changes tried beside production (trial = "beside")
     "beside_skipped": "beside_skipped",  # … that fell back to park or stop: GPU memory, power, ports
     "reload_refused": "reloads_refused",  # a bad edit, preflight or the guard: what served kept serving
+    "parked": "parks",  # what served was put to sleep beside a change (park = "sleep")
+    "park_skipped": "parks_skipped",  # … or could not sleep, and was stopped instead
+    "wake_failed": "wakes_failed",  # a sleeper that could not serve again: last-good started cold
+}
+WATCHED = ("watch", "wedged", "failing", "starving")  # the records that carry the watch's verdict
+START_PHASES = {  # phase -> what its seconds measure
+    "total": "the engine spawned to the gates' verdict",  # the history's start and gates records
+    "ready": "vLLM's own log, its first line to ready",  # absent where the log did not say
 }
 ENV = "VLLM_GATE_METRICS_DIR"
 REFRESH_S = 60.0
@@ -55,6 +72,10 @@ class LauncherMetrics:
         self.path = directory / f"vllm_gate_{profile}.prom"
         self.profile = profile
         self.counts: Counter[str] = Counter()
+        self.verdicts: Counter[str] = Counter()  # each verdict the serving watch reached
+        self.counted_since: float | None = None  # the first history record's moment: the counters' `_created`
+        self.start_seconds: dict[str, float] = {}  # the last start that reached a verdict, by phase
+        self.spawned_at: float | None = None  # the stamp of the last `start` record
         self.status: dict[str, Any] = {}
         self.last_rejected: dict[str, str] | None = None
         for record in history:
@@ -62,13 +83,23 @@ class LauncherMetrics:
         self.written_at = 0.0
         self.error: str | None = None  # the last write's failure (a full disk never stops serving)
 
-    def event(self, name: str, fields: Mapping[str, Any]) -> None:
+    def event(self, name: str, record: Mapping[str, Any]) -> None:
+        """One history record as written (its `ts` included): counted, and what it says kept."""
+        at = epoch_of(record.get("ts"))
+        if self.counted_since is None:
+            self.counted_since = at
         if name in COUNTED:
             self.counts[COUNTED[name]] += 1
-        if name == "rejected":
+        if name in WATCHED and record.get("verdict") in VERDICTS:
+            self.verdicts[str(record["verdict"])] += 1
+        if name == "start":
+            self.spawned_at = at
+        elif name == "gates":
+            self.start_seconds = start_seconds(self.spawned_at, at, record.get("startup_seconds"))
+        elif name == "rejected":
             self.last_rejected = {
-                "fingerprint": str(fields.get("fingerprint") or ""),
-                "reason": str(fields.get("reason") or "")[:200],
+                "fingerprint": str(record.get("fingerprint") or ""),
+                "reason": str(record.get("reason") or "")[:200],
             }
 
     def update(self, status: Mapping[str, Any]) -> None:
@@ -92,7 +123,6 @@ class LauncherMetrics:
 
     def registry(self) -> CollectorRegistry:
         from prometheus_client import CollectorRegistry
-        from prometheus_client import Counter as PromCounter
 
         registry = CollectorRegistry()
         p, status = self.profile, self.status
@@ -116,11 +146,11 @@ class LauncherMetrics:
         for gate in status.get("gates") or []:
             if isinstance(gate, dict) and gate.get("verdict") in ("pass", "fail", "error"):
                 gates.labels(p, str(gate.get("name"))).set(1 if gate["verdict"] == "pass" else 0)
-        for name in sorted(set(COUNTED.values())):
-            counter = PromCounter(
-                f"vllm_gate_{name}", f"History records: {name}.", ["profile"], registry=registry
-            )
-            counter.labels(p).inc(self.counts[name])
+        registry.register(_Families(self._counters))
+        phases = "; ".join(f"{name}: {what}" for name, what in START_PHASES.items())
+        started = _gauge(registry, "start_seconds", f"The last start's seconds by phase ({phases}).", "phase")
+        for name, seconds in self.start_seconds.items():
+            started.labels(p, name).set(seconds)
         if self.last_rejected is not None:
             rejected = _gauge(
                 registry, "last_rejected_info", "The last candidate the gates rejected.", "fingerprint"
@@ -129,6 +159,45 @@ class LauncherMetrics:
         stamp = _gauge(registry, "last_update_timestamp_seconds", "When the launcher last wrote this file.")
         stamp.labels(p).set(time.time())
         return registry
+
+    def _counters(self) -> list[CounterMetricFamily]:
+        """The counters as families with a `_created` that stays put (prometheus_client's `Counter`
+        stamps the moment it was built, and the registry is built anew at every write)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        families = []
+        for name in sorted(set(COUNTED.values())):
+            family = CounterMetricFamily(f"vllm_gate_{name}", f"History records: {name}.", labels=["profile"])
+            family.add_metric([self.profile], self.counts[name], created=self.counted_since)
+            families.append(family)
+        verdicts = CounterMetricFamily(
+            "vllm_gate_watch_verdicts",
+            "Each verdict the serving watch reached, by verdict.",
+            labels=["profile", "verdict"],
+        )
+        for verdict in VERDICTS:
+            verdicts.add_metric([self.profile, verdict], self.verdicts[verdict], created=self.counted_since)
+        return [*families, verdicts]
+
+
+def start_seconds(spawned_at: float | None, judged_at: float | None, ready_s: object) -> dict[str, float]:
+    """The seconds of one start by phase (START_PHASES): what its records say, nothing guessed."""
+    seconds: dict[str, float] = {}
+    if spawned_at is not None and judged_at is not None and judged_at >= spawned_at:
+        seconds["total"] = round(judged_at - spawned_at, 3)
+    if isinstance(ready_s, int | float) and not isinstance(ready_s, bool) and ready_s >= 0:
+        seconds["ready"] = float(ready_s)
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class _Families:
+    """A collector over families built when the registry is read (prometheus_client's protocol)."""
+
+    build: Callable[[], list[CounterMetricFamily]]
+
+    def collect(self) -> list[CounterMetricFamily]:
+        return self.build()
 
 
 def _gauge(registry: CollectorRegistry, name: str, text: str, *labels: str) -> Gauge:

@@ -210,6 +210,7 @@ class Bringup:
             fingerprint=candidate.fingerprint,
             passed=report.passed,
             gates=report.to_json(),
+            startup_seconds=facts.get("startup_seconds"),  # vLLM's own log: its first line to ready
         )
         return report
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import psutil
 
-from basis.clock import SYSTEM_CLOCK, Clock
+from basis.clock import SYSTEM_CLOCK, Clock, epoch_of
 from launcher.errors import GateFailed
 from launcher.state.store import StateStore
 from launcher.supervisor import reload_requests
-from launcher.supervisor.history import History, epoch_of
+from launcher.supervisor.history import History
 from launcher.supervisor.reload_requests import Verdict
 from launcher.supervisor.status import read_status
 

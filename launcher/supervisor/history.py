@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,6 @@ from basis.clock import SYSTEM_CLOCK, Clock, utc_stamp
 from launcher.atomicfile import append_line
 from launcher.errors import BadInput
 from launcher.state.records import HISTORY, HISTORY_OPTIONAL, shape_problem
-
-STAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # basis.clock.utc_stamp's
 
 
 class Event(StrEnum):
@@ -72,16 +69,6 @@ class Event(StrEnum):
 def utc_now(clock: Clock = SYSTEM_CLOCK) -> str:
     """Now, as every record of ours writes a moment (read through the clock, which a test may fake)."""
     return utc_stamp(clock.time())
-
-
-def epoch_of(stamp: object) -> float | None:
-    """The moment a `utc_now` stamp names, in seconds since the epoch; None for anything else."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)

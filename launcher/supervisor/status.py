@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from basis.clock import SYSTEM_CLOCK, Clock
+from basis.clock import SYSTEM_CLOCK, Clock, epoch_of
 from launcher.atomicfile import remove_stray_temps, write_atomic
 from launcher.errors import GateError
 from launcher.state.metrics import LauncherMetrics
 from launcher.state.records import STATUS, STATUS_OPTIONAL, read_record
 from launcher.state.serving import SERVING_PHASES
 from launcher.state.store import StateStore
-from launcher.supervisor.history import Event, History, epoch_of, utc_now
+from launcher.supervisor.history import Event, History, utc_now
 
 if TYPE_CHECKING:  # the daemon's parts: `launch status` and `check` only read the board
     from launcher.supervisor.bookkeeping import Bookkeeping
@@ -237,9 +237,9 @@ class Transitions:
     ) -> None:
         """The record first (history, then its metric), then the board and the textfile's gauges."""
         if event is not None:
-            self.history.append(event, profile=self.profile, **fields)
+            record = self.history.append(event, profile=self.profile, **fields)
             if self.metrics is not None:
-                self.metrics.event(str(event), fields)
+                self.metrics.event(str(event), record)  # as written: its moment is the metrics' too
         changes = dict(status or {})
         if phase is not None:
             changes["phase"] = phase

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from basis.clock import epoch_of
 from tests.conftest import tree_snapshot
 from tests.launcher_run import LAUNCH, Launcher, append_table, free_port, write_profile
 from tests.simserver import running_sim
@@ -244,6 +245,16 @@ def test_the_prometheus_textfile_follows_a_promotion_and_a_rollback(launcher: La
     assert value("vllm_gate_last_rejected_info", fingerprint=rejected["fingerprint"]) == 1
     assert value("vllm_gate_gate_passed", gate="tool_call") == 1  # last-good's own chain passed
     assert value("vllm_gate_serving") == 1
+    # the counters were created with the history, not at this rewrite (issue 44)
+    history = launcher.history()
+    assert value("vllm_gate_promotions_created") == epoch_of(history[0]["ts"])
+    # the last start (last-good's) by phase: its start and gates records, vLLM's own time to ready
+    start = [r for r in history if r["event"] == "start"][-1]
+    gates = [r for r in history if r["event"] == "gates"][-1]
+    assert gates["startup_seconds"] is not None
+    spawned_to_verdict = round(epoch_of(gates["ts"]) - epoch_of(start["ts"]), 3)  # type: ignore[operator]
+    assert value("vllm_gate_start_seconds", phase="total") == spawned_to_verdict
+    assert value("vllm_gate_start_seconds", phase="ready") == gates["startup_seconds"]
 
 
 def test_status_wait_right_after_a_start_waits_for_its_first_status(launcher: Launcher) -> None:
