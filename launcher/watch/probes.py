@@ -172,12 +172,13 @@ class EngineProgress:
         self.stall_s = stall_s
         self._last: MetricsReading | None = None
         self._mark: float | None = None  # the last reading at which the engine moved, or had nothing to do
-        self._pace_s = 0.0  # the longest a step could have taken, from the last two marks
+        self._mark_moved = False  # that reading saw the figures move (not idle, not the first)
+        self._pace_s = 0.0  # the longest a step could have taken: between the last two moves seen
 
     def observe(self, reading: MetricsReading) -> Observation:
         last, self._last = self._last, reading
         if not reading.stepped:
-            self._mark, self._pace_s = None, 0.0
+            self._mark, self._mark_moved, self._pace_s = None, False, 0.0
             return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "no engine figures in /metrics")
         moved = last is not None and bool(last.stepped) and reading.stepped != last.stepped
         figures: dict[str, Any] = {
@@ -187,13 +188,15 @@ class EngineProgress:
         }
         if moved and last is not None:
             figures["moved_since"] = last.at  # the figures moved after this reading, before the next
-            if self._mark is not None and reading.working:
-                self._pace_s = reading.at - self._mark
+            # The pace is measured between two moves only: from an idle reading it would be the
+            # reading cadence, not a step (on the H100 that allowed a hang under streams 10 s).
+            self._pace_s = reading.at - self._mark if (self._mark_moved and self._mark is not None) else 0.0
+            self._mark, self._mark_moved = reading.at, reading.working
+            if reading.working:
                 figures["allowed_s"] = round(max(self.stall_s, 2 * self._pace_s), 1)
-            self._mark = reading.at
             return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "engine stepping", figures)
         if not reading.working or self._mark is None:
-            self._mark, self._pace_s = reading.at, 0.0
+            self._mark, self._mark_moved, self._pace_s = reading.at, False, 0.0
             return Observation(Check.METRICS, Kind.PROGRESS, reading.at, "engine idle", figures)
         frozen_s = reading.at - self._mark
         allowed_s = max(self.stall_s, 2 * self._pace_s)

@@ -279,23 +279,28 @@ def test_the_first_reading_starts_a_frozen_run_since_nothing_says_when_it_last_m
     assert progress.observe(reading(10.0, 4, 900)).kind is Kind.STALLED
 
 
-def test_a_frozen_run_after_an_idle_reading_starts_at_the_idle_one() -> None:
-    """Idle readings mark that nothing was owed: the run starts at the last of them."""
+def test_a_frozen_run_after_an_idle_reading_starts_at_the_first_move() -> None:
+    """Idle readings mark that nothing was owed; the gap from one to the first move is the reading
+    cadence, not a step, so it sets no pace."""
     progress = probes.EngineProgress(stall_s=10.0)
     assert progress.observe(reading(0.0, 0, 500)).kind is Kind.PROGRESS  # idle: no run
     busy = progress.observe(reading(5.0, 3, 500))  # busy now (the gauge moved), from 0
     assert busy.figures["moved_since"] == 0.0
     assert progress.observe(reading(14.0, 3, 500)).kind is Kind.PROGRESS
-    stalled = progress.observe(reading(15.0, 3, 500))  # the first step took up to 5 s: twice that
+    stalled = progress.observe(reading(15.0, 3, 500))  # stall_s from the move at 5 s
     assert (stalled.kind, stalled.figures["allowed_s"]) == (Kind.STALLED, 10.0)
+    fast = probes.EngineProgress(stall_s=3.0)
+    fast.observe(reading(0.0, 0, 500))
+    assert fast.observe(reading(5.0, 4, 700)).figures["allowed_s"] == 3.0  # 5 s since idle: no pace
+    assert fast.observe(reading(8.0, 4, 700)).kind is Kind.STALLED
 
 
 def test_movement_ends_a_stall_and_the_next_run_is_measured_from_the_move() -> None:
-    """The step that ended the freeze took up to 4 s, so the next may take twice that."""
+    """The reading before the move saw no move, so the next run has stall_s again."""
     progress = probes.EngineProgress(stall_s=3.0)
     kinds = [
         progress.observe(reading(at, 2, generated)).kind
-        for at, generated in [(0.0, 100), (3.0, 100), (4.0, 130), (11.9, 130), (12.0, 130)]
+        for at, generated in [(0.0, 100), (3.0, 100), (4.0, 130), (6.9, 130), (7.0, 130)]
     ]
     assert kinds == [Kind.PROGRESS, Kind.STALLED, Kind.PROGRESS, Kind.PROGRESS, Kind.STALLED]
 
