@@ -4,7 +4,9 @@ events for a profile, apart or interleaved."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 import click
 
@@ -19,6 +21,7 @@ from launcher.logview import (
     read_engine,
     read_history,
     render,
+    render_json,
     rotated_files,
     since,
 )
@@ -43,6 +46,12 @@ FOLLOW_POLL_S = 0.25
 @click.option(
     "--try", "from_try", is_flag=True, help="The last `launch try`'s vLLM log instead of the server's."
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON Lines: one {at, source, text, record} object a line (docs/logs.md); -f goes on so.",
+)
 @click.pass_obj
 def logs_cmd(
     options: GlobalOptions,
@@ -52,6 +61,7 @@ def logs_cmd(
     since_text: str | None,
     only: str | None,
     from_try: bool,
+    as_json: bool,
 ) -> None:
     """vLLM's own log (STATE/profiles/NAME/logs/engine.log, rotated) and the launcher's events
     (STATE/history.jsonl), interleaved by time; each line says which it is.
@@ -60,6 +70,7 @@ def logs_cmd(
       launch logs --profile prod --since 10m    the last ten minutes of both
       launch logs --profile prod --engine -f    follow vLLM's output, as `tail -f` would
       launch logs prod                          the older form, still accepted
+      launch logs --profile prod --json | jq    one JSON object a line
     """
     name = profile_of("logs", profile, positional)
     if not NAME_RE.match(name):
@@ -79,20 +90,22 @@ def logs_cmd(
         streams.append(read_engine(rotated_files(log), engine_tail, stamper))
     if only != "engine":
         streams.append(read_history(history_tail, name))
-    tagged = only is None
+    show = render_json if as_json else partial(render, tagged=only is None)
     for line in since(interleave(*streams), start):
-        click.echo(render(line, tagged))
+        click.echo(show(line))
     if follow:
         _follow(
             engine_tail if only != "launch" else None,
             history_tail if only != "engine" else None,
             stamper,
             name,
-            tagged,
+            show,
         )
 
 
-def _follow(engine: Tail | None, history: Tail | None, stamper: Stamper, name: str, tagged: bool) -> None:
+def _follow(
+    engine: Tail | None, history: Tail | None, stamper: Stamper, name: str, show: Callable[[LogLine], str]
+) -> None:
     """Print what the two files gain, a batch every FOLLOW_POLL_S, merged by time; Ctrl-C ends it."""
     idle = threading.Event()  # never set: an interruptible wait
     try:
@@ -104,7 +117,7 @@ def _follow(engine: Tail | None, history: Tail | None, stamper: Stamper, name: s
             fresh += stamper.flush()  # a log without vLLM stamps must not wait for one
             batch = [x for raw in (history.read_new() if history else []) if (x := history_line(raw, name))]
             for line in interleave(fresh, batch):
-                click.echo(render(line, tagged))
+                click.echo(show(line))
             idle.wait(FOLLOW_POLL_S)
     except KeyboardInterrupt:
         return

@@ -282,7 +282,8 @@ def test_rollback_keeps_only_the_newest_replaced_copies(shipped_profiles: Path, 
     assert result.exit_code == 0, result.output
     copies = sorted(p.name for p in shipped_profiles.glob("prod.toml.replaced-2*") if not p.is_symlink())
     assert len(copies) == KEPT and "pruned  prod.toml.replaced-20260106T000000Z  (" in result.output
-    assert copies[0] == "prod.toml.replaced-20260107T000000Z" and "prod.toml.replaced-20260124T000000Z-2" in copies
+    assert copies[0] == "prod.toml.replaced-20260107T000000Z"
+    assert "prod.toml.replaced-20260124T000000Z-2" in copies
     assert any(name.startswith("prod.toml.replaced-2026") and name not in old for name in copies)  # this one
     assert (shipped_profiles / "prod.toml.replaced-notes").exists()
     assert (shipped_profiles / "prod.toml.replaced-20250101T000000Z.link").is_symlink()
