@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from launcher.completion import profile_names, rollback_tags
 from launcher.errors import BadInput, ProfileInvalid
 from launcher.profile.diff import diff_launches
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
@@ -36,9 +37,13 @@ from .timeout_arg import TIMEOUT_S
 
 
 @click.command("rollback")
-@click.argument("tag", required=False)
+@click.argument("tag", required=False, shell_complete=rollback_tags)
 @click.option(
-    "--profile", "profile", metavar="NAME", help="Profile to restore [default: the one being served]."
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="Profile to restore [default: the one being served].",
 )
 @click.option(
     "--list", "list_only", is_flag=True, help="List the snapshots: when, what changes, what serves."
