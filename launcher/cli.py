@@ -17,6 +17,7 @@ from typing import Any, TextIO, cast
 import click
 
 from launcher import __version__
+from launcher.completion import profile_names
 from launcher.errors import BadInput, ExitCode, GateError, OutputLost
 from launcher.settings import GlobalOptions
 from launcher.terminal import (
@@ -219,7 +220,13 @@ def _report_bug(ctx: click.Context, err: Exception) -> None:
     epilog=EXIT_CODES_HELP,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.option("--profile", "profile", metavar="NAME", help="Profile to start (profiles/NAME.toml).")
+@click.option(
+    "--profile",
+    "profile",
+    metavar="NAME",
+    shell_complete=profile_names,
+    help="Profile to start (profiles/NAME.toml).",
+)
 @click.option(
     "--dry-run", is_flag=True, help="Show the argv/env vLLM would get, validation and diff; start nothing."
 )

@@ -32,6 +32,7 @@ class LogLine:
     at: datetime | None  # UTC; None when nothing in the file says when
     source: str  # "engine" or "launch"
     text: str
+    record: dict[str, object] | None = None  # a history line's record, as stored
 
 
 def parse_since(text: str, now: datetime) -> datetime:
@@ -150,7 +151,7 @@ def history_line(raw: str, profile: str) -> LogLine | None:
         return None  # a torn last line
     if not isinstance(record, dict) or record.get("profile") != profile:
         return None
-    return LogLine(_history_time(record.get("ts")), "launch", history_text(record))
+    return LogLine(_history_time(record.get("ts")), "launch", history_text(record), record)
 
 
 def read_history(tail: Tail, profile: str) -> Iterator[LogLine]:
@@ -195,3 +196,12 @@ def since(lines: Iterable[LogLine], start: datetime | None) -> Iterator[LogLine]
 
 def render(line: LogLine, tagged: bool) -> str:
     return f"{line.source:<6}| {line.text}" if tagged else line.text
+
+
+def render_json(line: LogLine) -> str:
+    """`--json`: one object a line, always these keys — `at` (UTC, ISO 8601, or null when the log does
+    not say), `source` (`engine` or `launch`), `text` (the line as `launch logs` prints it), `record`
+    (a launcher event's history record as stored; null for vLLM's lines)."""
+    at = line.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if line.at is not None else None
+    shown = {"at": at, "source": line.source, "text": line.text, "record": line.record}
+    return json.dumps(shown, ensure_ascii=False)

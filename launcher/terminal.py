@@ -1,7 +1,7 @@
 """What the operator's terminal wants: colour unless `NO_COLOR` is set (https://no-color.org);
 whether a stream is systemd's journal, which reads a `<N>` priority prefix on each line; a
-diagnostics stream whose reader may leave; an answer stream whose refusals are said; and standard
-descriptors that were closed at start."""
+diagnostics stream whose reader may leave; an answer stream whose refusals are said; one line that
+rewrites itself on a terminal; and standard descriptors that were closed at start."""
 
 from __future__ import annotations
 
@@ -29,6 +29,44 @@ def is_journal(stream: TextIO) -> bool:
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
         return False
     return wanted == f"{stat.st_dev}:{stat.st_ino}"
+
+
+class LiveLine:
+    """One line on a terminal that rewrites itself (`\r`, padded over the last text: no escape
+    sequence a dumb terminal would print), cleared at the end; on a pipe, a file or the journal,
+    nothing at all, so a script's stderr gets no carriage returns."""
+
+    def __init__(self, stream: TextIO, width: int | None = None) -> None:
+        self._stream = stream
+        self._shown = 0
+        try:
+            self.enabled = stream.isatty()
+        except (OSError, ValueError):  # a closed stream
+            self.enabled = False
+        self._width = width if width is not None else _columns(stream) - 1  # the last column wraps
+
+    def show(self, text: str) -> None:
+        if not self.enabled:
+            return
+        line = text[: self._width]
+        self._stream.write("\r" + line.ljust(self._shown))
+        self._stream.flush()
+        self._shown = len(line)
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write("\r" + " " * self._shown + "\r")
+            self._stream.flush()
+            self._shown = 0
+
+
+def _columns(stream: TextIO) -> int:
+    """The terminal's width; 80 where it does not say (a new pseudo-terminal says 0)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return 80
+    return max(20, columns) if columns > 0 else 80
 
 
 class _Wrapped:

@@ -25,6 +25,9 @@ FAKE_VLLM = {
     ),
     "entrypoints/openai/cli_args.py": (
         "import os\n"
+        "def optional_type(kind):\n"  # as vLLM's engine/arg_utils.py wraps an optional field's type
+        "    def _optional_type(value):\n        return None if value in ('', 'None') else kind(value)\n"
+        "    return _optional_type\n"
         "def make_arg_parser(parser):\n"
         "    with open(os.environ['BUILDS'], 'a') as f:\n        f.write('built\\n')\n"
         "    parser.add_argument('--max-num-seqs', type=int)\n"
@@ -32,6 +35,10 @@ FAKE_VLLM = {
         "    parser.add_argument('--enable-auto-tool-choice', action='store_true')\n"
         "    parser.add_argument('--tool-call-parser', type=str)\n"
         "    parser.add_argument('--tool-parser-plugin', type=str)\n"
+        # a Literal that also allows str: listed in the metavar only (vllm-facts.md §9.1)
+        "    parser.add_argument('--kv-cache-dtype', type=str, metavar=['auto', 'fp8', 'turbo_2bit'])\n"
+        "    parser.add_argument('--distributed-executor-backend', type=optional_type(str),\n"
+        "                        metavar=['mp', 'ray', 'uni'])\n"
         "    return parser\n"
     ),
 }

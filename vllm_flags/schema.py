@@ -9,9 +9,11 @@ simulator always parses with the snapshot.
 Snapshot format (`format: 1`), one JSON object:
     vllm_version   the vLLM release the snapshot was read from
     source         how it was made (package, wheel sha256, builder function)
-    options        option string → {dest, kind, type, nargs, choices, group, sets}
+    options        option string → {dest, kind, type, nargs, choices, group, sets[, metavar_choices]}
                    kind: "flag" (takes no value; `sets` is the bool it stores) or "value"
                    type: int | float | str | json | bool | human_int | other (for kind=value)
+                   metavar_choices: the values vLLM lists only in the metavar (a `Literal` that
+                   also allows `str`; absent elsewhere): argparse takes any string there
     env_vars       every environment variable name vLLM declares (vllm/envs.py)
     tool_parsers   (optional) the tool-call parser names vLLM registers; read from an installed vLLM
     reasoning_parsers  (optional) the reasoning parser names, likewise
@@ -43,6 +45,7 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     group: str | None = None
     sets: bool | None = None  # for flags: the value the bare flag stores
+    metavar_choices: tuple[str, ...] | None = None  # listed, not enforced by argparse (vllm-facts.md §9.1)
 
     @property
     def takes_list(self) -> bool:
@@ -72,6 +75,7 @@ class VllmSchema:
                 choices=tuple(spec["choices"]) if spec.get("choices") is not None else None,
                 group=spec.get("group"),
                 sets=spec.get("sets"),
+                metavar_choices=tuple(spec["metavar_choices"]) if spec.get("metavar_choices") else None,
             )
             for name, spec in data["options"].items()
         }

@@ -20,7 +20,8 @@ SNAPSHOT_FORMAT = 1
 PROG = "vllm serve"
 
 # The wrappers vLLM's arg_utils puts around a field's real type (0.33.0: `optional_type`, `parse_type`).
-_WRAPPERS = ("optional_type.<locals>._optional_type", "parse_type.<locals>._parse_type")
+_OPTIONAL = "optional_type.<locals>._optional_type"  # "" and "None" become None
+_WRAPPERS = (_OPTIONAL, "parse_type.<locals>._parse_type")
 # What each parser callable takes, by the tail of its qualified name.
 _TYPE_KINDS = {
     "int": "int",
@@ -268,6 +269,7 @@ def normalize(raw: dict[str, Any]) -> dict[str, Any]:
 def _normalize_action(action: dict[str, Any]) -> dict[str, Any]:
     is_flag = action["nargs"] == 0
     stores = action.get("stores")
+    listed = None if is_flag else metavar_choices(action)
     return {
         "dest": action["dest"],
         "kind": "flag" if is_flag else "value",
@@ -276,7 +278,22 @@ def _normalize_action(action: dict[str, Any]) -> dict[str, Any]:
         "choices": action["choices"],
         "group": action["group"],
         "sets": stores if is_flag and isinstance(stores, bool) else None,
+        **({"metavar_choices": listed} if listed is not None else {}),
     }
+
+
+def metavar_choices(action: dict[str, Any]) -> list[str] | None:
+    """The values vLLM lists only in the metavar: a `Literal` field whose type also allows `str` gets
+    `metavar=sorted(values)` instead of `choices` (vllm-facts.md §9.1), so argparse takes any string
+    and a name outside the list fails later, after vLLM's imports. An optional field also takes
+    "None", as vLLM appends it to real choices. A metavar that is one word (`{a,b}` of
+    `--tool-call-parser`, a placeholder) is not such a list."""
+    metavar = action.get("metavar")
+    if action.get("choices") is not None or not isinstance(metavar, list) or not metavar:
+        return None
+    values = [str(v) for v in metavar]
+    optional = _base(action.get("type") or "").endswith(_OPTIONAL)
+    return values + ["None"] if optional and "None" not in values else values
 
 
 def type_kind(type_name: str | None) -> str:

@@ -2,14 +2,17 @@
 
 Every axis is linear, starts at zero and names its unit, so a 15 % drop looks like 15 % (a log or
 truncated axis made one look like a collapse); concurrency ticks are the measured levels, not
-powers of two; the title names model, profile, date and run; legends sit outside the data.
-Without matplotlib the run still completes and says how to get the plots; nothing else changes.
+powers of two; a categorical axis (the contexts) is drawn as categories, bars with no line
+between; the title names model, profile, date and run; legends sit outside the data. Without
+matplotlib the run still completes and says how to get the plots; nothing else changes.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+BAR_WIDTH = 0.38  # two bars a category, a gap between categories
 
 
 def plot(summary: dict[str, Any], out_dir: Path) -> tuple[list[Path], str | None]:
@@ -91,6 +94,8 @@ def _throughput(plt: Any, summary: dict[str, Any]) -> Any:
 
 
 def _ttft(plt: Any, summary: dict[str, Any]) -> Any:
+    """Cold and warm TTFT per context, as bars side by side: the contexts are categories (two
+    workloads, not points of one axis), so no line joins them to suggest values between."""
     contexts = summary.get("contexts") or []
     if not contexts:
         return None
@@ -98,10 +103,14 @@ def _ttft(plt: Any, summary: dict[str, Any]) -> Any:
     warm = {c["context"]: c["ttft_s"] for c in summary["cells"] if c["concurrency"] == lowest}
     names = [c["context"] for c in contexts]
     fig, axis = plt.subplots(figsize=(7, 4.8))
-    cold_ms = [_ms(c.get("cold_ttft_s")) for c in contexts]
-    warm_ms = [_ms(warm.get(n)) for n in names]
-    axis.plot(names, cold_ms, marker="o", label="cold: unique prefix, sent alone")
-    axis.plot(names, warm_ms, marker="s", label=f"warm: cached prefix, c{lowest} median")
+    ticks = list(range(len(names)))
+    series = (
+        ([_ms(c.get("cold_ttft_s")) for c in contexts], "cold: unique prefix, sent alone"),
+        ([_ms(warm.get(n)) for n in names], f"warm: cached prefix, c{lowest} median"),
+    )
+    for offset, (values, label) in zip((-BAR_WIDTH / 2, BAR_WIDTH / 2), series, strict=True):
+        axis.bar([t + offset for t in ticks], values, width=BAR_WIDTH, label=label)
+    axis.set_xticks(ticks, names)
     axis.set_xlabel("context (prompt length)")
     axis.set_title("time to first token", fontsize=10)
     _zero_based(axis, "TTFT (ms)")

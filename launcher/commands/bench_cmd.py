@@ -19,6 +19,7 @@ from launcher.bench.report import LEGEND, RecordSink, explain, latency_table, ta
 from launcher.bench.results import RunResult
 from launcher.bench.runner import Runner
 from launcher.bench.target import Endpoint, api_key_from_env, discover, from_profile, from_url
+from launcher.completion import profile_names
 from launcher.errors import BadInput, NothingMeasured
 from launcher.help_groups import GroupedCommand
 from launcher.settings import GlobalOptions
@@ -35,7 +36,11 @@ from launcher.settings import GlobalOptions
 )
 @click.option("--url", metavar="URL", help="The server to measure, e.g. http://127.0.0.1:8000.")
 @click.option(
-    "--profile", "profile", metavar="NAME", help="Measure the server profile NAME describes (must run)."
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="Measure the server profile NAME describes (must run).",
 )
 @click.option("--model", metavar="NAME", help="Model name to send [default: from the profile or /v1/models].")
 @click.option(

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from launcher.atomicfile import write_atomic
+from launcher.completion import profile_names
 from launcher.errors import BadInput
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.host.frontdoor_unit import (
@@ -50,7 +51,13 @@ def _user_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 @click.command("install-unit")
-@click.option("--profile", "profile", metavar="NAME", help="Also write the drop-in of vllm-gate@NAME.")
+@click.option(
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="Also write the drop-in of vllm-gate@NAME.",
+)
 @click.option(
     "--unit-dir",
     type=click.Path(path_type=Path, file_okay=False),

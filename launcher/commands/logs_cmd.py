@@ -4,10 +4,13 @@ events for a profile, apart or interleaved."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 
 import click
 
+from launcher.completion import profile_names
 from launcher.errors import BadInput
 from launcher.logview import (
     LogLine,
@@ -19,6 +22,7 @@ from launcher.logview import (
     read_engine,
     read_history,
     render,
+    render_json,
     rotated_files,
     since,
 )
@@ -32,8 +36,14 @@ FOLLOW_POLL_S = 0.25
 
 
 @click.command("logs")
-@click.argument("positional", metavar="[NAME]", required=False)
-@click.option("--profile", "profile", metavar="NAME", help="The profile (or give it first, as before).")
+@click.argument("positional", metavar="[NAME]", required=False, shell_complete=profile_names)
+@click.option(
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="The profile (or give it first, as before).",
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
 @click.option(
     "--since", "since_text", metavar="T", help="From T on: 10m, 2h, 1d, or a time (2026-12-01T06:00)."
@@ -42,6 +52,12 @@ FOLLOW_POLL_S = 0.25
 @click.option("--launcher", "only", flag_value="launch", help="Only the launcher's events (the history).")
 @click.option(
     "--try", "from_try", is_flag=True, help="The last `launch try`'s vLLM log instead of the server's."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="JSON Lines: one {at, source, text, record} object a line (docs/logs.md); -f goes on so.",
 )
 @click.pass_obj
 def logs_cmd(
@@ -52,6 +68,7 @@ def logs_cmd(
     since_text: str | None,
     only: str | None,
     from_try: bool,
+    as_json: bool,
 ) -> None:
     """vLLM's own log (STATE/profiles/NAME/logs/engine.log, rotated) and the launcher's events
     (STATE/history.jsonl), interleaved by time; each line says which it is.
@@ -60,6 +77,7 @@ def logs_cmd(
       launch logs --profile prod --since 10m    the last ten minutes of both
       launch logs --profile prod --engine -f    follow vLLM's output, as `tail -f` would
       launch logs prod                          the older form, still accepted
+      launch logs --profile prod --json | jq    one JSON object a line
     """
     name = profile_of("logs", profile, positional)
     if not NAME_RE.match(name):
@@ -79,20 +97,22 @@ def logs_cmd(
         streams.append(read_engine(rotated_files(log), engine_tail, stamper))
     if only != "engine":
         streams.append(read_history(history_tail, name))
-    tagged = only is None
+    show = render_json if as_json else partial(render, tagged=only is None)
     for line in since(interleave(*streams), start):
-        click.echo(render(line, tagged))
+        click.echo(show(line))
     if follow:
         _follow(
             engine_tail if only != "launch" else None,
             history_tail if only != "engine" else None,
             stamper,
             name,
-            tagged,
+            show,
         )
 
 
-def _follow(engine: Tail | None, history: Tail | None, stamper: Stamper, name: str, tagged: bool) -> None:
+def _follow(
+    engine: Tail | None, history: Tail | None, stamper: Stamper, name: str, show: Callable[[LogLine], str]
+) -> None:
     """Print what the two files gain, a batch every FOLLOW_POLL_S, merged by time; Ctrl-C ends it."""
     idle = threading.Event()  # never set: an interruptible wait
     try:
@@ -104,7 +124,7 @@ def _follow(engine: Tail | None, history: Tail | None, stamper: Stamper, name: s
             fresh += stamper.flush()  # a log without vLLM stamps must not wait for one
             batch = [x for raw in (history.read_new() if history else []) if (x := history_line(raw, name))]
             for line in interleave(fresh, batch):
-                click.echo(render(line, tagged))
+                click.echo(show(line))
             idle.wait(FOLLOW_POLL_S)
     except KeyboardInterrupt:
         return

@@ -12,6 +12,7 @@ import json
 
 import click
 
+from launcher.completion import profile_names
 from launcher.host.preflight import check_host
 from launcher.host.request import HostRequest
 from launcher.profile.plan import build_plan
@@ -19,7 +20,13 @@ from launcher.settings import GlobalOptions
 
 
 @click.command("preflight")
-@click.option("--profile", "profile", metavar="NAME", help="Profile whose host checks to run.")
+@click.option(
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="Profile whose host checks to run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--reap-orphans", is_flag=True, help="End vLLM orphans first: SIGTERM, grace, SIGKILL.")
 @click.option("--force", is_flag=True, help="With --reap-orphans: also end every other process on the GPUs.")

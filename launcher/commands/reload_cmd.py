@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from launcher.completion import profile_names
 from launcher.errors import BadInput
 from launcher.profile.loader import NAME_RE
 from launcher.settings import GlobalOptions
@@ -18,7 +19,12 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running
 
 @click.command("reload")
 @click.option(
-    "--profile", "profile", metavar="NAME", required=True, help="The profile whose launcher reloads."
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    required=True,
+    help="The profile whose launcher reloads.",
 )
 @click.pass_obj
 def reload_command(options: GlobalOptions, profile: str) -> None:

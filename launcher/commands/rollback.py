@@ -2,7 +2,8 @@
 
 The snapshot is rendered and validated before anything is written; the file it replaces is kept
 as `PROFILE.toml.replaced-<UTC time>` (written first), so a rollback never loses an edit; the
-newest ten of those copies are kept. `--list` shows the snapshots (`rollback_list.py`).
+newest twenty of those copies are kept (what goes is said, and counted by `--list`). `--list` shows
+the snapshots (`rollback_list.py`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from pathlib import Path
 
 import click
 
+from launcher.completion import profile_names, rollback_tags
 from launcher.errors import BadInput, ProfileInvalid
 from launcher.profile.diff import diff_launches
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.profile.plan import LaunchPlan, build_plan
 from launcher.profile.proposal import ProposalCheck, check_proposal
 from launcher.profile.snapshots import (
-    REPLACED_KEPT,
+    KEPT,
     available_tags,
     bak_path,
     check_tag,
@@ -30,16 +32,24 @@ from launcher.state.change_lock import ChangeLock
 from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running, served_profile
+from .snapshot_pruning import say_and_record
 from .timeout_arg import TIMEOUT_S
 
 
 @click.command("rollback")
-@click.argument("tag", required=False)
+@click.argument("tag", required=False, shell_complete=rollback_tags)
 @click.option(
-    "--profile", "profile", metavar="NAME", help="Profile to restore [default: the one being served]."
+    "--profile",
+    "profile",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="Profile to restore [default: the one being served].",
 )
 @click.option(
     "--list", "list_only", is_flag=True, help="List the snapshots: when, what changes, what serves."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --list: one JSON object on stdout (docs/profiles.md)."
 )
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
@@ -55,6 +65,7 @@ def rollback(
     tag: str | None,
     profile: str | None,
     list_only: bool,
+    as_json: bool,
     allow_unknown: bool,
     timeout_s: float,
 ) -> None:
@@ -64,16 +75,20 @@ def rollback(
     The file it replaces is kept as PROFILE.toml.replaced-<UTC time>. Without --profile the
     profile a running launcher serves is used. Exit code: the gates' verdict (0, 1 or 3).
       launch rollback gdn_off --profile prod
-      launch rollback --list --profile prod
+      launch rollback --list --profile prod [--json]
     """
     if list_only or tag is None:
-        _list_or_refuse(options, tag, profile, list_only)
+        _list_or_refuse(options, tag, profile, list_only, as_json)
         return
+    if as_json:
+        raise BadInput("--json goes with --list", hint="`launch rollback --list --json --profile NAME`")
     code = run_rollback(options, tag, profile, allow_unknown=allow_unknown, timeout_s=timeout_s)
     click.get_current_context().exit(code)
 
 
-def _list_or_refuse(options: GlobalOptions, tag: str | None, profile: str | None, list_only: bool) -> None:
+def _list_or_refuse(
+    options: GlobalOptions, tag: str | None, profile: str | None, list_only: bool, as_json: bool
+) -> None:
     from .rollback_list import list_snapshots
 
     if not list_only or tag is not None:
@@ -84,7 +99,7 @@ def _list_or_refuse(options: GlobalOptions, tag: str | None, profile: str | None
     name = profile if profile is not None else served_profile(options.state_dir)
     if not NAME_RE.match(name):
         raise BadInput(f"invalid profile name {name!r}", hint="use letters, digits, '-', '_' and '.'")
-    list_snapshots(options, name)
+    list_snapshots(options, name, as_json=as_json)
 
 
 def run_rollback(
@@ -115,7 +130,7 @@ def _rollback(
     if target.is_file() and target.read_bytes() == data:
         click.echo(f"{target} is already identical to {bak.name}; nothing was written")
     else:
-        _restore(profiles_dir, name, target, bak, allow_unknown, now, check.plan)
+        _restore(options, name, target, bak, allow_unknown, now, check.plan)
     return reload_if_running(options.state_dir, name, timeout_s)
 
 
@@ -137,7 +152,7 @@ def _checked_snapshot(
 
 
 def _restore(
-    profiles_dir: Path,
+    options: GlobalOptions,
     name: str,
     target: Path,
     bak: Path,
@@ -146,16 +161,16 @@ def _restore(
     restored: LaunchPlan,
 ) -> None:
     try:
-        before = build_plan(profiles_dir, name, allow_unknown=allow_unknown) if target.is_file() else None
+        before = (
+            build_plan(options.profiles_dir, name, allow_unknown=allow_unknown) if target.is_file() else None
+        )
     except BadInput:
         before = None  # the file being replaced may be the broken one
     kept = restore_snapshot(target, bak, now)
     click.echo(f"restored {target} from {bak.name}")
     if kept is not None:
         click.echo(f"kept     {kept}  (the file it replaced)")
-    pruned = prune_replaced(target)
-    if pruned:
-        click.echo(f"removed  {len(pruned)} older .replaced- copies (the newest {REPLACED_KEPT} are kept)")
+    say_and_record(options, name, "rollback", KEPT, [], prune_replaced(target))
     if before is not None:
         changes = diff_launches(before.argv, before.env, restored.argv, restored.env)
         click.echo("argv changes:" if changes else "argv changes: none")

@@ -7,7 +7,7 @@ the snapshot and then the profile are written, each atomically.
 
 from __future__ import annotations
 
-import difflib
+import json
 import shlex
 import tomllib
 from collections.abc import Sequence
@@ -17,37 +17,52 @@ from typing import Any
 
 import click
 
+from launcher.completion import profile_names, set_words
 from launcher.errors import BadInput, ExitCode, ProfileInvalid
-from launcher.profile.diff import diff_launches
 from launcher.profile.edit import (
-    Assignment,
     apply_assignments,
-    format_value,
     match_spelling,
     parse_assignment,
 )
-from launcher.profile.loader import ResolvedProfile, link_note, profile_path, read_toml
+from launcher.profile.loader import link_note, profile_path, read_toml
 from launcher.profile.plan import LaunchPlan, build_plan
-from launcher.profile.proposal import ProposalCheck, check_proposal
-from launcher.profile.snapshots import bak_path, check_tag, refuse_existing, save_and_write
-from launcher.redact import MASK, LineRedactor, is_secret_name, secrets_in
+from launcher.profile.proposal import check_proposal
+from launcher.profile.snapshots import KEPT, bak_path, check_tag, refuse_existing, save_and_write
+from launcher.redact import LineRedactor, secrets_in
 from launcher.settings import GlobalOptions
 from launcher.state.change_lock import ChangeLock
 from launcher.state.store import StateStore
 
 from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, note_if_running, reload_if_running
 from .profile_arg import profile_and_assignments
+from .set_report import Edit, dry_run_json, print_changes, print_dry_run
+from .snapshot_pruning import prune_after_set, would_prune
 from .timeout_arg import TIMEOUT_S
 
 
 @click.command("set")
-@click.argument("words", nargs=-1, required=True, metavar="[PROFILE] KEY=VALUE...")
+@click.argument("words", nargs=-1, required=True, metavar="[PROFILE] KEY=VALUE...", shell_complete=set_words)
 @click.option(
-    "--profile", "profile_option", metavar="NAME", help="Profile to change (or give it first, as before)."
+    "--profile",
+    "profile_option",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="Profile to change (or give it first, as before).",
 )
 @click.option("--tag", metavar="TAG", help="Keep the profile as it was in PROFILE.toml.bak_TAG (required).")
 @click.option("--force-tag", is_flag=True, help="Replace an existing PROFILE.toml.bak_TAG.")
 @click.option("--dry-run", is_flag=True, help="Show the file diff and the argv changes; write nothing.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --dry-run: one JSON object on stdout (docs/profiles.md)."
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=KEPT,
+    show_default=True,
+    help="Keep the newest N snapshots (and .replaced- copies) of the profile; older ones are removed, "
+    "except those a rollback may still want (what serves, last-good, the file now).",
+)
 @click.option(
     "--apply", "apply_now", is_flag=True, help="Then reload the running launcher and wait for the gates."
 )
@@ -67,6 +82,8 @@ def set_command(
     tag: str | None,
     force_tag: bool,
     dry_run: bool,
+    as_json: bool,
+    keep: int,
     apply_now: bool,
     allow_unknown: bool,
     timeout_s: float,
@@ -80,11 +97,17 @@ def set_command(
       launch set --profile prod env.VLLM_SM70_QWEN_GDN_FULL_FORWARD=1 --tag gdn_on --apply
       launch set --profile fable-27b compilation_config.cudagraph_capture_sizes=[1,2,4] --dry-run
     The older `launch set prod max_num_seqs=16 …` still works. Undo with `launch rollback TAG
-    --profile PROFILE`.
+    --profile PROFILE`. The newest --keep snapshots stay; older ones go, said and counted by
+    `launch rollback --list` (never one that renders what serves or last-good).
     """
     profile, assignments = profile_and_assignments(profile_option, words)
     if not assignments:
         raise BadInput("`launch set` needs at least one KEY=VALUE", hint="e.g. max_num_seqs=16")
+    if as_json and not dry_run:
+        raise BadInput(
+            "--json describes a dry run, and without --dry-run `launch set` writes the profile",
+            hint=f"to see the change as JSON: `launch set --profile {profile} KEY=VALUE --dry-run --json`",
+        )
     code = run_set(
         options,
         profile,
@@ -92,6 +115,8 @@ def set_command(
         tag=tag,
         force_tag=force_tag,
         dry_run=dry_run,
+        as_json=as_json,
+        keep=keep,
         apply_now=apply_now,
         allow_unknown=allow_unknown,
         timeout_s=timeout_s,
@@ -107,16 +132,18 @@ def run_set(
     tag: str | None,
     force_tag: bool = False,
     dry_run: bool = False,
+    as_json: bool = False,
+    keep: int = KEPT,
     apply_now: bool = False,
     allow_unknown: bool = False,
     timeout_s: float = DEFAULT_RELOAD_TIMEOUT_S,
 ) -> int:
     path = profile_path(options.profiles_dir, profile)  # the name is checked before any path is made
     request = _SetRequest(
-        options, profile, path, tuple(assignments), tag, force_tag, allow_unknown, timeout_s
+        options, profile, path, tuple(assignments), tag, force_tag, allow_unknown, timeout_s, keep
     )
     if dry_run:
-        return _dry_run(request)
+        return _dry_run(request, as_json=as_json)
     # Bad input is refused before the change lock creates anything; inside it, the edit is made again
     # from the file as it is then (another change may have ended in between).
     _snapshot_target(options.profiles_dir, profile, tag, force_tag=force_tag, dry_run=False)
@@ -137,19 +164,10 @@ class _SetRequest:
     force_tag: bool
     allow_unknown: bool
     timeout_s: float
+    keep: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Edit:
-    original: str
-    edited: str
-    items: list[Assignment]
-    before: LaunchPlan | None
-    check: ProposalCheck
-    mask: LineRedactor  # every value this edit shows under a secret's name (issue 42)
-
-
-def _edit(r: _SetRequest) -> _Edit:
+def _edit(r: _SetRequest) -> Edit:
     """The edit made in memory and checked (with the profiles that extend this one); nothing written."""
     document = read_toml(r.path)  # a syntax error is reported as file:line:col before anything else
     before = _current_plan(r.options.profiles_dir, r.profile, r.allow_unknown)
@@ -165,7 +183,7 @@ def _edit(r: _SetRequest) -> _Edit:
         shown_as=r.path,
         allow_unknown=r.allow_unknown,
     )
-    return _Edit(original, edited, items, before, check, _mask_for(document, edited, before))
+    return Edit(original, edited, items, before, check, _mask_for(document, edited, before))
 
 
 def _mask_for(document: dict[str, Any], edited: str, before: LaunchPlan | None) -> LineRedactor:
@@ -175,13 +193,23 @@ def _mask_for(document: dict[str, Any], edited: str, before: LaunchPlan | None) 
     return LineRedactor([*secrets_in(document), *secrets_in(tomllib.loads(edited)), *secrets_in(inherited)])
 
 
-def _dry_run(r: _SetRequest) -> int:
-    _snapshot_target(r.options.profiles_dir, r.profile, r.tag, force_tag=r.force_tag, dry_run=True)
+def _dry_run(r: _SetRequest, *, as_json: bool) -> int:
+    bak = _snapshot_target(r.options.profiles_dir, r.profile, r.tag, force_tag=r.force_tag, dry_run=True)
     e = _edit(r)
-    _say_where_the_profile_is(r.options.profiles_dir, r.path)
-    _print_dry_run(r.path, e)
+    changed = e.edited != e.original
+    pruned = would_prune(r.options, r.profile, bak, r.keep, e.edited.encode("utf-8")) if changed else []
+    if as_json:
+        shown = dry_run_json(r.profile, r.path, r.tag, r.keep, e, pruned)
+        click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+    else:
+        _say_where_the_profile_is(r.options.profiles_dir, r.path)
+        print_dry_run(r.path, e)
+        if pruned:
+            names = ", ".join(p.name for p in pruned)
+            click.echo(f"prune:  would remove {names} (the newest {r.keep} of each kind are kept; --keep)")
     _raise_for_errors(r.path, r.profile, e, dry_run=True)
-    click.echo("dry run: valid; nothing was written")
+    if not as_json:
+        click.echo("dry run: valid; nothing was written")
     return int(ExitCode.OK)
 
 
@@ -199,7 +227,8 @@ def _set(r: _SetRequest, apply_now: bool) -> int:
     click.echo(f"saved   {bak}  (the profile as it was)")
     click.echo(f"wrote   {r.path}")
     _say_where_the_profile_is(r.options.profiles_dir, r.path)
-    _print_changes(e)
+    print_changes(e)
+    prune_after_set(r.options, r.profile, bak, r.keep)
     undo = f"launch rollback {shlex.quote(r.tag)} --profile {shlex.quote(r.profile)}"
     click.echo(f"undo:   {undo}")
     if apply_now:
@@ -252,7 +281,7 @@ def _current_plan(profiles_dir: Path, profile: str, allow_unknown: bool) -> Laun
         return None
 
 
-def _raise_for_errors(path: Path, profile: str, e: _Edit, *, dry_run: bool) -> None:
+def _raise_for_errors(path: Path, profile: str, e: Edit, *, dry_run: bool) -> None:
     check = e.check
     if not check.errors:
         return
@@ -263,51 +292,3 @@ def _raise_for_errors(path: Path, profile: str, e: _Edit, *, dry_run: bool) -> N
         [e.mask(error) for error in check.errors],
         hint=f"fix the value, or check it with `launch set {profile} ... --dry-run`",
     )
-
-
-def _print_dry_run(path: Path, e: _Edit) -> None:
-    lines = difflib.unified_diff(
-        e.original.splitlines(keepends=True),
-        e.edited.splitlines(keepends=True),
-        fromfile=str(path),
-        tofile=f"{path} (after set)",
-    )
-    diff = "".join(e.mask(line.rstrip("\n")) + "\n" for line in lines)
-    click.echo(diff.rstrip("\n") if diff else f"{path}: no change (it already has these values)")
-    click.echo("")
-    _print_changes(e)
-    for warning in e.check.warnings:
-        click.echo(click.style("warning: ", fg="yellow") + e.mask(warning))
-
-
-def _print_changes(e: _Edit) -> None:
-    before, check = e.before, e.check
-    click.echo("keys:")
-    for item in e.items:
-        old, new = _old_value(before.profile if before else None, item), item.text
-        if is_secret_name(item.dotted):
-            old, new = (old if old in ("?", "(unset)") else MASK), MASK
-        click.echo(e.mask(f"  {item.dotted}: {old} → {new}"))
-    if before is None:
-        click.echo("argv changes: unknown (the profile did not render before this change)")
-        return
-    changes = diff_launches(before.argv, before.env, check.plan.argv, check.plan.env)
-    click.echo("argv changes:" if changes else "argv changes: none")
-    for change in changes:
-        for line in change.lines():
-            click.echo(e.mask(f"  {line}"))
-    if check.dependents:
-        click.echo(f"also checked (they extend it): {', '.join(check.dependents)}")
-
-
-def _old_value(profile: ResolvedProfile | None, item: Assignment) -> str:
-    if profile is None:
-        return "?"
-    node: Any = profile.data
-    for key in item.path:
-        if not isinstance(node, dict) or key not in node:
-            return "(unset)"
-        node = node[key]
-    source = profile.source_of(item.dotted)
-    origin = f" (from {source.name})" if source is not None and source != profile.files[0] else ""
-    return f"{format_value(node)}{origin}"

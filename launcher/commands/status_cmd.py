@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ import psutil
 
 from launcher.atomicfile import read_bytes_nofollow
 from launcher.commands.timeout_arg import TIMEOUT_S
+from launcher.completion import profile_names
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
@@ -35,6 +37,7 @@ from launcher.supervisor.control import running_launcher_pid
 from launcher.supervisor.history import History
 from launcher.supervisor.start_verdict import UNJUDGED, unjudged_in_status
 from launcher.supervisor.status import read_status, stale_cause
+from launcher.terminal import LiveLine
 
 UNDER_WAY = frozenset({"starting", "gating", "rolling_back"})  # what `--wait` waits out
 # What a launcher started just before may still turn into a start: `launch --profile P &` then
@@ -46,7 +49,13 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
 
 
 @click.command("status")
-@click.option("--profile", "name", metavar="NAME", help="One profile (default: every profile with a status).")
+@click.option(
+    "--profile",
+    "name",
+    shell_complete=profile_names,
+    metavar="NAME",
+    help="One profile (default: every profile with a status).",
+)
 @click.option(
     "--json", "as_json", is_flag=True, help='Always {"state_dir", "profiles": [one object per profile]}.'
 )
@@ -54,7 +63,8 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
     "--wait",
     is_flag=True,
     help="Block while a start, a reload or a rollback is under way; then print and exit with the verdict "
-    "(as `kubectl rollout status`). A launcher started just before is given 10 s to take the profile.",
+    "(as `kubectl rollout status`). A launcher started just before is given 10 s to take the profile. "
+    "On a terminal, one line on stderr says what it waits for.",
 )
 @click.option(
     "--timeout-s",
@@ -79,7 +89,7 @@ def status_cmd(options: GlobalOptions, name: str | None, as_json: bool, wait: bo
     store = StateStore(options.state_dir)
     names = _profile_names(store, name)
     read = partial(_entries_now, options, store, names, listing=name is None)
-    entries = _wait_out(read, read(), timeout_s) if wait else read()
+    entries = _wait_out(read, read(), timeout_s, LiveLine(sys.stderr)) if wait else read()
     code = exit_code(entries)
     if as_json:
         click.echo(json.dumps({"state_dir": str(store.root), "profiles": entries}, indent=2, default=str))
@@ -108,17 +118,40 @@ def _profile_names(store: StateStore, name: str | None) -> list[str]:
 
 
 def _wait_out(
-    read: Callable[[], list[dict[str, Any]]], entries: list[dict[str, Any]], timeout_s: float
+    read: Callable[[], list[dict[str, Any]]], entries: list[dict[str, Any]], timeout_s: float, line: LiveLine
 ) -> list[dict[str, Any]]:
     """`--wait`: the entries read again until none is under way, or until `timeout_s` has passed.
     For its first START_GRACE_S, a profile with no launcher (never run, stopped, failed) is waited
-    on too: a launcher started just before has not taken its lock yet."""
+    on too: a launcher started just before has not taken its lock yet. On a terminal, `line` says
+    what it waits for, and how long it has."""
     start = time.monotonic()
     deadline = start + timeout_s
-    while (now := time.monotonic()) < deadline and _waits_on(entries, may_start=now - start < START_GRACE_S):
-        time.sleep(WAIT_POLL_S)
-        entries = read()
+    try:
+        while (now := time.monotonic()) < deadline and _waits_on(
+            entries, may_start=now - start < START_GRACE_S
+        ):
+            line.show(waiting_for(entries, now - start, timeout_s, may_start=now - start < START_GRACE_S))
+            time.sleep(WAIT_POLL_S)
+            entries = read()
+    finally:
+        line.clear()
     return entries
+
+
+def waiting_for(entries: list[dict[str, Any]], waited_s: float, timeout_s: float, *, may_start: bool) -> str:
+    """`waiting 12 s of 1800: prod gating (candidate prod@1a2b…)`: each profile waited on, its
+    phase and what its launcher last said it does."""
+    waited = [e for e in entries if e["phase"] in UNDER_WAY or (may_start and e["phase"] in MAY_START)]
+    parts = []
+    for entry in waited:
+        if entry["phase"] in UNDER_WAY:
+            detail = f" ({entry['detail']})" if entry.get("detail") else ""
+            parts.append(f"{entry['profile']} {entry['phase']}{detail}")
+        else:
+            parts.append(
+                f"{entry['profile']}: no launcher yet (one started just before gets {START_GRACE_S:g} s)"
+            )
+    return f"waiting {waited_s:.0f} s of {timeout_s:g}: " + "; ".join(parts)
 
 
 def _waits_on(entries: list[dict[str, Any]], *, may_start: bool) -> bool:
@@ -386,7 +419,7 @@ def _watch_line(watch: dict[str, Any]) -> str:
 
 
 @click.command("history")
-@click.option("--profile", "name", metavar="NAME", help="Only this profile.")
+@click.option("--profile", "name", shell_complete=profile_names, metavar="NAME", help="Only this profile.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Newest N records.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, as stored.")
 @click.pass_obj

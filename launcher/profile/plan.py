@@ -19,6 +19,7 @@ from launcher.profile.findings import Findings
 from launcher.profile.frontdoor_rules import check_frontdoor
 from launcher.profile.keys import engine_settings
 from launcher.profile.loader import ResolvedProfile, link_note, resolve
+from launcher.profile.metavar_choices import check_metavar_choices
 from launcher.profile.parser_names import check_parser_names, parser_names
 from launcher.profile.render import Rendered, render
 from launcher.profile.schema_source import load_installed
@@ -124,15 +125,9 @@ def build_plan(
     check_frontdoor(profile, findings)
     check_key_env(profile, findings)
     _check_env_names(rendered, schema, findings)
-    args = profile.data.get("args", {})
-    names = parser_names(
-        schema,
-        args if isinstance(args, dict) else {},
-        sim=_program(command) == SIM_PROGRAM,
-        installed=installed,
-    )
-    if names is not None and schema_choice != "none":
-        check_parser_names(profile, names, findings)
+    if schema_choice != "none":
+        sim = _program(command) == SIM_PROGRAM
+        _check_names(profile, schema, findings, sim=sim, installed=installed, allow_unknown=allow_unknown)
     return LaunchPlan(
         profile=profile,
         rendered=rendered,
@@ -140,6 +135,26 @@ def build_plan(
         warnings=tuple(findings.warnings),
         errors=tuple(findings.errors),
     )
+
+
+def _check_names(
+    profile: ResolvedProfile,
+    schema: VllmSchema,
+    findings: Findings,
+    *,
+    sim: bool,
+    installed: bool,
+    allow_unknown: bool,
+) -> None:
+    """Names the engine would refuse only after its imports: parsers, and values listed in a metavar.
+    Where the names are certain (the installed vLLM's, the simulator's release) they are errors."""
+    args = profile.data.get("args", {})
+    names = parser_names(schema, args if isinstance(args, dict) else {}, sim=sim, installed=installed)
+    if names is not None:
+        check_parser_names(profile, names, findings)
+    certain = names is not None and names.certain and not allow_unknown
+    whose = names.whose if names is not None else f"vLLM {schema.vllm_version}"
+    check_metavar_choices(profile, schema, findings, certain=certain, whose=whose)
 
 
 def _program(command: Any) -> str:

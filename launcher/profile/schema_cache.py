@@ -33,6 +33,9 @@ FLAG_SOURCES = (
     "reasoning/__init__.py",
 )
 FLAG_SOURCE_DIRS = ("config",)
+# What a cached schema holds: raised when `schema_extract.normalize` learns more, so a schema kept by
+# an older launcher (before 2: without `metavar_choices`) is read again instead of silently lacking it.
+SCHEMA_REVISION = 2
 
 
 def cache_dir() -> Path:
@@ -51,7 +54,8 @@ def key_for(package_dir: Path) -> str:
     files = [package_dir / name for name in FLAG_SOURCES]
     for name in FLAG_SOURCE_DIRS:
         files += sorted((package_dir / name).glob("*.py"))
-    digest = hashlib.sha256(f"{version}\0{package_dir.resolve()}\0{sys.version_info[:2]}".encode())
+    identity = f"{version}\0{package_dir.resolve()}\0{sys.version_info[:2]}\0{SCHEMA_REVISION}"
+    digest = hashlib.sha256(identity.encode())
     for path in files:
         try:
             stat = path.stat()

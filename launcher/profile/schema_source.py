@@ -20,17 +20,14 @@ def load_installed() -> VllmSchema | None:
     Importing vLLM pulls torch and takes seconds (23 s on the GPU machine), so this runs only when
     vLLM is importable, and its result is kept on disk for the next run (`schema_cache`).
     """
-    import importlib.util
-
     from launcher.profile import schema_cache
 
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
+    key = _installed_key()
+    if key is None:
         return None
-    key = schema_cache.key_for(Path(next(iter(spec.submodule_search_locations))))
-    data = schema_cache.read(key)
-    if data is not None:
-        return VllmSchema.from_json(data, origin=f"installed vllm {data['vllm_version']} (cached {key})")
+    cached = _cached(key)
+    if cached is not None:
+        return cached
     try:
         from vllm_flags import schema_extract
 
@@ -39,6 +36,35 @@ def load_installed() -> VllmSchema | None:
         return None
     schema_cache.write(key, data)
     return VllmSchema.from_json(data, origin=f"installed vllm {data['vllm_version']}")
+
+
+def load_without_importing() -> VllmSchema:
+    """The installed vLLM's schema where a run before kept it in the cache, else the snapshot; never
+    imports vLLM (seconds): what shell completion reads on every <TAB>."""
+    key = _installed_key()
+    cached = _cached(key) if key is not None else None
+    return cached if cached is not None else load_snapshot()
+
+
+def _installed_key() -> str | None:
+    """The cache key of the vLLM importable here (found, not imported), or None when there is none."""
+    import importlib.util
+
+    from launcher.profile import schema_cache
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return schema_cache.key_for(Path(next(iter(spec.submodule_search_locations))))
+
+
+def _cached(key: str) -> VllmSchema | None:
+    from launcher.profile import schema_cache
+
+    data = schema_cache.read(key)
+    if data is None:
+        return None
+    return VllmSchema.from_json(data, origin=f"installed vllm {data['vllm_version']} (cached {key})")
 
 
 def load_schema(prefer_installed: bool = True) -> VllmSchema:

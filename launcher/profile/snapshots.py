@@ -2,9 +2,10 @@
 
 The operator's habit (`cp start.sh start.sh.bak_gdn`, later `cp start.sh.bak_gdn start.sh`) made
 safe: a snapshot is a byte-identical copy written atomically, an existing one is never overwritten
-silently, and a rollback keeps the file it replaces, so nothing is ever lost. A `.bak_<tag>` is
-the operator's own name for a state and is never removed; the `.replaced-<time>` copies pile up one
-per rollback, so only the newest `REPLACED_KEPT` of each profile are kept.
+silently, and a rollback keeps the file it replaces, so no edit is lost to a rollback. Both pile up,
+one per change: `launch set` keeps the newest `KEPT` (`--keep`) of a profile's snapshots, sparing the
+ones still in use (`launcher/profile/pruning.py`), and `set` and `rollback` the newest `KEPT`
+`.replaced-<time>` copies.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from launcher.profile.loader import PROFILE_SUFFIX
 TAG_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # `$` would accept a trailing newline
 BAK_MARK = ".bak_"
 REPLACED_MARK = ".replaced-"
-REPLACED_KEPT = 10
+KEPT = 20  # snapshots and `.replaced-` copies kept per profile (`launch set --keep`)
 _REPLACED_STAMP = re.compile(r"\A(\d{8}T\d{6}Z)(?:-(\d{1,6}))?\Z")  # what `replaced_path` writes
 
 
@@ -128,19 +129,24 @@ def replaced_path(profile_file: Path, now: datetime) -> Path:
     return candidate
 
 
-def prune_replaced(profile_file: Path, keep: int = REPLACED_KEPT) -> list[Path]:
-    """Remove all but the newest `keep` `.replaced-<time>` copies of this profile (by the time in
-    their names, not mtime); only plain files named exactly as `replaced_path` names them. Returns
-    what was removed; a copy that cannot be removed is left, and the rollback goes on."""
+def replaced_copies(profile_file: Path) -> list[Path]:
+    """This profile's `.replaced-<time>` copies, oldest first by the time in their names (not mtime);
+    only plain files (never a link) named exactly as `replaced_path` names them."""
     prefix = profile_file.name + REPLACED_MARK
     copies: list[tuple[tuple[str, int], Path]] = []
     for path in profile_file.parent.glob(f"{glob.escape(prefix)}*"):
         match = _REPLACED_STAMP.match(path.name[len(prefix) :])
         if match is not None and path.is_file() and not path.is_symlink():
             copies.append(((match.group(1), int(match.group(2) or 1)), path))
-    copies.sort()
+    return [path for _, path in sorted(copies)]
+
+
+def prune_replaced(profile_file: Path, keep: int = KEPT) -> list[Path]:
+    """Remove all but the newest `keep` `.replaced-<time>` copies of this profile. Returns what was
+    removed; a copy that cannot be removed is left, and the command goes on."""
+    copies = replaced_copies(profile_file)
     removed = []
-    for _, path in copies[: max(0, len(copies) - keep)]:
+    for path in copies[: max(0, len(copies) - keep)]:
         with contextlib.suppress(OSError):
             path.unlink()
             removed.append(path)

@@ -16,6 +16,7 @@ points here):
     STATE/profiles/NAME/logs/engine.log|try.log   vLLM's own log
     STATE/profiles/NAME/reloads/                  reload requests and their verdicts
     STATE/profiles/NAME/change.lock               one `set`/`rollback` at a time (change_lock.py)
+    STATE/profiles/NAME/pruned.jsonl              the `.bak_*`/`.replaced-*` files `set`/`rollback` removed
     STATE/profiles/NAME/frontdoor/                the front door (`launch frontdoor`): caddy.json, its
                                                   config; upstream, where it sends traffic; admin.sock;
                                                   frontdoor.lock, one door per profile; caddy/, Caddy's own
@@ -99,6 +100,10 @@ class StateStore:
     def change_lock_path(self, profile: str) -> Path:
         """The flock `launch set` / `launch rollback` hold from reading the profile to their verdict."""
         return self.profile_dir(profile) / "change.lock"
+
+    def pruned_path(self, profile: str) -> Path:
+        """What `launch set` and `launch rollback` pruned from the profiles dir, one line a prune."""
+        return self.profile_dir(profile) / "pruned.jsonl"
 
     def reloads_dir(self, profile: str) -> Path:
         """Reload requests and their verdicts, one file each (`supervisor/reload_requests.py`)."""

@@ -4,6 +4,9 @@ profiles: the real `launch` against the real simulator, each run as a process li
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import signal
 import subprocess
 import sys
@@ -117,6 +120,45 @@ def test_status_wait_blocks_until_the_start_has_a_verdict(launcher: Launcher) ->
     waited = launch(launcher, "status", "--profile", "svc", "--wait", "--timeout-s", "120")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert waited.stdout.startswith("svc: serving")
+    assert "waiting" not in waited.stderr and "\r" not in waited.stderr  # stderr is no terminal here
+
+
+def test_status_wait_on_a_terminal_says_what_it_waits_for_on_one_line(launcher: Launcher) -> None:
+    """Was: `status --wait` printed nothing while it waited (issue 44). On a terminal, one line on
+    stderr, rewritten with `\r`, names the profile, its phase and the launch it judges; it is
+    cleared before the answer, which stays on stdout."""
+    write_profile(launcher.profiles, "svc", free_port(), args={"sim_startup_speed": 20})  # ~3 s to load
+    launcher.start()
+    launcher.wait_for(lambda s: s.get("phase") in ("starting", "gating"))
+    argv = [str(LAUNCH), "--profiles-dir", str(launcher.profiles), "--state-dir", str(launcher.state),
+            "status", "--profile", "svc", "--wait", "--timeout-s", "120"]  # fmt: skip
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=terminal, text=True, timeout=150)
+        os.close(terminal)
+        seen = _drain(controller)
+    finally:
+        os.close(controller)
+    assert done.returncode == 0 and done.stdout.startswith("svc: serving"), done.stdout
+    drawn = [text for text in seen.split("\r") if text.strip()]
+    assert drawn and all(text.startswith("waiting ") for text in drawn), seen
+    shown = r"waiting \d+ s of 120: svc (starting|gating) \(candidate svc@[0-9a-f]{16}\)"
+    assert re.search(shown, seen), seen
+    assert "\n" not in seen.replace("\r\n", "") and seen.endswith("\r")  # one line, cleared at the end
+
+
+def _drain(controller: int) -> str:
+    """What the command wrote to its terminal (the writer has closed: read until EOF or EIO)."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # Linux answers EIO once the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def test_status_wait_gives_up_at_its_timeout_saying_what_it_still_does(launcher: Launcher) -> None:

@@ -87,6 +87,23 @@ def test_status_names_the_engine_log(state: Path) -> None:
     assert json.loads(shown)["profiles"][0]["engine_log"] == str(log)
 
 
+def test_json_is_one_object_a_line_with_the_same_keys_and_the_history_record(state: Path) -> None:
+    """`--json` (issue 44): JSON Lines, so a reader (`jq`, a log shipper) needs no text parsing; the
+    launcher's lines carry their history record as stored."""
+    done = launch_logs(state, "prod", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = [json.loads(line) for line in done.stdout.splitlines()]
+    assert all(set(line) == {"at", "source", "text", "record"} for line in shown)
+    engine = [line for line in shown if line["source"] == "engine"]
+    assert [line["text"] for line in engine] == REAL.read_text(encoding="utf-8").splitlines()
+    assert all(line["record"] is None for line in engine)
+    launch = [line for line in shown if line["source"] == "launch"]
+    assert [line["record"]["event"] for line in launch] == ["start", "rejected"]
+    assert launch[1]["at"] == launch[1]["record"]["ts"] and launch[1]["record"]["reason"] == "died"
+    stamped = next(line for line in engine if "09:37:25" in line["text"])
+    assert stamped["at"] == utc_of_local(f"{datetime.now().year}-11-29 09:37:25")
+
+
 def test_since_cuts_and_bad_input_is_one_paragraph(state: Path) -> None:
     assert launch_logs(state, "prod", "--since", "1m").stdout == ""  # all of it is older
     for args, words in (

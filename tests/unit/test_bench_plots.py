@@ -84,7 +84,24 @@ def test_axes_are_linear_zero_based_with_units_and_the_measured_levels_as_ticks(
     for axis in throughput:
         assert list(axis.get_xticks()) == [1, 2, 4, 8]
     assert ttft[0].get_ylabel() == "TTFT (ms)"
-    assert max(ttft[0].lines[0].get_ydata()) == pytest.approx(900.0)  # 0.9 s shown as 900 ms
+    cold = ttft[0].containers[0]
+    assert max(bar.get_height() for bar in cold) == pytest.approx(900.0)  # 0.9 s shown as 900 ms
+
+
+def test_contexts_are_categories_side_by_side_never_joined_by_a_line() -> None:
+    """`short` and `8k` are two workloads, not two points of one axis: a line between them claimed a
+    trend through values never measured (issue 44). Each context is one tick with its own bars."""
+    axis = _figures()["ttft_vs_context.png"].axes[0]  # type: ignore[attr-defined]
+    joined = [line for line in axis.lines if len(line.get_xdata()) > 1 and line.get_linestyle() != "None"]
+    assert joined == []
+    assert [label.get_text() for label in axis.get_xticklabels()] == ["short", "8k"]
+    cold, warm = axis.containers
+    assert [bar.get_height() for bar in cold] == pytest.approx([20.0, 900.0])
+    assert [bar.get_height() for bar in warm] == pytest.approx([10.0, 50.0])  # c1 medians
+    ticks = list(axis.get_xticks())
+    for bars in (cold, warm):  # each context's bars sit around its own tick, apart from the other's
+        centres = [bar.get_x() + bar.get_width() / 2 for bar in bars]
+        assert [round(c) for c in centres] == ticks and centres[0] + bars[0].get_width() / 2 < ticks[1]
 
 
 def test_legends_sit_outside_every_axis() -> None:

@@ -254,7 +254,8 @@ def test_rollback_list_says_when_what_changes_and_what_serves(
     seqs16 = next(line for line in lines if line.startswith("  seqs16 "))
     assert "saved 2026-05-28" in seqs16 and "serves now" not in seqs16
     assert "does not render" in next(line for line in lines if line.startswith("  broken "))
-    assert lines[-1].startswith(f"serving: prod@{served} (serving); the file now (prod.toml) renders prod@")
+    assert lines[-2].startswith(f"serving: prod@{served} (serving); the file now (prod.toml) renders prod@")
+    assert lines[-1].startswith("pruned so far: none")
     assert tree_snapshot(shipped_profiles) == before  # a list writes nothing
     assert_refused(cli(shipped_profiles, state_dir, "rollback", "seqs8", "--list", "--profile", "prod"),
                    "a TAG to restore, or --list")  # fmt: skip
@@ -262,27 +263,27 @@ def test_rollback_list_says_when_what_changes_and_what_serves(
 
 
 def test_rollback_keeps_only_the_newest_replaced_copies(shipped_profiles: Path, state_dir: Path) -> None:
-    """One `.replaced-<UTC>` per rollback piled up; the newest REPLACED_KEPT stay, by the time in
-    their names, and nothing that is not such a copy is touched (`.bak_` tags are never removed)."""
-    from launcher.profile.snapshots import REPLACED_KEPT
+    """One `.replaced-<UTC>` per rollback piled up; `set` and `rollback` keep the newest KEPT, by the
+    time in their names, and touch nothing that is not such a copy (a link, an operator's own file)."""
+    from launcher.profile.snapshots import KEPT
 
-    old = [f"prod.toml.replaced-202601{day:02d}T000000Z" for day in range(1, 13)] + [
-        "prod.toml.replaced-20260112T000000Z-2"
+    old = [f"prod.toml.replaced-202601{day:02d}T000000Z" for day in range(1, 25)] + [
+        "prod.toml.replaced-20260124T000000Z-2"
     ]
     for name in old:
         (shipped_profiles / name).write_text(name)
     (shipped_profiles / "prod.toml.replaced-notes").write_text("an operator's own file")
     (shipped_profiles / "prod.toml.replaced-20250101T000000Z.link").symlink_to(shipped_profiles / "prod.toml")
     (shipped_profiles / "prod.toml.bak_keep").write_bytes((shipped_profiles / "prod.toml").read_bytes())
-    assert cli(shipped_profiles, state_dir, "set", "prod", "max_num_seqs=8", "--tag", "t").exit_code == 0
+    set_result = cli(shipped_profiles, state_dir, "set", "prod", "max_num_seqs=8", "--tag", "t")
+    assert set_result.exit_code == 0, set_result.output
+    assert "pruned  prod.toml.replaced-20260101T000000Z, " in set_result.output  # 25 → KEPT
     result = cli(shipped_profiles, state_dir, "rollback", "t", "--profile", "prod")
     assert result.exit_code == 0, result.output
     copies = sorted(p.name for p in shipped_profiles.glob("prod.toml.replaced-2*") if not p.is_symlink())
-    assert len(copies) == REPLACED_KEPT and f"removed  {len(old) + 1 - REPLACED_KEPT} older" in result.output
-    assert (
-        "prod.toml.replaced-20260101T000000Z" not in copies
-        and "prod.toml.replaced-20260112T000000Z-2" in copies
-    )
+    assert len(copies) == KEPT and "pruned  prod.toml.replaced-20260106T000000Z  (" in result.output
+    assert copies[0] == "prod.toml.replaced-20260107T000000Z"
+    assert "prod.toml.replaced-20260124T000000Z-2" in copies
     assert any(name.startswith("prod.toml.replaced-2026") and name not in old for name in copies)  # this one
     assert (shipped_profiles / "prod.toml.replaced-notes").exists()
     assert (shipped_profiles / "prod.toml.replaced-20250101T000000Z.link").is_symlink()

@@ -14,6 +14,7 @@ FILE_NAMES = frozenset({
     "history.jsonl", "status.json", "last_good.json", "last_facts.json", "launcher.lock", "launcher.json",
     "restart_guard.json", "journal.json", "probe.lock", "restored-launcher.log", "engine.log", "try.log",
     "bug-reports", "change.lock", "caddy.json", "upstream", "admin.sock", "hold.sock", "frontdoor.lock",
+    "pruned.jsonl",
 })  # fmt: skip
 # Directory names are common words: only a path join (`x / "profiles"`) counts.
 DIR_NAMES = frozenset({"profiles", "locks", "reloads", "logs", "probe", "frontdoor"})

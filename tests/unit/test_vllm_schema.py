@@ -103,6 +103,42 @@ def test_kv_cache_dtype_takes_any_string(snap: schema.VllmSchema) -> None:
     assert snap.options["--kv-cache-dtype"].choices is None
 
 
+def test_values_vllm_lists_only_in_a_metavar_are_kept(snap: schema.VllmSchema) -> None:
+    """vllm-facts.md §9.1: the `{auto,bfloat16,fp8,...}` of `--help`, which argparse does not enforce."""
+    listed = {o.option: o.metavar_choices for o in snap.options.values() if o.metavar_choices}
+    assert sorted(listed) == [
+        "--config-format",
+        "--distributed-executor-backend",
+        "--kv-cache-dtype",
+        "--model-impl",
+        "--tokenizer-mode",
+    ]
+    kv = listed["--kv-cache-dtype"]
+    assert kv is not None and {"auto", "fp8", "fp8_e4m3", "nvfp4"} <= set(kv) and "fp9" not in kv
+    assert listed["--distributed-executor-backend"] == ("external_launcher", "mp", "ray", "uni", "None")
+    assert snap.options["--tool-call-parser"].metavar_choices is None  # one word `{a,b}`: not a list
+
+
+@pytest.mark.parametrize(
+    ("action", "listed"),
+    [
+        ({"metavar": ["b", "a"], "choices": None, "type": "str"}, ["b", "a"]),
+        (
+            {"metavar": ["mp"], "choices": None, "type": "m.optional_type.<locals>._optional_type(str)"},
+            ["mp", "None"],
+        ),
+        ({"metavar": ["a"], "choices": ["a"], "type": "str"}, None),  # real choices: argparse checks
+        ({"metavar": "{a,b}", "choices": None, "type": "str"}, None),
+        ({"metavar": "FILE", "choices": None, "type": "str"}, None),
+        ({"metavar": None, "choices": None, "type": None}, None),
+    ],
+)
+def test_metavar_choices_are_read_from_a_list_metavar_only(
+    action: dict[str, object], listed: list[str] | None
+) -> None:
+    assert schema_extract.metavar_choices(action) == listed
+
+
 def test_literal_options_carry_their_choices(snap: schema.VllmSchema) -> None:
     assert snap.options["--performance-mode"].choices == ("balanced", "interactivity", "throughput")
 
