@@ -84,7 +84,8 @@ def test_with_on_wedge_log_the_status_says_wedged_exits_3_and_clears_when_it_ans
         shown = launch("status", "--profile", "svc", launcher=launcher)
         assert shown.returncode == 3, shown.stdout + shown.stderr
         assert shown.stdout.startswith("svc: serving, but the serving watch says wedged: not serving\n")
-        assert "watch: wedged by" in shown.stdout and f"API server pid {stopped} is stopped" in shown.stdout
+        assert "watch: wedged by" in shown.stdout and f"API server pid {stopped} " in shown.stdout
+        assert "stopped (state T)" in shown.stdout  # "is stopped", or, after stall_s, "stopped ... for N s"
     finally:
         os.kill(stopped, signal.SIGCONT)
     launcher.wait_for(lambda s: (s.get("watch") or {}).get("verdict") == "serving", 60.0)
