@@ -3,8 +3,6 @@ POSIX_FADV_DONTNEED), warmed, and their residency read back with the kernel's ow
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import mmap
 import os
 from pathlib import Path
@@ -13,42 +11,10 @@ import pytest
 
 from basis.clock import SYSTEM_CLOCK
 from launcher.host.page_cache import GIB, WeightFiles, warm, warm_room, weight_files
+from tests.page_residency import resident_share, write_evicted
 
 MIB = 1 << 20
 PAGE = mmap.PAGESIZE
-LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-LIBC.mmap.restype = ctypes.c_void_p
-INT = ctypes.c_int
-LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, INT, INT, INT, ctypes.c_long]
-LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
-def resident_share(path: Path) -> float:
-    """The share of `path`'s pages in the page cache: mincore(2) on a mapping of it (which reads nothing)."""
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
-        pages = (size + PAGE - 1) // PAGE
-        vec = ctypes.create_string_buffer(pages)
-        try:
-            assert LIBC.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
-        finally:
-            LIBC.munmap(addr, size)
-    finally:
-        os.close(fd)
-    return sum(byte & 1 for byte in vec.raw) / pages
-
-
-def write_evicted(path: Path, size: int) -> Path:
-    with path.open("wb") as out:
-        out.write(os.urandom(size))
-        out.flush()
-        os.fsync(out.fileno())  # dirty pages cannot be dropped
-        os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    return path
 
 
 def model_dir(tmp_path: Path) -> Path:
