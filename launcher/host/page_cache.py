@@ -131,14 +131,14 @@ def warm(weights: WeightFiles, clock: Clock, deadline: float) -> Warmed:
     in the page cache, as far as the kernel keeps them."""
     started = clock.monotonic()
     buffer = bytearray(CHUNK)
-    done_files, done_bytes, complete = 0, 0, True
+    done_files, done_bytes = 0, 0
     for path in weights.files:
+        if clock.monotonic() >= deadline:
+            break
         read, finished = _read_file(path, buffer, clock, deadline)
         done_bytes += read
         done_files += finished
-        if clock.monotonic() >= deadline:
-            complete = done_files == len(weights.files)
-            break
+    complete = done_files == len(weights.files)  # a file gone since it was listed is not read either
     return Warmed(done_files, done_bytes, weights.total_bytes, clock.monotonic() - started, complete)
 
 

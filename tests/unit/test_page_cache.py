@@ -125,3 +125,12 @@ def test_host_ram_must_hold_the_weights_beside_the_park_and_the_floor() -> None:
     why = warm_room(10 * GIB, 30 * GIB, 20 * GIB, 2.0)
     assert why is not None and "30.0 GiB available" in why and "20.0 GiB for the park" in why
     assert warm_room(10 * GIB, 11 * GIB, 0, 2.0) is not None
+
+
+def test_a_file_gone_since_it_was_listed_leaves_the_read_incomplete(tmp_path: Path) -> None:
+    root = model_dir(tmp_path)
+    found = weight_files(str(root))
+    assert isinstance(found, WeightFiles)
+    found.files[1].unlink()
+    done = warm(found, SYSTEM_CLOCK, SYSTEM_CLOCK.monotonic() + 600)
+    assert not done.complete and done.files == 2 and done.bytes == found.total_bytes - 2 * MIB - PAGE
