@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from launcher.commands.trial_plan import trial_lines, trial_plan
+from launcher.commands.warm_plan import warm_lines, warm_plan
 from launcher.errors import BadInput, ExitCode
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.frontdoor.first_target import first_target
@@ -37,11 +38,12 @@ def run_dry_run(
     ok = not plan.errors
     park = park_costs(SupervisorSettings.read(_table(plan.profile.data, "supervisor")), facts) if ok else None
     trial = trial_plan(plan, options, store) if ok else None
+    warm = warm_plan(plan, facts, store) if ok else None
     if as_json:
         shown = {**_as_json(plan, baseline_label, changes, pool), "frontdoor": door, "park": park}
-        click.echo(json.dumps({**shown, "trial": trial}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps({**shown, "trial": trial, "warm": warm}, indent=2, ensure_ascii=False))
     else:
-        _print_human(plan, explain, baseline_label, changes, pool, door, park, trial)
+        _print_human(plan, explain, baseline_label, changes, pool, door, park, trial, warm)
     return int(ExitCode.BAD_INPUT) if plan.errors or (door and "error" in door) else int(ExitCode.OK)
 
 
@@ -153,6 +155,7 @@ def _print_human(
     door: dict[str, Any] | None,
     park: dict[str, Any] | None = None,
     trial: dict[str, Any] | None = None,
+    warm: dict[str, Any] | None = None,
 ) -> None:
     echo = click.echo
     chain = " ← ".join(plan.profile.chain)
@@ -170,7 +173,8 @@ def _print_human(
         for line in _provenance_lines(plan):
             echo(f"  {line}")
     echo("")
-    for line in [*_frontdoor_lines(plan.name, door), *trial_lines(trial), *_park_lines(park)]:
+    plans = [*_frontdoor_lines(plan.name, door), *trial_lines(trial), *_park_lines(park), *warm_lines(warm)]
+    for line in plans:
         echo(line)
     for line in _change_lines(baseline, changes):
         echo(line)

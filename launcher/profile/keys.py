@@ -298,6 +298,25 @@ SUPERVISOR: tuple[Setting, ...] = (
         "{port}, {url}): it points the proxy in front at the engine that serves (docs/park.md).",
         items=str,
     ),
+    Setting(
+        "warm_weights",
+        bool,
+        True,
+        "Before what serves is parked or stopped for a change, read the candidate's weight files (a "
+        "local model dir or GGUF file) into the page cache while it still serves, so the outage does "
+        "not include the disk; only where host RAM holds them beside what a park moves there and "
+        "preflight.min_host_available_gib (docs/park.md).",
+    ),
+    Setting(
+        "warm_weights_timeout_s",
+        (int, float),
+        300.0,
+        "The most that reading may take: a slow disk delays the change by no more than this (what was "
+        "read by then stays read).",
+        unit="s",
+        minimum=1,
+        maximum=86400,
+    ),
 )
 
 
@@ -379,6 +398,8 @@ class SupervisorSettings:
     keep_parked: bool
     wake_timeout_s: float
     on_switch: tuple[str, ...] | None
+    warm_weights: bool
+    warm_weights_timeout_s: float
 
     @classmethod
     def read(cls, table: Mapping[str, Any] | None) -> SupervisorSettings:
@@ -403,6 +424,8 @@ class SupervisorSettings:
             on_switch=None
             if values.value("on_switch") is None
             else tuple(map(str, values.value("on_switch"))),
+            warm_weights=values.flag("warm_weights"),
+            warm_weights_timeout_s=values.number("warm_weights_timeout_s"),
         )
 
     @property

@@ -55,7 +55,7 @@ class Event(StrEnum):
     DRAINED = "drained"  # the front door held new requests and those in flight ended (or were cut)
     GREEDY_REFERENCE = "greedy_reference"  # what serves answered the fixed greedy prompt: checked at a wake
     # reloads (supervisor/reload.py)
-    RELOAD = "reload"  # the serving engine is stopped for a new candidate
+    RELOAD = "reload"  # the serving engine is stopped for a new candidate; warm: its weights read ahead
     RELOAD_NOOP = "reload_noop"  # the same launch: nothing restarted
     RELOAD_REFUSED = "reload_refused"  # the profile does not render, or preflight/the guard refused
     # the other writers

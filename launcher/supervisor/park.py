@@ -95,6 +95,14 @@ class Parker:
         weights = serving.facts().get("weights_gib")
         return why_not_park(serving.candidate, weights, candidate, host_available_gib) is None
 
+    def park_bytes(self, candidate: Candidate) -> int:
+        """Host RAM a park for `candidate` will pin: the serving engine's weights when it would sleep."""
+        serving = self.ctx.state.serving
+        if serving is None or not self._would_park(serving, candidate):
+            return 0
+        weights = serving.facts().get("weights_gib")
+        return int(float(weights) * GIB) if isinstance(weights, int | float) else 0
+
     def sleep(self, serving: Attempt) -> bool:
         """Put `serving` to sleep and confirm it (the route, then NVML where it tells); a failed sleep is
         recorded and the engine woken, best effort: it is stopped next either way."""

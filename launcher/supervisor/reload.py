@@ -26,6 +26,7 @@ from launcher.supervisor.park import Parker
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.stage import Stage
 from launcher.supervisor.status import Phase
+from launcher.supervisor.warmup import Warmup
 from launcher.supervisor.watchdog import Watchdog
 
 SHOWN_PROBLEMS = 3  # a refused reload names this many of the profile's errors; the dry run lists all
@@ -47,6 +48,7 @@ class Reloader:
         self.parker = parker
         self.lending = lending
         self.beside = beside
+        self.warmup = Warmup(ctx, parker)
 
     def reload(self) -> int | None:
         """Re-plan the profile and serve it; each request's verdict goes to its requester. Control
@@ -110,15 +112,16 @@ class Reloader:
             detail = f"reload refused: {refusal}; still serving"
             self._refused(detail)
             return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail), None
+        warmed = self.warmup.before_change(candidate)  # while what serves still serves
         if candidate.settings.trial == "beside":
-            self.ctx.transitions.record(Event.RELOAD, label=candidate.label, trial="beside")
+            self.ctx.transitions.record(Event.RELOAD, label=candidate.label, trial="beside", warm=warmed)
             with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
                 tried = self.beside.try_change(candidate)
             if tried is not None and tried[0].outcome is Outcome.REFUSED:
                 self._refused(tried[0].detail)  # the GPUs changed between the check and the start
             if tried is not None:
                 return tried
-        return self._reload_to(candidate)
+        return self._reload_to(candidate, warmed)
 
     def _unchanged(self, candidate: Candidate) -> tuple[Verdict, int | None]:
         """A reload that changes nothing must not cost a restart (80-97 s for the tiny model on the H200)."""
@@ -138,9 +141,12 @@ class Reloader:
                 return self._reload_verdict(stopping_at), None
             return self._bring_up(self.parker.park_for(candidate) or candidate, stopping_at)
 
-    def _reload_to(self, candidate: Candidate) -> tuple[Verdict, int | None]:
-        """What serves sleeps beside the candidate (park = "sleep") or stops; the candidate is brought up."""
-        self.ctx.transitions.record(Event.RELOAD, label=candidate.label)
+    def _reload_to(
+        self, candidate: Candidate, warmed: dict[str, object] | None
+    ) -> tuple[Verdict, int | None]:
+        """What serves sleeps beside the candidate (park = "sleep") or stops; the candidate is brought
+        up. `warmed`: its weights read ahead (or why not), for the record."""
+        self.ctx.transitions.record(Event.RELOAD, label=candidate.label, warm=warmed)
         stopping_at = self.ctx.clock.monotonic()
         with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
             self._drain_serving(candidate)
