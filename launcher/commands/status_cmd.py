@@ -422,10 +422,29 @@ def _watch_line(watch: dict[str, Any]) -> str:
 @click.option("--profile", "name", shell_complete=profile_names, metavar="NAME", help="Only this profile.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Newest N records.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, as stored.")
+@click.option(
+    "--starts",
+    is_flag=True,
+    help="Compare the last starts of --profile phase by phase (vLLM's own lines) and name what changed.",
+)
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    metavar="N",
+    help="With --starts: N starts.",
+)
 @click.pass_obj
-def history_cmd(options: GlobalOptions, name: str | None, limit: int, as_json: bool) -> None:
+def history_cmd(
+    options: GlobalOptions, name: str | None, limit: int, as_json: bool, starts: bool, last: int
+) -> None:
     """The append-only record of starts, gate results, promotions and rollbacks, with fingerprints."""
-    records = History(StateStore(options.state_dir).history_path).read(profile=name, limit=limit)
+    history = History(StateStore(options.state_dir).history_path)
+    if starts:
+        _show_starts(history, name, last, as_json)
+        return
+    records = history.read(profile=name, limit=limit)
     for record in records:
         if as_json:
             click.echo(json.dumps(record, sort_keys=True))
@@ -433,3 +452,24 @@ def history_cmd(options: GlobalOptions, name: str | None, limit: int, as_json: b
         extra = record.get("reason") or record.get("label") or ""
         passed = "" if "passed" not in record else (" passed" if record["passed"] else " FAILED")
         click.echo(f"{record['ts']}  {record.get('profile', '-'):<12} {record['event']:<18}{passed} {extra}")
+
+
+def _show_starts(history: History, name: str | None, last: int, as_json: bool) -> None:
+    """The last N starts of one profile that recorded a timeline, side by side (oldest first)."""
+    from launcher.logfacts.timeline_report import compare, render_starts
+
+    if name is None:
+        raise BadInput("history --starts compares the starts of one profile: name it with --profile NAME")
+    timed = [r for r in history.read(profile=name) if isinstance(r.get("timeline"), dict)][-last:]
+    if as_json:
+        changes = [compare(a["timeline"], b["timeline"]) for a, b in zip(timed, timed[1:], strict=False)]
+        fields = ("ts", "event", "label", "passed", "timeline")
+        out = {"profile": name, "starts": [{k: r.get(k) for k in fields} for r in timed], "changes": changes}
+        click.echo(json.dumps(out, sort_keys=True))
+        return
+    if not timed:
+        click.echo(
+            f"no start of {name} with a timeline in the history (a start records one once vLLM served)"
+        )
+        return
+    click.echo(render_starts(timed))

@@ -45,6 +45,7 @@ def try_cmd(
     change before `launch set --apply`.
     """
     from launcher.errors import ExitCode
+    from launcher.logfacts.timeline_report import render_table, start_record
     from launcher.profile.candidate import Candidate
     from launcher.profile.plan import build_plan
     from launcher.state.store import StateStore
@@ -88,7 +89,9 @@ def try_cmd(
         progress.set_phase("gating", candidate=candidate.label)
         report = gate_attempt(attempt, progress, stop.is_set, hooks.gpu_bytes)
         early = None if report.passed else early_exit(attempt, progress.engine_log)
-        store.write_last_facts(name, attempt.facts())
+        facts = attempt.facts()
+        store.write_last_facts(name, facts)
+        timeline = start_record(facts, report.to_json())
         history.append(
             Event.TRY,
             profile=name,
@@ -96,18 +99,22 @@ def try_cmd(
             fingerprint=candidate.fingerprint,
             passed=report.passed,
             gates=report.to_json(),
+            timeline=timeline,
         )
     log = store.engine_log(name, try_run=True)
     if as_json:
         click.echo(
             json.dumps(
                 {"profile": name, "passed": report.passed, "gates": report.to_json(), "engine_log": str(log)}
+                | {"timeline": timeline}
                 | ({"engine_start": early.to_json()} if early is not None else {}),
                 indent=2,
             )
         )
     else:
         click.echo(render_report(report, f"launch try {name} ({candidate.label})", early))
+        if timeline is not None:
+            click.echo(render_table(timeline))
         click.echo(f"vLLM's log: {log} (`launch logs --profile {name} --try`)")
         click.echo(_next_step(name, report.passed))
     raise SystemExit(int(ExitCode.OK if report.passed else ExitCode.GATE_FAILED))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from launcher.logfacts.timeline import Phase
+
 
 @dataclass(frozen=True, slots=True)
 class Concurrency:
@@ -99,6 +101,9 @@ class LogFacts:
     compile_seconds: float | None = None
     engine_init_seconds: float | None = None
     startup_seconds: float | None = None
+    compile_cache: str | None = None  # hit / miss: graphs loaded from or compiled into the cache (§4)
+    compile_cache_dir: str | None = None
+    timeline: list[Phase] = field(default_factory=list)  # first line to the server's start (timeline.py)
     # outcome
     outcome: str | None = None
     failure_kind: str | None = None

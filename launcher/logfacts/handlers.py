@@ -63,6 +63,7 @@ def version(c: CollectorView, rec: Record, line_no: int) -> None:
     c.startups_seen += 1
     c.startup.set("vllm_version", m.group("version"), STATED)
     c.startup.banner_ts = c.startup.banner_ts or rec.ts
+    c.startup.stamps.mark("first", rec.ts)  # a log that begins later (an excerpt) has no timeline
     if c.startup.banner_line_no is None:
         c.startup.banner_line_no = line_no
     if "model" in m.groupdict():
@@ -131,23 +132,38 @@ def simple(c: CollectorView, rec: Record, line_no: int) -> None:
         c.once(EventKind.COMPILING, rec, line_no)
     elif m := p.COMPILE_TOTAL.match(msg):
         s.set("compile_seconds", float(m.group("secs")), ASKED)
+        s.stamps.mark("compiled", rec.ts)
+
+
+def compile_cache(c: CollectorView, rec: Record, line_no: int) -> None:
+    """torch.compile's cache: its directory, and each graph compiled (a miss) or loaded (a hit)."""
+    msg, stamps = rec.msg, c.startup.stamps
+    if m := p.COMPILE_CACHE_DIR.match(msg):
+        stamps.cache_dir = stamps.cache_dir or m.group("dir")
+    elif p.COMPILE_MISS.match(msg):
+        stamps.compiled_graphs += 1
+    elif p.COMPILE_HIT.match(msg):
+        stamps.loaded_graphs += 1
 
 
 def loading(c: CollectorView, rec: Record, line_no: int) -> None:
     msg, s = rec.msg, c.startup
     if p.LOAD_START_V2.match(msg):
         s.set("model_runner", "v2", ASKED)
+        s.stamps.mark("loading", rec.ts)
         c.once(EventKind.LOADING_WEIGHTS, rec, line_no)
     elif m := p.LOAD_START_V1.match(msg):
         s.set("model", m.group("model"), ASKED)
         if s.v1_engine:
             # the V2 runner says `Loading model from scratch` instead
             s.infer("model_runner", "v1", rec.text, line_no)
+        s.stamps.mark("loading", rec.ts)
         c.once(EventKind.LOADING_WEIGHTS, rec, line_no)
     elif m := p.WEIGHTS_TOOK.match(msg):
         s.set("weights_load_seconds", float(m.group("secs")), STATED)
     elif m := (p.MODEL_LOADING.match(msg) or p.MODEL_WEIGHTS_OLD.match(msg)):
         s.weights_gib.append(float(m.group("gib")))
+        s.stamps.mark("weights", rec.ts)
         c.once(EventKind.WEIGHTS_LOADED, rec, line_no, gib=float(m.group("gib")))
 
 
@@ -194,6 +210,7 @@ def kv(c: CollectorView, rec: Record, line_no: int) -> None:
         s.gpu_blocks.append(int(blocks.group("blocks")))
     if size is not None or blocks is not None:
         s.capture.kv_sized = True
+        s.stamps.mark("kv", rec.ts)
         detail: dict[str, Any] = {"proc": rec.label}
         detail["tokens" if size else "gpu_blocks"] = s.kv_tokens[-1] if size else s.gpu_blocks[-1]
         if one is not None:
@@ -209,6 +226,7 @@ def graphs_done(c: CollectorView, rec: Record, line_no: int) -> None:
     gib = float(m.group("gib")) if m.group("gib") else None
     c.startup.infer("enforce_eager", False, rec.text, line_no)  # graphs were captured
     if c.startup.capture.on_done(float(m.group("secs")), gib, rec.text):
+        c.startup.stamps.mark("graphs", rec.ts)
         c.emit(EventKind.GRAPHS_CAPTURED, rec, line_no, secs=float(m.group("secs")), gib=gib)
 
 
@@ -222,6 +240,7 @@ def init_engine(c: CollectorView, rec: Record, line_no: int) -> None:
         s.set("compile_seconds", float(m.group("comp")), STATED)
     s.capture.engine_initialized = True
     s.init_ts = rec.ts
+    s.stamps.mark("engine", rec.ts)
     c.once(EventKind.ENGINE_INITIALIZED, rec, line_no, secs=float(m.group("secs")))
 
 
@@ -234,6 +253,7 @@ def serving(c: CollectorView, rec: Record, line_no: int) -> None:
         if port is not None:
             s.set("served_port", port, STATED)
         s.serving_ts = s.serving_ts or rec.ts
+        s.stamps.mark("serving", rec.ts)
         c.once(EventKind.SERVER_STARTING, rec, line_no, url=m.group("url"))
     elif p.READY.match(msg) and rec.level in (None, "INFO") and s.outcome != "ready":
         s.outcome, s.failure = "ready", None
@@ -271,6 +291,9 @@ DISPATCH: tuple[tuple[str, Handler], ...] = (
     ("Skipping ", simple),
     ("Capturing ", simple),
     ("torch.compile", simple),
+    ("Using cache directory", compile_cache),
+    ("Compiling a graph", compile_cache),
+    ("Directly load the compiled", compile_cache),
     ("oad", loading),  # Loading…, Starting to load…, Model loading took
     ("Profiling CUDA graph", profiling),
     ("Available KV cache memory", profiling),

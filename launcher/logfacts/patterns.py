@@ -53,6 +53,15 @@ COMPILE_TOTAL = re.compile(
     r"^(?:\[[^\]]+\] )?torch\.compile (?:and initial profiling/warmup run together )?"
     r"t(?:ook|akes) (?P<secs>[\d.]+) s in total"
 )
+# §4: where the cache lives, and whether a graph was compiled into it (a miss) or loaded from it (a hit);
+# 0.26.0 `compile range (1, 8192)`, older `dynamic shape` / `general shape`.
+COMPILE_CACHE_DIR = re.compile(
+    r"^(?:\[[^\]]+\] )?Using cache directory: (?P<dir>.+?) for vLLM's torch\.compile"
+)
+COMPILE_MISS = re.compile(
+    r"^(?:\[[^\]]+\] )?Compiling a graph for (?:compile range|dynamic shape|general shape)"
+)
+COMPILE_HIT = re.compile(r"^(?:\[[^\]]+\] )?Directly load the compiled graph\(s\) for ")
 
 # ---- memory, KV cache, CUDA graphs (vllm-facts.md §2 rows 12–20, §3) --------------------------------------
 CG_PROFILE_V1 = re.compile(r"^Profiling CUDA graph memory: (?P<modes>.*)$")  # gpu_model_runner.py:6304

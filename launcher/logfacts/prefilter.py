@@ -40,6 +40,8 @@ _HEADS = (
     r"Loading ",
     r"Starting ",
     r"torch\.compile",
+    r"Compiling a graph",
+    r"Directly load the compiled",
     r"Profiling CUDA graph",
     r"Memory profiling",
     r"Available KV cache",

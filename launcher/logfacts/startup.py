@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from launcher.logfacts import derive
@@ -21,6 +20,7 @@ from launcher.logfacts.facts import LineRef, LogFacts, MarkerHit, StartupSummary
 from launcher.logfacts.failure import Cause, FailureKind
 from launcher.logfacts.history import History
 from launcher.logfacts.lines import Record
+from launcher.logfacts.timeline import Phase, Stamps, gb_per_s, phases, seconds_between
 
 COMMAND, INFERRED, ASKED, STATED = 1, 2, 3, 4
 
@@ -53,6 +53,7 @@ class Startup:
     banner_ts: str | None = None  # timestamps of the lines that bound `startup_seconds`
     init_ts: str | None = None
     serving_ts: str | None = None
+    stamps: Stamps = field(default_factory=Stamps)  # where each phase ended (timeline.py)
     markers: dict[int, tuple[str, int]] = field(default_factory=dict)
     emitted: set[EventKind] = field(default_factory=set)  # kinds `once()` has emitted
     seen: set[EventKind] = field(default_factory=set)  # every kind emitted
@@ -127,6 +128,9 @@ class Startup:
             **derive.kv_fields(self.kv_tokens, self.concurrency, self.kv_gib, self.gpu_blocks),
             **self._graph_fields(),
             startup_seconds=self._startup_seconds(),
+            compile_cache=self.stamps.cache(),
+            compile_cache_dir=self.stamps.cache_dir,
+            timeline=self._timeline(),
             outcome=self.outcome,
             **derive.failure_fields(self._failure_read()),
             died_after_ready=LineRef(*self.died_after_ready) if self.died_after_ready else None,
@@ -183,7 +187,30 @@ class Startup:
     def _startup_seconds(self) -> float | None:
         if self.outcome != "ready":
             return None
-        return _seconds_between(self.banner_ts, self.serving_ts or self.init_ts)
+        return seconds_between(self.banner_ts, self.serving_ts or self.init_ts)
+
+    def _timeline(self) -> list[Phase]:
+        """The ready startup's phases, each with the figures its own lines state."""
+        if self.outcome != "ready":
+            return []
+        v, cap = self.values, self.settled_capture()
+        gib = max(self.weights_gib, default=None)
+        done = cap.final_done
+        details: dict[str, dict[str, Any]] = {
+            "weights": {
+                "gib": gib,
+                "load_seconds": v.get("weights_load_seconds"),
+                "gb_per_s": gb_per_s(gib, v.get("weights_load_seconds")),
+            },
+            "compile": {
+                "seconds": v.get("compile_seconds"),
+                "cache": self.stamps.cache(),
+                "cache_dir": self.stamps.cache_dir,
+            },
+            "kv_profiling": {"kv_cache_gib": min(self.kv_gib, default=None)},
+            "graphs": {"count": cap.captured(), "seconds": done[0] if done else None},
+        }
+        return phases(self.stamps, details)
 
 
 _PLAIN = (
@@ -216,19 +243,3 @@ _PLAIN = (
 
 def _marker(pattern: str, hit: tuple[str, int] | None) -> MarkerHit:
     return MarkerHit(pattern, True, hit[0], hit[1]) if hit else MarkerHit(pattern, False)
-
-
-def _seconds_between(start: str | None, end: str | None) -> float | None:
-    """vLLM timestamps are `MM-DD HH:MM:SS` local time without a year (vllm-facts.md §1): a leap year
-    parses 02-29, and an end before the start is taken to cross New Year (into 2001: adding 365 days
-    to a date of leap year 2000 stopped a day short, and a start over New Year came out negative)."""
-    if start is None or end is None:
-        return None
-    try:
-        a = datetime.strptime("2000-" + start, "%Y-%m-%d %H:%M:%S")
-        b = datetime.strptime("2000-" + end, "%Y-%m-%d %H:%M:%S")
-        if b < a:
-            b = b.replace(year=2001)  # ValueError for 02-29: no year after a leap year has one
-    except ValueError:
-        return None
-    return (b - a).total_seconds()

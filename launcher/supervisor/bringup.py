@@ -14,6 +14,7 @@ from typing import Any
 
 from gates.chain import ChainReport
 from launcher.errors import BadInput, ExitCode, PreflightRefused
+from launcher.logfacts.timeline_report import start_record
 from launcher.profile.candidate import Candidate
 from launcher.redact import redact_argv
 from launcher.supervisor.attempt import launch_attempt
@@ -211,6 +212,7 @@ class Bringup:
             passed=report.passed,
             gates=report.to_json(),
             startup_seconds=facts.get("startup_seconds"),  # vLLM's own log: its first line to ready
+            timeline=start_record(facts, report.to_json()),  # where those seconds went (logfacts/timeline.py)
         )
         return report
 

@@ -1,0 +1,141 @@
+"""A start's timeline as the history keeps it, as a table, and the last starts side by side.
+
+The history record holds the log's phases (timeline.py) and what the launcher measured around them:
+the gate chain runs from the spawn to the verdict, so its seconds less the log's span are the time
+before vLLM's first line (Python imports) plus the gates after ready. `compare` names what changed
+between two starts in the operator's words: a compile cache miss, a slower disk, more graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+OUTSIDE = "outside_log"
+OUTSIDE_LABEL = "before vLLM's first line, and gates"
+SLOWER = 1.5  # a phase this many times longer than before, and by at least MIN_GROWTH_S, is named
+MIN_GROWTH_S = 5.0
+
+
+def start_record(facts: Mapping[str, Any], gates: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The `timeline` field of a start's history record; None when the log showed no ready start."""
+    phases = [dict(p) for p in facts.get("timeline") or []]
+    if not phases:
+        return None
+    log_s = sum(float(p["seconds"]) for p in phases)
+    record: dict[str, Any] = {"phases": phases, "log_seconds": log_s}
+    gated = sum(float(g.get("duration_s") or 0.0) for g in gates)
+    if gated > 0:
+        outside = round(max(0.0, gated - log_s), 3)
+        phases.append({"name": OUTSIDE, "label": OUTSIDE_LABEL, "seconds": outside, "detail": {}})
+        record["total_seconds"] = round(log_s + outside, 3)
+    return record
+
+
+def render_table(timeline: Mapping[str, Any]) -> str:
+    """One row a phase: its name, seconds, and the figures its lines state."""
+    rows = [(p["name"], f"{float(p['seconds']):6.0f} s", _detail(p)) for p in timeline.get("phases") or []]
+    total = timeline.get("total_seconds", timeline.get("log_seconds"))
+    rows.append(("total", f"{float(total or 0):6.0f} s", "vLLM's stamps are whole seconds"))
+    width = max(len(name) for name, _, _ in rows)
+    return "start timeline\n" + "\n".join(f"  {n:<{width}}  {s}  {d}".rstrip() for n, s, d in rows)
+
+
+def render_starts(records: Sequence[Mapping[str, Any]]) -> str:
+    """The starts side by side (oldest first), then what changed from each start to the next."""
+    names = _phase_names(records)
+    head = ["phase"] + [str(r.get("ts", "?"))[:19] for r in records]
+    rows = [head] + [[n] + [_cell(r, n) for r in records] for n in names]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    for before, after in zip(records, records[1:], strict=False):
+        for change in compare(before["timeline"], after["timeline"]):
+            lines.append(f"{str(after.get('ts', '?'))[:19]}: {change}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What changed from one start to the next, in the order the phases run."""
+    a, b = _by_name(before), _by_name(after)
+    out = [
+        _cache_change(a.get("compile"), b.get("compile")),
+        _disk_change(a.get("weights"), b.get("weights")),
+    ]
+    out.append(_graph_change(a.get("graphs"), b.get("graphs")))
+    for name, phase in b.items():
+        old = a.get(name)
+        if old is not None and _slower(float(old["seconds"]), float(phase["seconds"])):
+            out.append(f"{name} took {float(phase['seconds']):.0f} s, was {float(old['seconds']):.0f} s")
+    return [text for text in out if text]
+
+
+def _cache_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
+    was, now = _detail_of(old, "cache"), _detail_of(new, "cache")
+    if was == now or now is None:
+        return None
+    text = f"torch.compile cache {now} (was {was or 'not shown'})"
+    old_dir, new_dir = _detail_of(old, "cache_dir"), _detail_of(new, "cache_dir")
+    return text + (f"; cache dir now {new_dir}" if new_dir and old_dir and new_dir != old_dir else "")
+
+
+def _disk_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
+    was, now = _detail_of(old, "gb_per_s"), _detail_of(new, "gb_per_s")
+    if was is None or now is None or now * SLOWER > was:
+        return None
+    return f"weights read at {now} GB/s, was {was} GB/s (a slower disk, or not in the page cache)"
+
+
+def _graph_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
+    was, now = _detail_of(old, "count"), _detail_of(new, "count")
+    if was is None or now is None or now <= was:
+        return None
+    return f"{now} CUDA graphs captured, was {was} (more capture sizes: max_num_seqs, capture size)"
+
+
+def _slower(was: float, now: float) -> bool:
+    return now - was >= MIN_GROWTH_S and now >= was * SLOWER
+
+
+def _by_name(timeline: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(p["name"]): p for p in timeline.get("phases") or []}
+
+
+def _detail_of(phase: Mapping[str, Any] | None, key: str) -> Any:
+    return (phase or {}).get("detail", {}).get(key)
+
+
+def _phase_names(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for record in records:
+        names += [str(p["name"]) for p in record["timeline"].get("phases") or [] if p["name"] not in names]
+    return names
+
+
+def _cell(record: Mapping[str, Any], name: str) -> str:
+    phase = _by_name(record["timeline"]).get(name)
+    if phase is None:
+        return "-"
+    extra = {"compile": _detail_of(phase, "cache"), "weights": _detail_of(phase, "gb_per_s")}.get(name)
+    suffix = f" ({extra}{' GB/s' if name == 'weights' else ''})" if extra is not None else ""
+    return f"{float(phase['seconds']):.0f} s{suffix}"
+
+
+def _detail(phase: Mapping[str, Any]) -> str:
+    d = phase.get("detail") or {}
+    parts = [str(phase.get("label", ""))]
+    if d.get("gib") is not None:
+        parts.append(f"{d['gib']} GiB in {d.get('load_seconds', '?')} s")
+    if d.get("gb_per_s") is not None:
+        parts.append(f"{d['gb_per_s']} GB/s")
+    if d.get("cache") is not None:
+        parts.append(f"cache {d['cache']}" + (f" ({d['cache_dir']})" if d.get("cache_dir") else ""))
+    if d.get("count") is not None:
+        parts.append(f"{d['count']} graphs in {d.get('seconds', '?')} s")
+    if d.get("kv_cache_gib") is not None:
+        parts.append(f"KV {d['kv_cache_gib']} GiB")
+    return " · ".join(p for p in parts if p)

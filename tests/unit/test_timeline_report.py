@@ -1,0 +1,84 @@
+"""A start's timeline in the history: its record, its table, and what changed between two starts.
+
+Built from the real 0.26.0 logs: a cold start (tiny.log: the compile cache missed) against a warm one
+(h200-2 promotion: the cache hit).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from launcher.logfacts import parse_file
+from launcher.logfacts.timeline_report import OUTSIDE, compare, render_starts, render_table, start_record
+
+REAL = Path(__file__).parents[1] / "data" / "real-vllm-0.26"
+
+
+def _record(log: str, gate_seconds: float) -> dict[str, Any]:
+    facts = parse_file(str(REAL / log), events=False)[0].to_json()
+    record = start_record(facts, [{"name": "health", "duration_s": gate_seconds}])
+    assert record is not None
+    return record
+
+
+def test_the_record_adds_what_the_launcher_measured_around_the_log() -> None:
+    record = _record("tiny.log", 70.5)
+    assert record["log_seconds"] == 64
+    assert record["phases"][-1] == {
+        "name": OUTSIDE,
+        "label": "before vLLM's first line, and gates",
+        "seconds": 6.5,
+        "detail": {},
+    }
+    assert record["total_seconds"] == 70.5
+    assert sum(p["seconds"] for p in record["phases"]) == 70.5
+
+
+def test_no_record_without_a_ready_start() -> None:
+    facts = parse_file(str(REAL / "free-memory.log"), events=False)[0].to_json()
+    assert start_record(facts, [{"duration_s": 10.0}]) is None
+
+
+def test_the_table_names_each_phase_and_its_figures() -> None:
+    table = render_table(_record("tiny.log", 70.5))
+    assert table.splitlines()[0] == "start timeline"
+    assert (
+        "  compile           10 s  torch.compile · cache miss (/root/.cache/vllm/torch_compile_cache/"
+        in table
+    )
+    assert "102 graphs in 1.0 s" in table
+    assert table.splitlines()[-1].startswith("  total             70 s")  # 70.5 shown as whole seconds
+
+
+def test_a_cold_compile_after_a_warm_one_is_named() -> None:
+    warm, cold = _record("h200-2/promotion/engine.log", 35.0), _record("tiny.log", 70.5)
+    changes = compare(warm, cold)
+    assert "torch.compile cache miss (was hit); cache dir now " in changes[0]
+    assert "compile took 10 s, was 1 s" in changes
+    assert compare(cold, cold) == []
+
+
+def test_a_slower_disk_and_more_graphs_are_named() -> None:
+    before = _record("tiny.log", 70.5)
+    after = {**before, "phases": [dict(p) for p in before["phases"]]}
+    for phase in after["phases"]:
+        if phase["name"] == "graphs":
+            phase["detail"] = {**phase["detail"], "count": 140}
+    before["phases"][1]["detail"] = {"gib": 4.69, "load_seconds": 3.1, "gb_per_s": 1.62}
+    after["phases"][1]["detail"] = {"gib": 4.69, "load_seconds": 31.0, "gb_per_s": 0.16}
+    changes = compare(before, after)
+    assert any(c.startswith("weights read at 0.16 GB/s, was 1.62 GB/s") for c in changes)
+    assert any(c.startswith("140 CUDA graphs captured, was 102") for c in changes)
+
+
+def test_starts_side_by_side_oldest_first() -> None:
+    warm, cold = _record("h200-2/promotion/engine.log", 35.0), _record("tiny.log", 70.5)
+    text = render_starts(
+        [{"ts": "2026-12-01T07:30:00Z", "timeline": warm}, {"ts": "2026-12-02T09:31:00Z", "timeline": cold}]
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["phase", "2026-12-01T07:30:00", "2026-12-02T09:31:00"]
+    compile_row = next(line for line in lines if line.startswith("compile "))
+    assert compile_row.split() == ["compile", "1", "s", "(hit)", "10", "s", "(miss)"]
+    assert any(line.startswith("2026-12-02T09:31:00: torch.compile cache miss (was hit)") for line in lines)
