@@ -42,11 +42,13 @@ def test_a_long_chunked_prefill_moves_kv_usage_with_each_chunk_before_its_first_
         body = {"messages": [{"role": "user", "content": "word " * 1200}], "max_tokens": 4}
         stream = Stream(sim, body).start()
         before_first_token = []
-        deadline = time.monotonic() + HANG_S
-        while (page := published(sim, ENGINE_FIGURES))[PROMPT] == 0:
+        for _ in range(int(HANG_S / 0.02)):  # polls until the first output; the count only ends a hang
+            if (page := published(sim, ENGINE_FIGURES))[PROMPT] != 0:
+                break
             before_first_token.append(page)
-            assert time.monotonic() < deadline, "the prompt was never prefilled"
             time.sleep(0.02)
+        else:
+            pytest.fail("the prompt was never prefilled")
         assert all(p[GENERATED] == 0 and p[ITERATIONS] == 0 for p in before_first_token)
         usage = [p[KV] for p in before_first_token if p[RUNNING] == 1]
         assert usage == sorted(usage), "the usage only grows during the prefill"
@@ -67,11 +69,14 @@ def test_a_stopped_tensor_parallel_worker_stops_every_stream_and_freezes_metrics
         assert len(workers) == 1
         with stopped(workers[0]):
             seen: list[tuple[dict[str, float], int]] = []  # /metrics and the stream's events, poll by poll
-            deadline = time.monotonic() + HANG_S
-            while not (len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]):  # the step in flight lands
-                assert time.monotonic() < deadline and not stream.done.is_set(), seen[-3:]
+            for _ in range(int(HANG_S / POLL_S)):  # until the step in flight lands; the count ends a hang
+                if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+                    break
+                assert not stream.done.is_set(), seen[-3:]
                 time.sleep(POLL_S)
                 seen.append((published(sim, ENGINE_FIGURES), len(stream.events)))
+            else:
+                pytest.fail(f"the figures never stood still: {seen[-3:]}")
             for _ in range(10):
                 time.sleep(POLL_S)
                 assert (published(sim, ENGINE_FIGURES), len(stream.events)) == seen[-1]

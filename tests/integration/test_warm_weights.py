@@ -56,7 +56,7 @@ def test_a_change_reads_the_candidate_s_weights_into_the_page_cache_while_produc
         6 * MIB,
         True,
     )
-    assert warm["seconds"] >= 0
+    assert isinstance(warm["seconds"], float) and "gb_s" in warm  # the figure is recorded (bench/ judges it)
     assert [resident_share(f) for f in files] == [1.0, 1.0, 1.0]
     # read while production still served: before it was parked for the change
     events = [r["event"] for r in records]
