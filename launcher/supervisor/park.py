@@ -21,12 +21,16 @@ probe` is lending.py; the routes and the rules (when to park, where the candidat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import psutil
 
+from basis.setting import SettingValues
 from gates.chain import ChainReport
 from gates.registry import HTTP_ONLY
+from launcher.host.page_cache import warm, warm_room, weight_files
 from launcher.profile.candidate import Candidate
+from launcher.profile.keys import PREFLIGHT, engine_settings
 from launcher.supervisor.context import Context
 from launcher.supervisor.history import Event
 from launcher.supervisor.seams import Attempt
@@ -40,6 +44,7 @@ from launcher.supervisor.sleep import (
 )
 from launcher.supervisor.stage import Stage
 from launcher.supervisor.status import Phase
+from launcher.supervisor.watchdog import Watchdog
 
 MEMORY_POLL_S = 0.1  # how often the rejected candidate's GPU memory is read while it is let go
 
@@ -102,6 +107,45 @@ class Parker:
             return 0
         weights = serving.facts().get("weights_gib")
         return int(float(weights) * GIB) if isinstance(weights, int | float) else 0
+
+    def read_ahead(self, candidate: Candidate) -> dict[str, Any] | None:
+        """Before what serves is parked or stopped for `candidate`: its weight files read into the
+        page cache while production still serves (`[supervisor] warm_weights`, docs/park.md), only
+        where host RAM holds them beside what this park will pin, bounded by
+        `warm_weights_timeout_s` (the reading: launcher/host/page_cache.py). The figure for the
+        history (files, bytes, seconds, GB/s) or `skipped` with the reason; None when nothing
+        serves (no outage to shorten)."""
+        if self.ctx.state.serving is None:
+            return None
+        if not candidate.settings.warm_weights:
+            return {"skipped": "warm_weights = false"}
+        found = weight_files(engine_settings(candidate.profile_data).optional_text("model"))
+        if isinstance(found, str):
+            return {"skipped": found}
+        floor = SettingValues.of(PREFLIGHT, candidate.profile_data.get("preflight")).number(
+            "min_host_available_gib"
+        )
+        park = self.park_bytes(candidate)
+        why = warm_room(found.total_bytes, psutil.virtual_memory().available, park, floor)
+        if why is not None:
+            self.ctx.progress.message(f"weights not read ahead: {why}", event="warm.skipped")
+            return {"skipped": why, "files": len(found.files), "total_bytes": found.total_bytes}
+        self.ctx.progress.message(
+            f"reading {found.total_bytes / GIB:.2f} GiB of weights ({len(found.files)} files) into the "
+            "page cache while production serves",
+            event="warm.start",
+        )
+        clock = self.ctx.clock
+        with Watchdog(self.ctx.hooks.notifier, clock).keepalive():
+            done = warm(found, clock, clock.monotonic() + candidate.settings.warm_weights_timeout_s)
+        rate = f" ({done.gb_per_s:g} GB/s)" if done.gb_per_s is not None else ""
+        cut = "" if done.complete else f", cut at warm_weights_timeout_s of {found.total_bytes / GIB:.2f} GiB"
+        self.ctx.progress.message(
+            f"weights read ahead: {done.bytes / GIB:.2f} GiB in {done.seconds:.1f} s{rate}{cut}",
+            event="warm.done",
+            **done.as_record(),
+        )
+        return done.as_record()
 
     def sleep(self, serving: Attempt) -> bool:
         """Put `serving` to sleep and confirm it (the route, then NVML where it tells); a failed sleep is

@@ -26,7 +26,6 @@ from launcher.supervisor.park import Parker
 from launcher.supervisor.reload_requests import Outcome, Verdict
 from launcher.supervisor.stage import Stage
 from launcher.supervisor.status import Phase
-from launcher.supervisor.warmup import Warmup
 from launcher.supervisor.watchdog import Watchdog
 
 SHOWN_PROBLEMS = 3  # a refused reload names this many of the profile's errors; the dry run lists all
@@ -48,7 +47,6 @@ class Reloader:
         self.parker = parker
         self.lending = lending
         self.beside = beside
-        self.warmup = Warmup(ctx, parker)
 
     def reload(self) -> int | None:
         """Re-plan the profile and serve it; each request's verdict goes to its requester. Control
@@ -112,7 +110,7 @@ class Reloader:
             detail = f"reload refused: {refusal}; still serving"
             self._refused(detail)
             return Verdict(Outcome.REFUSED, int(ExitCode.PREFLIGHT_REFUSED), detail), None
-        warmed = self.warmup.before_change(candidate)  # while what serves still serves
+        warmed = self.parker.read_ahead(candidate)  # while what serves still serves
         if candidate.settings.trial == "beside":
             self.ctx.transitions.record(Event.RELOAD, label=candidate.label, trial="beside", warm=warmed)
             with Watchdog(self.ctx.hooks.notifier, self.ctx.clock).keepalive():
