@@ -44,6 +44,11 @@ def errors(profiles_dir: Path, body: str) -> list[str]:
             MODEL + '[supervisor]\nleak_monitor = "page"\n',
             "supervisor.leak_monitor = 'page': must be one of log, restart, rollback",
         ),  # fmt: skip
+        (MODEL + "[supervisor]\nstall_s = 0.1\n", "supervisor.stall_s = 0.1: must be ≥ 0.5"),
+        (
+            MODEL + '[supervisor]\nwarm_weights_timeout_s = "x"\n',
+            "supervisor.warm_weights_timeout_s = 'x': expected int or float",
+        ),  # fmt: skip
         (MODEL + '[env]\n"1BAD" = "x"\n', "env.1BAD: not a valid environment variable name"),
         (MODEL + "[env]\nFLAG = true\n", "env.FLAG = True: environment values are strings"),
         (
