@@ -21,6 +21,9 @@ and the read stops at its deadline, so a slow disk never delays the change beyon
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import mmap
 import os
 import stat
 from dataclasses import dataclass
@@ -165,3 +168,86 @@ def _read_file(path: Path, buffer: bytearray, clock: Clock, deadline: float) -> 
         return total, False
     finally:
         os.close(fd)
+
+
+WINDOW = 1 << 30  # mincore(2) a GiB of a mapping at a time: a page map of 256 KiB, however large the file
+
+
+def model_cached_share(model: str | None) -> float | None:
+    """`cached_share` of `model`'s weight files; None for a hub name or no files."""
+    found = weight_files(model)
+    return None if isinstance(found, str) else cached_share(found)
+
+
+def cached_share(weights: WeightFiles) -> float | None:
+    """The share of the weights' bytes in the page cache now, by mincore(2) on mappings of the files
+    (which reads nothing): what a start's weight GB/s was measured against (the timeline records it
+    beside the phase). None where the kernel does not say."""
+    if weights.total_bytes <= 0 or _LIBC is None:
+        return None
+    resident = 0
+    for path in weights.files:
+        got = _resident_bytes(path)
+        if got is None:
+            return None
+        resident += got
+    return round(min(1.0, resident / weights.total_bytes), 3)
+
+
+def _resident_bytes(path: Path) -> int | None:
+    assert _LIBC is not None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        resident = 0
+        for start in range(0, size, WINDOW):
+            length = min(WINDOW, size - start)
+            got = _window_pages(fd, start, length)
+            if got is None:
+                return None
+            resident += min(got * mmap.PAGESIZE, length)
+        return resident
+    finally:
+        os.close(fd)
+
+
+def _window_pages(fd: int, offset: int, length: int) -> int | None:
+    """Resident pages of one window of the file (mapped, asked, unmapped)."""
+    assert _LIBC is not None
+    addr = _LIBC.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, offset)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        return None
+    try:
+        pages = (length + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = ctypes.create_string_buffer(pages)
+        if _LIBC.mincore(addr, length, vec) != 0:
+            return None
+        return sum(byte & 1 for byte in vec.raw)
+    finally:
+        _LIBC.munmap(addr, length)
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+        ]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()

@@ -45,6 +45,8 @@ class Collector:
     # ---- entry points --------------------------------------------------------------------------
     def on_record(self, rec: Record, line_no: int) -> None:
         msg = rec.msg
+        if rec.ts is not None:
+            self.startup.stamps.last = rec.ts
         called: list[Handler] = []
         for needle, handler in DISPATCH:
             if needle in msg and handler not in called:  # one call per handler, however many needles hit

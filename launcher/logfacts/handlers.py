@@ -252,8 +252,9 @@ def serving(c: CollectorView, rec: Record, line_no: int) -> None:
         s.set("served_url", m.group("url") if "://" in m.group("url") else msg, STATED)
         if port is not None:
             s.set("served_port", port, STATED)
-        s.serving_ts = s.serving_ts or rec.ts
-        s.stamps.mark("serving", rec.ts)
+        ts = rec.ts or s.stamps.last  # uvicorn's `Uvicorn running on` has no stamp (≤ 0.6): the line before
+        s.serving_ts = s.serving_ts or ts
+        s.stamps.mark("serving", ts)
         c.once(EventKind.SERVER_STARTING, rec, line_no, url=m.group("url"))
     elif p.READY.match(msg) and rec.level in (None, "INFO") and s.outcome != "ready":
         s.outcome, s.failure = "ready", None

@@ -32,6 +32,7 @@ class Stamps:
     """What one startup's lines said about its phases, as they were read."""
 
     at: dict[str, str] = field(default_factory=dict)  # milestone -> `MM-DD HH:MM:SS` of its first line
+    last: str | None = None  # the latest stamp read: where an unstamped line (uvicorn's) happened
     cache_dir: str | None = None
     compiled_graphs: int = 0  # `Compiling a graph for compile range …`: a cache miss
     loaded_graphs: int = 0  # `Directly load the compiled graph(s) …`: a cache hit

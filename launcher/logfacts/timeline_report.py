@@ -17,11 +17,18 @@ SLOWER = 1.5  # a phase this many times longer than before, and by at least MIN_
 MIN_GROWTH_S = 5.0
 
 
-def start_record(facts: Mapping[str, Any], gates: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The `timeline` field of a start's history record; None when the log showed no ready start."""
+def start_record(
+    facts: Mapping[str, Any], gates: Sequence[Mapping[str, Any]], weights_cached: float | None = None
+) -> dict[str, Any] | None:
+    """The `timeline` field of a start's history record; None when the log showed no ready start.
+    `weights_cached`: the share of the weight files in the page cache as the engine started (read
+    ahead, or left by an earlier start), beside the weights phase: what its GB/s was measured against."""
     phases = [dict(p) for p in facts.get("timeline") or []]
     if not phases:
         return None
+    for phase in phases:
+        if phase["name"] == "weights" and weights_cached is not None:
+            phase["detail"] = {**phase.get("detail", {}), "in_page_cache": weights_cached}
     log_s = sum(float(p["seconds"]) for p in phases)
     record: dict[str, Any] = {"phases": phases, "log_seconds": log_s}
     gated = sum(float(g.get("duration_s") or 0.0) for g in gates)
@@ -87,7 +94,12 @@ def _disk_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -
     was, now = _detail_of(old, "gb_per_s"), _detail_of(new, "gb_per_s")
     if was is None or now is None or now * SLOWER > was:
         return None
-    return f"weights read at {now} GB/s, was {was} GB/s (a slower disk, or not in the page cache)"
+    cached_was, cached_now = _detail_of(old, "in_page_cache"), _detail_of(new, "in_page_cache")
+    if cached_was is not None and cached_now is not None and cached_now < cached_was:
+        why = f"{_share(cached_now)} of them in the page cache at the start, was {_share(cached_was)}"
+    else:
+        why = "a slower disk, or not in the page cache"
+    return f"weights read at {now} GB/s, was {was} GB/s ({why})"
 
 
 def _graph_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
@@ -120,9 +132,19 @@ def _cell(record: Mapping[str, Any], name: str) -> str:
     phase = _by_name(record["timeline"]).get(name)
     if phase is None:
         return "-"
-    extra = {"compile": _detail_of(phase, "cache"), "weights": _detail_of(phase, "gb_per_s")}.get(name)
-    suffix = f" ({extra}{' GB/s' if name == 'weights' else ''})" if extra is not None else ""
+    extras: list[str] = []
+    if name == "compile" and _detail_of(phase, "cache") is not None:
+        extras.append(str(_detail_of(phase, "cache")))
+    if name == "weights" and _detail_of(phase, "gb_per_s") is not None:
+        extras.append(f"{_detail_of(phase, 'gb_per_s')} GB/s")
+    if name == "weights" and _detail_of(phase, "in_page_cache") is not None:
+        extras.append(f"{_share(_detail_of(phase, 'in_page_cache'))} cached")
+    suffix = f" ({', '.join(extras)})" if extras else ""
     return f"{float(phase['seconds']):.0f} s{suffix}"
+
+
+def _share(value: Any) -> str:
+    return f"{float(value):.0%}"
 
 
 def _detail(phase: Mapping[str, Any]) -> str:
@@ -132,6 +154,8 @@ def _detail(phase: Mapping[str, Any]) -> str:
         parts.append(f"{d['gib']} GiB in {d.get('load_seconds', '?')} s")
     if d.get("gb_per_s") is not None:
         parts.append(f"{d['gb_per_s']} GB/s")
+    if d.get("in_page_cache") is not None:
+        parts.append(f"{_share(d['in_page_cache'])} in the page cache at the start")
     if d.get("cache") is not None:
         parts.append(f"cache {d['cache']}" + (f" ({d['cache_dir']})" if d.get("cache_dir") else ""))
     if d.get("count") is not None:

@@ -30,8 +30,10 @@ from gates.context import GateContext, GpuBytesFn
 from gates.registry import GATE_SETTINGS, build_chain
 from launcher.host.adapters import ProcessMemory, RequestsHttp
 from launcher.host.orphans import mark_env
+from launcher.host.page_cache import model_cached_share
 from launcher.logfacts.events import EventKind, LogEvent
 from launcher.profile.candidate import Candidate
+from launcher.profile.keys import engine_settings
 from launcher.supervisor.engine import EngineProcess
 from launcher.supervisor.livelog import LiveLog
 from launcher.supervisor.progress import Progress
@@ -98,8 +100,10 @@ def start_attempt(
     if on_loaded is not None:
         engine.on_exit(on_loaded)
     engine.on_death(log.notify)  # gates waiting on the log see the death at once
+    # what its weights' GB/s will be measured against (the timeline): read before vLLM reads them
+    cached = model_cached_share(engine_settings(candidate.profile_data).optional_text("model"))
     engine.start()
-    return Attempt(candidate=candidate, engine=engine, log=log)
+    return Attempt(candidate=candidate, engine=engine, log=log, weights_cached=cached)
 
 
 def gate_attempt(

@@ -212,7 +212,8 @@ class Bringup:
             passed=report.passed,
             gates=report.to_json(),
             startup_seconds=facts.get("startup_seconds"),  # vLLM's own log: its first line to ready
-            timeline=start_record(facts, report.to_json()),  # where those seconds went (logfacts/timeline.py)
+            # where those seconds went (logfacts/timeline.py), the weights' page-cache share beside them
+            timeline=start_record(facts, report.to_json(), attempt.weights_cached),
         )
         return report
 

@@ -133,6 +133,7 @@ class Attempt:
     held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
     greedy: str | None = None  # its answer to the fixed greedy prompt once it served: a wake must repeat it
     slept: int = 0  # how often it was put to sleep (the first sleep pins host buffers: it costs more)
+    weights_cached: float | None = None  # share of its weight files in the page cache as it started
 
     @property
     def passed(self) -> bool:

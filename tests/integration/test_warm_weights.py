@@ -57,7 +57,16 @@ def test_a_change_reads_the_candidate_s_weights_into_the_page_cache_while_produc
         True,
     )
     assert isinstance(warm["seconds"], float) and "gb_s" in warm  # the figure is recorded (bench/ judges it)
-    assert [resident_share(f) for f in files] == [1.0, 1.0, 1.0]
+    # all of it read; a loaded host may evict a page again before it is asked (seen under a CI run)
+    assert min(resident_share(f) for f in files) > 0.99
+    # the timeline keeps beside each start's weights phase how much of them the page cache held:
+    # nothing at the first start (evicted; the simulator reads no weights), all after the read-ahead
+    shares = [
+        next(p for p in r["timeline"]["phases"] if p["name"] == "weights")["detail"].get("in_page_cache")
+        for r in records
+        if r["event"] == "gates" and r.get("timeline")
+    ]
+    assert len(shares) == 2 and shares[0] < 0.5 < 0.99 < shares[1], shares
     # read while production still served: before it was parked for the change
     events = [r["event"] for r in records]
     assert events.index("reload") < events.index("parked")

@@ -7,6 +7,7 @@ each phase states (weights GiB and GB/s, the compile cache, the graph count) com
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,36 @@ def test_phases_add_up_to_the_start(log: Path) -> None:
     assert round(sum(p.seconds for p in facts.timeline), 6) == round(
         facts.startup_seconds, 6
     )  # contiguous: no gap, no overlap
+
+
+CORPUS = Path(__file__).parents[1] / "data" / "logs"
+RELEASES: dict[str, str] = json.loads((CORPUS / "releases.json").read_text())["releases"]
+READY_EXCERPTS = sorted(
+    p for p in CORPUS.glob("*.log") if parse_file(str(p), events=False)[0].outcome == "ready"
+)
+
+
+@pytest.mark.parametrize("log", READY_EXCERPTS, ids=lambda p: p.stem)
+def test_every_release_the_catalogue_knows_gets_a_timeline(log: Path) -> None:
+    """0.6.4 to 0.33: a ready start's phases add up to its span; an excerpt that begins after the
+    load line folds the time before into the weights."""
+    facts, _ = parse_file(str(log), events=False)
+    assert facts.timeline, f"{log.name} ({RELEASES[log.stem]}) started but has no timeline"
+    assert facts.startup_seconds is not None
+    assert sum(p.seconds for p in facts.timeline) == facts.startup_seconds
+    assert facts.timeline[-1].name == "api_server"
+
+
+def test_the_excerpts_span_the_releases() -> None:
+    ready = {RELEASES[p.stem].split()[0] for p in READY_EXCERPTS}
+    assert {"0.6.4", "0.8.5", "0.11.0", "0.26.0", "0.33.0"} <= ready, ready
+
+
+def test_an_unstamped_uvicorn_line_ends_the_start_at_the_line_before() -> None:
+    """≤ 0.6 announces the server only through uvicorn, whose lines carry no stamp."""
+    facts, _ = parse_file(str(CORPUS / "v06_old_worker_form.log"), events=False)
+    assert facts.startup_seconds == 35  # 20:25:33 banner to 20:26:08, the routes before uvicorn
+    assert [p.name for p in facts.timeline] == ["startup", "weights", "kv_profiling", "graphs", "api_server"]
 
 
 def test_tiny_start_phase_by_phase() -> None:

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from basis.clock import SYSTEM_CLOCK
-from launcher.host.page_cache import GIB, WeightFiles, warm, warm_room, weight_files
+from launcher.host.page_cache import (
+    GIB,
+    WeightFiles,
+    cached_share,
+    model_cached_share,
+    warm,
+    warm_room,
+    weight_files,
+)
 from tests.page_residency import resident_share, write_evicted
 
 MIB = 1 << 20
@@ -134,3 +142,28 @@ def test_a_file_gone_since_it_was_listed_leaves_the_read_incomplete(tmp_path: Pa
     found.files[1].unlink()
     done = warm(found, SYSTEM_CLOCK, SYSTEM_CLOCK.monotonic() + 600)
     assert not done.complete and done.files == 2 and done.bytes == found.total_bytes - 2 * MIB - PAGE
+
+
+def test_the_cached_share_is_what_the_kernel_says_before_and_after_a_read(tmp_path: Path) -> None:
+    """mincore(2) on a mapping, a GiB window at a time: the share a start's weight GB/s is measured
+    against; the oracle is the tests' own mincore reading of each file."""
+    root = model_dir(tmp_path)
+    files = sorted(root.glob("*.safetensors"))
+    found = weight_files(str(root))
+    assert isinstance(found, WeightFiles)
+    expected = sum(resident_share(f) * f.stat().st_size for f in files) / found.total_bytes
+    assert cached_share(found) == pytest.approx(expected, abs=0.01)
+    files[0].read_bytes()
+    expected = sum(resident_share(f) * f.stat().st_size for f in files) / found.total_bytes
+    assert cached_share(found) == pytest.approx(expected, abs=0.01)
+    warm(found, SYSTEM_CLOCK, SYSTEM_CLOCK.monotonic() + 600)
+    assert cached_share(found) == model_cached_share(str(root)) == 1.0
+
+
+def test_no_share_for_a_hub_name_or_a_file_gone(tmp_path: Path) -> None:
+    assert model_cached_share("org/model") is None
+    root = model_dir(tmp_path)
+    found = weight_files(str(root))
+    assert isinstance(found, WeightFiles)
+    found.files[1].unlink()
+    assert cached_share(found) is None  # the kernel cannot say for a file that is gone: no figure

@@ -82,3 +82,28 @@ def test_starts_side_by_side_oldest_first() -> None:
     compile_row = next(line for line in lines if line.startswith("compile "))
     assert compile_row.split() == ["compile", "1", "s", "(hit)", "10", "s", "(miss)"]
     assert any(line.startswith("2026-12-02T09:31:00: torch.compile cache miss (was hit)") for line in lines)
+
+
+def test_the_weights_page_cache_share_is_kept_beside_the_phase_and_named_when_it_fell() -> None:
+    facts = parse_file(str(REAL / "tiny.log"), events=False)[0].to_json()
+    warm = start_record(facts, [{"duration_s": 70.5}], weights_cached=1.0)
+    cold = start_record(facts, [{"duration_s": 70.5}], weights_cached=0.02)
+    assert warm is not None and cold is not None
+    weights = next(p for p in warm["phases"] if p["name"] == "weights")
+    assert weights["detail"]["in_page_cache"] == 1.0
+    assert "100% in the page cache at the start" in render_table(warm)
+    assert start_record(facts, [], weights_cached=None) == start_record(facts, [])  # no figure, no key
+    for record, share in ((warm, 1.0), (cold, 0.02)):
+        phase = next(p for p in record["phases"] if p["name"] == "weights")
+        phase["detail"] = {**phase["detail"], "gib": 4.69, "gb_per_s": 1.62 if share == 1.0 else 0.16}
+    changes = compare(warm, cold)
+    assert (
+        "weights read at 0.16 GB/s, was 1.62 GB/s (2% of them in the page cache at the start, was 100%)"
+        in (changes)
+    )
+    row = next(
+        line
+        for line in render_starts([{"ts": "a", "timeline": warm}, {"ts": "b", "timeline": cold}]).splitlines()
+        if line.startswith("weights")
+    )
+    assert "(1.62 GB/s, 100% cached)" in row and "(0.16 GB/s, 2% cached)" in row
