@@ -48,6 +48,13 @@ def render_table(timeline: Mapping[str, Any]) -> str:
     return "start timeline\n" + "\n".join(f"  {n:<{width}}  {s}  {d}".rstrip() for n, s, d in rows)
 
 
+def render_line(timeline: Mapping[str, Any]) -> str:
+    """The table in one line, for the journal and a reload's requesters (`launch --profile`)."""
+    parts = [f"{p['name']} {float(p['seconds']):.0f} s{_cell_extra(p)}" for p in timeline.get("phases") or []]
+    total = timeline.get("total_seconds", timeline.get("log_seconds"))
+    return "start timeline: " + " · ".join(parts) + f" · total {float(total or 0):.0f} s"
+
+
 def render_starts(records: Sequence[Mapping[str, Any]]) -> str:
     """The starts side by side (oldest first), then what changed from each start to the next."""
     names = _phase_names(records)
@@ -132,6 +139,12 @@ def _cell(record: Mapping[str, Any], name: str) -> str:
     phase = _by_name(record["timeline"]).get(name)
     if phase is None:
         return "-"
+    return f"{float(phase['seconds']):.0f} s{_cell_extra(phase)}"
+
+
+def _cell_extra(phase: Mapping[str, Any]) -> str:
+    """What a phase's cell adds to its seconds: the compile cache, the weights' GB/s and page cache."""
+    name = phase["name"]
     extras: list[str] = []
     if name == "compile" and _detail_of(phase, "cache") is not None:
         extras.append(str(_detail_of(phase, "cache")))
@@ -139,8 +152,7 @@ def _cell(record: Mapping[str, Any], name: str) -> str:
         extras.append(f"{_detail_of(phase, 'gb_per_s')} GB/s")
     if name == "weights" and _detail_of(phase, "in_page_cache") is not None:
         extras.append(f"{_share(_detail_of(phase, 'in_page_cache'))} cached")
-    suffix = f" ({', '.join(extras)})" if extras else ""
-    return f"{float(phase['seconds']):.0f} s{suffix}"
+    return f" ({', '.join(extras)})" if extras else ""
 
 
 def _share(value: Any) -> str:

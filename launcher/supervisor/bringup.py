@@ -14,7 +14,7 @@ from typing import Any
 
 from gates.chain import ChainReport
 from launcher.errors import BadInput, ExitCode, PreflightRefused
-from launcher.logfacts.timeline_report import start_record
+from launcher.logfacts.timeline_report import render_line, start_record
 from launcher.profile.candidate import Candidate
 from launcher.redact import redact_argv
 from launcher.supervisor.attempt import launch_attempt
@@ -201,6 +201,9 @@ class Bringup:
         if report.passed:
             attempt.engine.watch_every_process()  # what serves is watched, however fast it started
         facts = attempt.facts()
+        timeline = start_record(facts, report.to_json(), attempt.weights_cached)
+        if timeline is not None:  # where the start's seconds went, in the journal (logfacts/timeline.py)
+            ctx.progress.message(render_line(timeline), event="start.timeline")
         ctx.store.write_last_facts(
             ctx.profile, {**facts, "recorded_at": utc_now(ctx.clock), "label": candidate.label}
         )
@@ -212,8 +215,7 @@ class Bringup:
             passed=report.passed,
             gates=report.to_json(),
             startup_seconds=facts.get("startup_seconds"),  # vLLM's own log: its first line to ready
-            # where those seconds went (logfacts/timeline.py), the weights' page-cache share beside them
-            timeline=start_record(facts, report.to_json(), attempt.weights_cached),
+            timeline=timeline,
         )
         return report
 

@@ -4,13 +4,14 @@ history; `launch history --starts` puts the last starts of a profile side by sid
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from launcher.logfacts.timeline import PHASES
-from tests.launcher_run import LAUNCH, free_port, write_profile
+from tests.launcher_run import LAUNCH, LauncherFactory, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -65,3 +66,19 @@ def test_starts_need_a_profile(tmp_path: Path) -> None:
     )
     assert refused.returncode == 2
     assert "--profile NAME" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_served_start_says_where_its_seconds_went_in_the_journal(launcher_factory: LauncherFactory) -> None:
+    """`launch --profile`: the promoted start's timeline is one line of its output, as recorded."""
+    launcher = launcher_factory()
+    write_profile(launcher.profiles, "svc", free_port())
+    launcher.start()
+    launcher.wait_phase("serving")
+    launcher.signal(signal.SIGTERM)
+    assert launcher.wait_exit() == 0
+    gated = next(r for r in launcher.history() if r["event"] == "gates")
+    line = next(line for line in launcher.output().splitlines() if "start timeline: " in line)
+    shown = line.split("start timeline: ", 1)[1]
+    for phase in gated["timeline"]["phases"]:
+        assert f"{phase['name']} {phase['seconds']:.0f} s" in shown
+    assert f"total {gated['timeline']['total_seconds']:.0f} s" in shown

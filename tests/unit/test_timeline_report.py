@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from launcher.logfacts import parse_file
-from launcher.logfacts.timeline_report import OUTSIDE, compare, render_starts, render_table, start_record
+from launcher.logfacts.timeline_report import (
+    OUTSIDE,
+    compare,
+    render_line,
+    render_starts,
+    render_table,
+    start_record,
+)
 
 REAL = Path(__file__).parents[1] / "data" / "real-vllm-0.26"
 
@@ -107,3 +114,10 @@ def test_the_weights_page_cache_share_is_kept_beside_the_phase_and_named_when_it
         if line.startswith("weights")
     )
     assert "(1.62 GB/s, 100% cached)" in row and "(0.16 GB/s, 2% cached)" in row
+
+
+def test_one_line_for_the_journal_holds_every_phase_and_the_total() -> None:
+    record = _record("tiny.log", 70.5)
+    line = render_line(record)
+    assert line.startswith("start timeline: startup 36 s · weights 1 s · compile 10 s (miss) · ")
+    assert line.endswith(" · outside_log 6 s · total 70 s")  # 6.5 and 70.5 in whole seconds, as the table
