@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from basis.clock import epoch_of
 
@@ -75,6 +75,7 @@ class LauncherMetrics:
         self.verdicts: Counter[str] = Counter()  # each verdict the serving watch reached
         self.counted_since: float | None = None  # the first history record's moment: the counters' `_created`
         self.start_seconds: dict[str, float] = {}  # the last start that reached a verdict, by phase
+        self.timeline_seconds: dict[str, float] = {}  # … by the phases of its timeline (vLLM's lines)
         self.spawned_at: float | None = None  # the stamp of the last `start` record
         self.status: dict[str, Any] = {}
         self.last_rejected: dict[str, str] | None = None
@@ -96,6 +97,7 @@ class LauncherMetrics:
             self.spawned_at = at
         elif name == "gates":
             self.start_seconds = start_seconds(self.spawned_at, at, record.get("startup_seconds"))
+            self.timeline_seconds = timeline_seconds(record.get("timeline"))
         elif name == "rejected":
             self.last_rejected = {
                 "fingerprint": str(record.get("fingerprint") or ""),
@@ -151,6 +153,16 @@ class LauncherMetrics:
         started = _gauge(registry, "start_seconds", f"The last start's seconds by phase ({phases}).", "phase")
         for name, seconds in self.start_seconds.items():
             started.labels(p, name).set(seconds)
+        if self.timeline_seconds:
+            cut = _gauge(
+                registry,
+                "start_phase_seconds",
+                "The last start's timeline: vLLM's phases from its own lines, and the launcher's time "
+                "outside its log (they add up to the start; docs/logs.md).",
+                "phase",
+            )
+            for name, seconds in self.timeline_seconds.items():
+                cut.labels(p, name).set(seconds)
         if self.last_rejected is not None:
             rejected = _gauge(
                 registry, "last_rejected_info", "The last candidate the gates rejected.", "fingerprint"
@@ -188,6 +200,23 @@ def start_seconds(spawned_at: float | None, judged_at: float | None, ready_s: ob
     if isinstance(ready_s, int | float) and not isinstance(ready_s, bool) and ready_s >= 0:
         seconds["ready"] = float(ready_s)
     return seconds
+
+
+def timeline_seconds(timeline: object) -> dict[str, float]:
+    """A `gates` record's timeline as phase -> seconds; nothing where the record holds none or a
+    torn one (a hand-edited history is read, not trusted)."""
+    phases = timeline.get("phases") if isinstance(timeline, dict) else None
+    out: dict[str, float] = {}
+    for phase in phases if isinstance(phases, list) else []:
+        name = phase.get("name") if isinstance(phase, dict) else None
+        seconds = phase.get("seconds") if isinstance(phase, dict) else None
+        if isinstance(name, str) and name.isidentifier() and len(name) <= 40 and _seconds(seconds):
+            out[name] = float(seconds)
+    return out
+
+
+def _seconds(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e7
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,10 @@ def test_a_long_chunked_prefill_moves_kv_usage_with_each_chunk_before_its_first_
         usage = [p[KV] for p in before_first_token if p[RUNNING] == 1]
         assert usage == sorted(usage), "the usage only grows during the prefill"
         assert len(set(usage) - {0.0}) >= 3, f"the KV usage moved fewer than twice: {usage}"
-        assert page[PROMPT] >= 1200 and page[ITERATIONS] >= 1 and page[KV] >= max(usage)
+        assert page[PROMPT] >= 1200 and page[ITERATIONS] >= 1
+        # still running, it holds at least the prompt's blocks; on a loaded host the 4 tokens may be done
+        # by this read, and a finished request's blocks are free again
+        assert page[KV] >= max(usage) if page[RUNNING] == 1 else page[SUCCESS] >= 1
         assert stream.finish()[-1] == "[DONE]"
 
 

@@ -170,3 +170,25 @@ def test_no_start_seconds_where_the_records_do_not_say(tmp_path: Path) -> None:
     metrics = LauncherMetrics(tmp_path, "svc", [{"ts": "torn", "event": "start"}, {"event": "gates"}])
     metrics.update({"phase": "serving"})
     assert not any(name == "vllm_gate_start_seconds" for (name, _) in samples(tmp_path / "vllm_gate_svc.prom"))
+
+
+def test_the_last_start_s_timeline_is_one_gauge_a_phase_and_a_torn_one_writes_nothing(tmp_path: Path) -> None:
+    timeline = {
+        "phases": [
+            {"name": "startup", "seconds": 36},
+            {"name": "weights", "seconds": 1.0},
+            {"name": "outside_log", "seconds": 6.5},
+            {"name": "bad label\n", "seconds": 1.0},  # a hand-edited history is read, not trusted
+            {"name": "graphs", "seconds": "many"},
+        ]
+    }
+    metrics = LauncherMetrics(tmp_path, "svc", [{"ts": "2025-03-01T10:00:00.000000Z", "event": "start"}])
+    metrics.event("gates", {"ts": "2025-03-01T10:00:43.500000Z", "passed": True, "timeline": timeline})
+    metrics.update({"phase": "serving"})
+    found = samples(tmp_path / "vllm_gate_svc.prom")
+    cut = {dict(labels)["phase"]: v for (name, labels), v in found.items() if name == "vllm_gate_start_phase_seconds"}
+    assert cut == {"startup": 36.0, "weights": 1.0, "outside_log": 6.5}
+    assert sum(cut.values()) == value(found, "vllm_gate_start_seconds", phase="total")  # they add up
+    metrics.event("gates", {"ts": "2025-03-01T10:05:00.000000Z", "passed": False, "timeline": "torn"})
+    metrics.update({"phase": "rolling_back"})
+    assert not any(n == "vllm_gate_start_phase_seconds" for (n, _) in samples(tmp_path / "vllm_gate_svc.prom"))
