@@ -66,7 +66,10 @@ from launcher.settings import GlobalOptions
 )
 @click.option("--api-key-env", metavar="NAME", help="Environment variable holding the API key.")
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the summary JSON on stdout instead of the table."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary JSON on stdout instead of the tables (as written to OUT/summary.json).",
 )
 @click.option("--no-plots", is_flag=True, help="Do not draw PNG plots.")
 @click.pass_obj

@@ -47,6 +47,9 @@ def frontdoor_cmd(ctx: click.Context, profile: str | None, dry_run: bool) -> Non
     then get 503 with Retry-After. Only /v1/*, /health, /metrics, /version, /tokenize and
     /detokenize are forwarded. docs/frontdoor.md.
     \b
+    No --json: --dry-run's stdout is Caddy's JSON config (the summary goes to stderr); where the
+    door points, as JSON: `launch --profile NAME --dry-run --json` (its "frontdoor").
+    \b
       launch frontdoor --profile prod --dry-run    the config, and where it points; starts nothing
       launch frontdoor --profile prod              run it (systemd: vllm-gate-frontdoor@prod)
       sudo launch install-unit --profile prod      writes vllm-gate-frontdoor@.service too

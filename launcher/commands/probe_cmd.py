@@ -86,7 +86,12 @@ if TYPE_CHECKING:
 @click.option(
     "--recover", is_flag=True, help="Finish what a killed probe left: end its arm, restore production."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print probe.json on stdout instead of the report.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print probe.json on stdout instead of the report; with --dry-run, the plan as one JSON object.",
+)
 @click.option("--no-plots", is_flag=True, help="Do not draw probe.png.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
@@ -153,7 +158,7 @@ def probe_cmd(
 
     ctx = click.get_current_context()
     if recover:
-        ctx.exit(_recover(options, restore_timeout_s))
+        ctx.exit(_recover(options, restore_timeout_s, as_json))
     if profile is None:
         raise BadInput("launch probe needs --profile NAME (the production profile)", hint="or --recover")
     if not arm_specs:
@@ -185,22 +190,32 @@ def probe_cmd(
     )
     production = discover(options.state_dir, profile)
     if dry_run:
-        ctx.exit(_dry_run(options, arms, production, settings))
+        ctx.exit(_dry_run(options, arms, production, settings, as_json=as_json))
     ctx.exit(_probe(options, arms, settings, as_json=as_json, plots=not no_plots))
 
 
-def _dry_run(options: GlobalOptions, arms: list[Arm], production: Production, settings: Settings) -> int:
-    from launcher.probe.preview import render_preview, start_times
+def _dry_run(
+    options: GlobalOptions, arms: list[Arm], production: Production, settings: Settings, *, as_json: bool
+) -> int:
+    from launcher.probe.preview import preview_json, render_preview, start_times
     from launcher.probe.session import check_production
     from launcher.state.store import StateStore
     from launcher.supervisor.history import History
 
     times = start_times(History(StateStore(options.state_dir).history_path), arms[0].name)
-    click.echo(render_preview(arms, production, settings, times))
+    refused: str | None = None
     try:
         check_production(production, arms[0])
     except BadInput as err:
-        click.echo(f"\nthe real run would refuse: {err.message}")
+        refused = err.message
+    if as_json:
+        shown = preview_json(arms, production, settings, times) | {"would_refuse": refused}
+        click.echo(json.dumps(shown, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        click.echo(render_preview(arms, production, settings, times))
+    if refused is not None:
+        said = f"the real run would refuse: {refused}"
+        click.echo(f"error: {said}" if as_json else f"\n{said}", err=as_json)  # --json: stdout is JSON alone
         return int(ExitCode.BAD_INPUT)
     return int(ExitCode.OK)
 
@@ -239,10 +254,16 @@ def _probe(options: GlobalOptions, arms: list[Arm], settings: Settings, *, as_js
     return int(ExitCode.GATE_FAILED if result.interrupted_by or result.error else ExitCode.OK)
 
 
-def _recover(options: GlobalOptions, timeout_s: float) -> int:
+def _recover(options: GlobalOptions, timeout_s: float, as_json: bool) -> int:
     from launcher.probe.recovery import recover
     from launcher.supervisor.progress import configure_logging
 
+    if as_json:  # refused before anything is touched: the verdict is the exit code
+        raise BadInput(
+            "--json goes with a probe or its --dry-run; --recover's verdict is its exit code",
+            hint="then `launch status --profile NAME --json` says what serves; "
+            "`launch history --json` holds the probe_recovered record",
+        )
     configure_logging()
     restored = recover(options.state_dir, timeout_s=timeout_s)
     if restored is None:

@@ -35,6 +35,7 @@ def reload_command(options: GlobalOptions, profile: str) -> None:
     it (refused before anything stops, tried, promoted or rolled back), for up to 30 minutes.
     Exit code: the verdict — 0 serving it (or already was), 3 rejected and last-good serves,
     4 refused (the running engine kept), 2 the profile does not render (kept), 1 nothing serves.
+    No --json: its lines narrate the wait; then `launch status --profile NAME --json` says what serves.
       launch reload --profile prod
     """
     if not NAME_RE.match(profile):

@@ -57,7 +57,10 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
     help="One profile (default: every profile with a status).",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help='Always {"state_dir", "profiles": [one object per profile]}.'
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='One JSON object on stdout, always {"state_dir", "profiles": [one object per profile]}.',
 )
 @click.option(
     "--wait",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from launcher.bench.stats import median
 from launcher.probe.arms import Arm
@@ -61,7 +62,7 @@ def render_preview(arms: Sequence[Arm], production: Production, settings: Settin
             f"  {arm.index}  {arm.name}  {arm.describe_keys()}  ({profile}@{arm.plan.fingerprint()})"
         )
         lines += [f"       {line}" for change in arm.changes for line in change.lines()]
-        lines += [f"       warning: {w}" for w in arm.plan.warnings if w not in arms[0].plan.warnings]
+        lines += [f"       warning: {w}" for w in _new_warnings(arm, arms[0])]
     lines.append(
         f"each arm: gates, {settings.warmup_requests} warm-up requests, then {settings.runs} bench run(s) "
         f"({settings.describe_bench()})"
@@ -72,17 +73,65 @@ def render_preview(arms: Sequence[Arm], production: Production, settings: Settin
     return "\n".join(lines)
 
 
+def preview_json(
+    arms: Sequence[Arm], production: Production, settings: Settings, times: StartTimes
+) -> dict[str, Any]:
+    """The plan as data (`launch probe --dry-run --json`): the facts `render_preview` shows, under
+    probe.json's names (production, settings, arms)."""
+    return {
+        "profile": arms[0].name,
+        "production": {k: v for k, v in production.to_json().items() if k != "env"},
+        "arms": [_arm_json(arm, arms[0], production) for arm in arms],
+        "settings": {
+            "runs": settings.runs,
+            "warmup_requests": settings.warmup_requests,
+            "bench": settings.describe_bench(),
+        },
+        "out_dir": str(settings.out_dir),
+        "downtime": downtime(len(arms) - 1, production, times),
+    }
+
+
+def _arm_json(arm: Arm, production_arm: Arm, production: Production) -> dict[str, Any]:
+    return {
+        "index": arm.index,
+        "name": arm.name,
+        "keys": list(arm.assignments),
+        "fingerprint": arm.plan.fingerprint(),
+        "started": not (arm.is_production and production.running),  # arm 0 is measured as it serves
+        "changes": [change.to_json() for change in arm.changes],
+        "warnings": [] if arm.is_production else _new_warnings(arm, production_arm),
+    }
+
+
+def _new_warnings(arm: Arm, production_arm: Arm) -> list[str]:
+    return [w for w in arm.plan.warnings if w not in production_arm.plan.warnings]
+
+
+def downtime(changed_arms: int, production: Production, times: StartTimes) -> dict[str, Any]:
+    """What the probe costs production: one start per changed arm plus production's own, each as
+    long as the median start → promoted of its last starts here (None without one)."""
+    typical = times.typical_s if production.running else None
+    starts = changed_arms + 1 if production.running else 0
+    return {
+        "expected": production.running,
+        "starts": starts,
+        "typical_start_s": typical,
+        "recent_starts_s": list(times.seconds),
+        "estimate_s": None if typical is None else starts * typical,
+    }
+
+
 def expected_downtime(changed_arms: int, production: Production, times: StartTimes) -> str:
-    if not production.running:
+    cost = downtime(changed_arms, production, times)
+    if not cost["expected"]:
         return "downtime: none expected — no launcher serves this profile now, and none is started after"
-    starts = changed_arms + 1
-    typical = times.typical_s
+    starts, typical, total = cost["starts"], cost["typical_start_s"], cost["estimate_s"]
     if typical is None:
         return (
             f"expected downtime: {starts} starts (the arms, then production again) + each arm's bench; "
             "no start → promoted duration in the history to estimate a start from"
         )
-    total = starts * typical
     return (
         f"expected downtime: {starts} starts × {typical:.0f} s (median start → promoted of the last "
         f"{len(times.seconds)} starts in the history) = about {_human(total)}, plus each arm's warm-up and "

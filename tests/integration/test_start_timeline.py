@@ -22,15 +22,21 @@ def test_a_try_records_its_timeline_and_history_compares_the_starts(tmp_path: Pa
     write_profile(profiles, "svc", free_port())
     state = tmp_path / "state"
     argv = [str(LAUNCH), "--profiles-dir", str(profiles), "--state-dir", str(state)]
-    for _ in range(2):
+    outputs = []
+    for extra in (["--json"], []):
         tried = subprocess.run(
-            [*argv, "try", "--profile", "svc"], capture_output=True, text=True, timeout=120
+            [*argv, "try", "--profile", "svc", *extra], capture_output=True, text=True, timeout=120
         )
         assert tried.returncode == 0, tried.stdout + tried.stderr
+        outputs.append(tried.stdout)
+    first = json.loads(outputs[0])  # --json: one object on stdout, nothing else
     assert "\nstart timeline\n" in tried.stdout
     records = [json.loads(line) for line in (state / "history.jsonl").read_text().splitlines()]
     timelines = [r["timeline"] for r in records if r["event"] == "try"]
     assert len(timelines) == 2
+    # the JSON holds the record the tables are drawn from: the timeline and the gates as kept
+    tries = [r for r in records if r["event"] == "try"]
+    assert first["timeline"] == timelines[0] and first["gates"] == tries[0]["gates"]
     names = [p["name"] for p in timelines[-1]["phases"]]
     known = [name for _, name, _ in PHASES]
     assert names[0] == "startup" and names[-2] == "api_server" and names[-1] == "outside_log"

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
+import pytest
 from click.testing import CliRunner, Result
 
 from launcher.cli import launch
@@ -17,6 +20,50 @@ SET_KEYS = {"profile", "file", "tag", "valid", "diff", "keys", "argv_changes", "
             "errors", "keep", "would_prune"}  # fmt: skip
 LIST_KEYS = {"profile", "snapshots", "file_now", "serving", "pruned"}
 SNAPSHOT_KEYS = {"tag", "file", "saved", "fingerprint", "problem", "serves_now", "changes"}
+
+
+# The commands that print no table, each with the words of its help that say where its facts are
+# as data instead (or why there are none to script against). Every other command takes --json.
+NO_TABLE = {
+    # writes the unit files; --dry-run prints those files themselves, as they would be written
+    "launch install-unit": "Print what would be written",
+    # execs Caddy; --dry-run's stdout is Caddy's JSON config, and the dry run has where it points
+    "launch frontdoor": "`launch --profile NAME --dry-run --json`",
+    # an action: its verdict is the exit code, its lines narrate the wait; status has the result
+    "launch reload": "`launch status --profile NAME --json`",
+}
+
+
+def commands(command: click.Command, ctx: click.Context, path: str) -> Iterator[tuple[str, click.Command]]:
+    """Every command under launch's root group (the root included, with its --dry-run), by its path."""
+    yield path, command
+    if isinstance(command, click.Group):
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, name
+            yield from commands(sub, click.Context(sub, parent=ctx, info_name=name), f"{path} {name}")
+
+
+COMMANDS = dict(commands(launch, click.Context(launch, info_name="launch"), "launch"))
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS))
+def test_every_command_that_prints_a_table_takes_json(path: str) -> None:
+    """issue 44 point 4: a table an operator reads, a script reads as JSON, under one spelling."""
+    command = COMMANDS[path]
+    json_options = [p for p in command.params if isinstance(p, click.Option) and "--json" in p.opts]
+    if path in NO_TABLE:
+        assert json_options == [], f"{path} takes --json now: take it off NO_TABLE"
+        help_text = " ".join(command.get_help(click.Context(command, info_name=path)).split())
+        assert NO_TABLE[path] in help_text, f"{path}'s help must say where its facts are as data"
+        return
+    assert len(json_options) == 1, f"{path} prints a table and has no --json (or say why in NO_TABLE)"
+    [option] = json_options
+    assert option.name == "as_json" and option.is_flag and "json" in (option.help or "").lower()
+
+
+def test_the_allow_list_names_only_commands_that_exist() -> None:
+    assert set(NO_TABLE) <= set(COMMANDS)
 
 
 def cli(profiles: Path, state: Path, *args: str) -> Result:
