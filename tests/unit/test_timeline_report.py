@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from launcher.logfacts import parse_file
-from launcher.logfacts.timeline_report import OUTSIDE, compare, render_starts, render_table, start_record
+from launcher.logfacts.timeline_report import (
+    OUTSIDE,
+    compare,
+    recorded_starts,
+    render_starts,
+    render_table,
+    start_record,
+)
 
 REAL = Path(__file__).parents[1] / "data" / "real-vllm-0.26"
 
@@ -82,3 +89,25 @@ def test_starts_side_by_side_oldest_first() -> None:
     compile_row = next(line for line in lines if line.startswith("compile "))
     assert compile_row.split() == ["compile", "1", "s", "(hit)", "10", "s", "(miss)"]
     assert any(line.startswith("2026-12-02T09:31:00: torch.compile cache miss (was hit)") for line in lines)
+
+
+def test_the_last_starts_with_a_readable_timeline_are_picked_oldest_first() -> None:
+    timeline = _record("tiny.log", 70.5)
+    junk = {"phases": [{"name": "weights", "seconds": "NaN"}]}  # hand-edited: never plotted nor summed
+    records = [
+        {"ts": f"2026-12-0{day}T07:00:00Z", "event": "gates", "label": f"svc@{day}", "passed": True, **extra}
+        for day, extra in (
+            (1, {"timeline": timeline}),
+            (2, {}),  # no ready start: no timeline
+            (3, {"timeline": junk}),
+            (4, {"timeline": {"phases": [{"name": "x", "seconds": float("inf")}]}}),
+            (5, {"timeline": timeline, "gates": [], "fingerprint": "ab"}),
+            (6, {"timeline": timeline}),
+        )
+    ]
+    picked = recorded_starts(records, 2)
+    assert [s["ts"][:10] for s in picked] == ["2026-12-05", "2026-12-06"]
+    assert picked[0] == {"ts": "2026-12-05T07:00:00Z", "event": "gates", "label": "svc@5", "passed": True,
+                         "timeline": timeline}  # fmt: skip
+    assert [s["label"] for s in recorded_starts(records, 10)] == ["svc@1", "svc@5", "svc@6"]
+    assert recorded_starts(records, 0) == [] and recorded_starts([], 5) == []
