@@ -5,6 +5,9 @@ truncated axis made one look like a collapse); concurrency ticks are the measure
 powers of two; a categorical axis (the contexts) is drawn as categories, bars with no line
 between; the title names model, profile, date and run; legends sit outside the data. Without
 matplotlib the run still completes and says how to get the plots; nothing else changes.
+
+With `--profile`, the summary's `starts` (the profile's last starts, from the history) become a
+start-time chart: one bar a start, its segments the phases vLLM's log showed, one colour a phase.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def figures(plt: Any, summary: dict[str, Any]) -> dict[str, Any]:
     ttft = _ttft(plt, summary)
     if ttft is not None:
         out["ttft_vs_context.png"] = ttft
+    if summary.get("starts"):
+        out["start_time.png"] = _start_time(plt, summary)
     return out
 
 
@@ -118,6 +123,56 @@ def _ttft(plt: Any, summary: dict[str, Any]) -> Any:
     _legend_below(fig, axis, "", 2)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
+
+
+def _start_time(plt: Any, summary: dict[str, Any]) -> Any:
+    """One horizontal bar a start (oldest on top), stacked phase by phase in the order they ran; a
+    phase keeps its colour on every bar, so a compile that grew from one start to the next shows."""
+    starts = summary["starts"]
+    phases = [s["timeline"]["phases"] for s in starts]
+    labels = {p["name"]: str(p.get("label") or "") for each in phases for p in each}  # the newest words
+    names = list(dict.fromkeys(p["name"] for each in phases for p in each))  # as they run, oldest first
+    fig, axis = plt.subplots(figsize=(10, 1.6 + 0.45 * len(starts) + 0.25 * len(names)))
+    for index, name in enumerate(names):
+        rows, lefts, widths = _segments(phases, name)
+        label = f"{name}: {labels[name]}" if labels[name] else name
+        axis.barh(rows, widths, left=lefts, color=plt.get_cmap("tab10")(index % 10), label=label)
+    totals = [sum(float(p["seconds"]) for p in each) for each in phases]
+    for row, total in enumerate(totals):
+        axis.text(total, row, f" {round(total, 1):g} s", va="center", fontsize=8)
+    axis.set_yticks(range(len(starts)), [_start_label(s) for s in starts])
+    axis.invert_yaxis()
+    axis.set_xlim(0, max(totals) * 1.12 or 1.0)
+    axis.set_xlabel("seconds (s)")
+    axis.set_title("start time by phase", fontsize=10)
+    axis.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(title(summary), fontsize=10)
+    _legend_below(fig, axis, "phase", 2)
+    legend_in = 0.35 + 0.22 * ((len(names) + 1) // 2)
+    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def _segments(phases: list[list[dict[str, Any]]], name: str) -> tuple[list[int], list[float], list[float]]:
+    """Where phase `name` sits on each start's bar that has it: (rows, lefts, widths) in seconds."""
+    rows: list[int] = []
+    lefts: list[float] = []
+    widths: list[float] = []
+    for row, each in enumerate(phases):
+        elapsed = 0.0
+        for phase in each:
+            if phase["name"] == name:
+                rows.append(row)
+                lefts.append(elapsed)
+                widths.append(float(phase["seconds"]))
+            elapsed += float(phase["seconds"])
+    return rows, lefts, widths
+
+
+def _start_label(start: dict[str, Any]) -> str:
+    """`2026-12-01 06:04:05 gates`: when the start was judged, and by what (a start, a try)."""
+    when = str(start.get("ts") or "?")[:19].replace("T", " ")
+    return f"{when} {start.get('event') or ''}".rstrip()
 
 
 def _ms(seconds: float | None) -> float:

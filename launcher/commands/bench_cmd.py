@@ -24,6 +24,8 @@ from launcher.errors import BadInput, NothingMeasured
 from launcher.help_groups import GroupedCommand
 from launcher.settings import GlobalOptions
 
+STARTS_SHOWN = 10  # the profile's last starts in summary.json and start_time.png
+
 
 @click.command(
     "bench",
@@ -124,6 +126,8 @@ def bench_cmd(
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         **result.as_json(),
     }
+    if profile is not None:
+        summary["starts"] = _recorded_starts(options.state_dir, profile, summary["notes"])
     summary["files"] = {"requests": str(folder / "requests.jsonl"), "summary": str(folder / "summary.json")}
     if not no_plots:
         written, note = plot(summary, folder)
@@ -149,6 +153,21 @@ def _print_report(result: RunResult, summary: dict[str, Any], folder: Path) -> N
         f"\nwritten: {folder}/summary.json, {folder}/requests.jsonl"
         + "".join(f", {p}" for p in summary["files"].get("plots", []))
     )
+
+
+def _recorded_starts(state_dir: Path, profile: str, notes: list[str]) -> list[dict[str, Any]]:
+    """The profile's last starts that recorded a timeline, for the start-time chart; an unreadable
+    history costs the chart, with a note, never the measurement just made."""
+    from launcher.logfacts.timeline_report import recorded_starts
+    from launcher.state.store import StateStore
+    from launcher.supervisor.history import History
+
+    try:
+        records = History(StateStore(state_dir).history_path).read(profile=profile)
+    except BadInput as err:
+        notes.append(f"start-time chart skipped: {err}")
+        return []
+    return recorded_starts(records, STARTS_SHOWN)
 
 
 def _refuse_empty(result: RunResult, folder: Path) -> None:

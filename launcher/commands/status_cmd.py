@@ -459,15 +459,14 @@ def history_cmd(
 
 def _show_starts(history: History, name: str | None, last: int, as_json: bool) -> None:
     """The last N starts of one profile that recorded a timeline, side by side (oldest first)."""
-    from launcher.logfacts.timeline_report import compare, render_starts
+    from launcher.logfacts.timeline_report import compare, recorded_starts, render_starts
 
     if name is None:
         raise BadInput("history --starts compares the starts of one profile: name it with --profile NAME")
-    timed = [r for r in history.read(profile=name) if isinstance(r.get("timeline"), dict)][-last:]
+    timed = recorded_starts(history.read(profile=name), last)
     if as_json:
         changes = [compare(a["timeline"], b["timeline"]) for a, b in zip(timed, timed[1:], strict=False)]
-        fields = ("ts", "event", "label", "passed", "timeline")
-        out = {"profile": name, "starts": [{k: r.get(k) for k in fields} for r in timed], "changes": changes}
+        out = {"profile": name, "starts": timed, "changes": changes}
         click.echo(json.dumps(out, sort_keys=True))
         return
     if not timed:

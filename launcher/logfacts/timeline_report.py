@@ -4,17 +4,21 @@ The history record holds the log's phases (timeline.py) and what the launcher me
 the gate chain runs from the spawn to the verdict, so its seconds less the log's span are the time
 before vLLM's first line (Python imports) plus the gates after ready. `compare` names what changed
 between two starts in the operator's words: a compile cache miss, a slower disk, more graphs.
+`recorded_starts` picks those starts out of the history, for `launch history --starts` and the
+bench's start-time chart alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 OUTSIDE = "outside_log"
 OUTSIDE_LABEL = "before vLLM's first line, and gates"
 SLOWER = 1.5  # a phase this many times longer than before, and by at least MIN_GROWTH_S, is named
 MIN_GROWTH_S = 5.0
+START_FIELDS = ("ts", "event", "label", "passed", "timeline")  # what a start shows of its record
 
 
 def start_record(
@@ -37,6 +41,26 @@ def start_record(
         phases.append({"name": OUTSIDE, "label": OUTSIDE_LABEL, "seconds": outside, "detail": {}})
         record["total_seconds"] = round(log_s + outside, 3)
     return record
+
+
+def recorded_starts(records: Iterable[Mapping[str, Any]], last: int) -> list[dict[str, Any]]:
+    """The last `last` records that kept a readable timeline, oldest first, as START_FIELDS; a
+    hand-edited or foreign timeline (a phase without a name or finite seconds) is left out."""
+    timed = [r for r in records if _readable(r.get("timeline"))]
+    return [{k: r.get(k) for k in START_FIELDS} for r in timed[-last:]] if last > 0 else []
+
+
+def _readable(timeline: object) -> bool:
+    if not isinstance(timeline, dict) or not isinstance(timeline.get("phases"), list):
+        return False
+    return all(
+        isinstance(p, dict)
+        and isinstance(p.get("name"), str)
+        and isinstance(p.get("seconds"), int | float)
+        and math.isfinite(p["seconds"])
+        and p["seconds"] >= 0
+        for p in timeline["phases"]
+    )
 
 
 def render_table(timeline: Mapping[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """Every start records where its seconds went: `launch try` prints the timeline and keeps it in the
-history; `launch history --starts` puts the last starts of a profile side by side."""
+history; `launch history --starts` puts the last starts of a profile side by side, and `launch bench
+--profile` charts them beside its measurement."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from launcher.logfacts.timeline import PHASES
-from tests.launcher_run import LAUNCH, LauncherFactory, free_port, write_profile
+from tests.launcher_run import LAUNCH, Launcher, LauncherFactory, free_port, write_profile
 
 pytestmark = pytest.mark.integration
 
@@ -88,3 +89,43 @@ def test_a_served_start_says_where_its_seconds_went_in_the_journal(launcher_fact
     for phase in gated["timeline"]["phases"]:
         assert f"{phase['name']} {phase['seconds']:.0f} s" in shown
     assert f"total {gated['timeline']['total_seconds']:.0f} s" in shown
+
+
+TINY_BENCH = ["--contexts", "short", "--concurrency", "1", "--rounds", "1", "--prompts", "1",
+              "--max-tokens", "8"]  # fmt: skip
+
+
+def test_bench_of_a_profile_charts_its_starts_and_bench_of_a_url_does_not(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    launcher = Launcher(tmp_path / "profiles", tmp_path / "state", "svc")
+    port = free_port()
+    write_profile(launcher.profiles, "svc", port)
+    state = ["--profiles-dir", str(launcher.profiles), "--state-dir", str(launcher.state)]
+
+    def bench(*server: str, out: Path) -> subprocess.CompletedProcess[str]:
+        argv = [str(LAUNCH), *state, "bench", *server, *TINY_BENCH, "--json", "--out", str(out)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+    try:
+        launcher.start().wait_phase("serving")
+        by_profile = bench("--profile", "svc", out=tmp_path / "p")
+        by_url = bench("--url", f"http://127.0.0.1:{port}", out=tmp_path / "u")
+    finally:
+        if launcher.proc is not None and launcher.proc.poll() is None:
+            launcher.signal(signal.SIGTERM)  # our own launcher, by pid: it stops its engine's group
+            launcher.wait_exit()
+        assert launcher.cleanup() == [], "processes were left behind"
+    assert by_profile.returncode == 0, by_profile.stderr[-3000:]
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text(encoding="utf-8"))
+    [gated] = [r for r in launcher.history() if r["event"] == "gates"]  # the start this test made
+    assert gated["passed"] is True and gated["timeline"]["phases"][-1]["name"] == "outside_log"
+    assert summary["starts"] == [{k: gated[k] for k in ("ts", "event", "label", "passed", "timeline")}]
+    assert str(tmp_path / "p" / "start_time.png") in summary["files"]["plots"]
+    assert (tmp_path / "p" / "start_time.png").read_bytes().startswith(b"\x89PNG")
+    assert by_url.returncode == 0, by_url.stderr[-3000:]
+    plain = json.loads(by_url.stdout)
+    assert "starts" not in plain and not (tmp_path / "u" / "start_time.png").exists()
+    assert [Path(p).name for p in plain["files"]["plots"]] == [
+        "throughput_vs_concurrency.png",
+        "ttft_vs_context.png",
+    ]

@@ -1,4 +1,5 @@
-"""Plots are optional: drawn with the `[plots]` extra, skipped with a note without it."""
+"""Plots are optional: drawn with the `[plots]` extra, skipped with a note without it. With the
+profile's starts in the summary, a start-time chart joins them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,33 @@ SUMMARY = {
         for c in (1, 2, 4, 8)
     ],
 }
+
+
+def _phases(*pairs: tuple[str, float]) -> list[dict[str, Any]]:
+    return [
+        {"name": name, "label": f"{name} words", "seconds": seconds, "detail": {}} for name, seconds in pairs
+    ]
+
+
+# Two starts as the history keeps them: the second missed the compile cache and ran no graph capture.
+STARTS = [
+    {
+        "ts": "2026-12-01T07:30:00.123Z",
+        "event": "gates",
+        "label": "demo@1a2b",
+        "passed": True,
+        "timeline": {
+            "phases": _phases(("startup", 20.0), ("compile", 1.0), ("graphs", 2.0), ("outside_log", 5.5))
+        },
+    },
+    {
+        "ts": "2026-12-02T09:31:00.456Z",
+        "event": "try",
+        "label": "demo@3c4d",
+        "passed": False,
+        "timeline": {"phases": _phases(("startup", 36.0), ("compile", 10.0), ("outside_log", 6.5))},
+    },
+]
 
 
 def test_without_matplotlib_the_plots_are_skipped_with_a_note(tmp_path: Path) -> None:
@@ -52,6 +81,18 @@ def test_with_matplotlib_two_pngs_are_written(tmp_path: Path) -> None:
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
 
 
+def test_the_start_time_chart_is_written_only_when_the_summary_has_starts(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    written, note = plot({**SUMMARY, "starts": STARTS}, tmp_path / "with")
+    assert note is None and "start_time.png" in [p.name for p in written]
+    assert (tmp_path / "with" / "start_time.png").read_bytes().startswith(b"\x89PNG")
+    written, note = plot({**SUMMARY, "starts": []}, tmp_path / "without")  # --url, or no start recorded
+    assert note is None and sorted(p.name for p in written) == [
+        "throughput_vs_concurrency.png",
+        "ttft_vs_context.png",
+    ]
+
+
 def _figures() -> dict[str, object]:
     pytest.importorskip("matplotlib")
     import matplotlib
@@ -61,7 +102,13 @@ def _figures() -> dict[str, object]:
 
     from launcher.bench.plots import figures
 
-    summary = {**SUMMARY, "profile": "demo", "date": "2026-12-01 06:04 UTC", "run_id": "ab12cd34"}
+    summary = {
+        **SUMMARY,
+        "starts": STARTS,
+        "profile": "demo",
+        "date": "2026-12-01 06:04 UTC",
+        "run_id": "ab12cd34",
+    }
     summary["server"] = {"model": "tiny-qwen", "url": "http://127.0.0.1:8000"}
     return figures(plt, summary)
 
@@ -112,3 +159,56 @@ def test_legends_sit_outside_every_axis() -> None:
         box = fig.legends[0].get_window_extent()  # type: ignore[attr-defined]
         for axis in fig.axes:  # type: ignore[attr-defined]
             assert not box.overlaps(axis.get_window_extent()), "the legend covers a plot"
+
+
+def test_each_start_is_one_bar_of_its_phases_in_order_from_zero_seconds() -> None:
+    fig = _figures()["start_time.png"]
+    [axis] = fig.axes  # type: ignore[attr-defined]
+    assert axis.get_xscale() == "linear" and axis.get_xlim()[0] == 0 and axis.get_xlabel() == "seconds (s)"
+    assert axis.get_title() == "start time by phase"
+    # the starts are categories, oldest on top, named by when and by what they were judged
+    assert [t.get_text() for t in axis.get_yticklabels()] == [
+        "2026-12-01 07:30:00 gates",
+        "2026-12-02 09:31:00 try",
+    ]
+    assert axis.yaxis_inverted()
+    segments: dict[int, list[tuple[float, float, str]]] = {0: [], 1: []}
+    for bars in axis.containers:  # one container a phase name, over every start that has it
+        for bar in bars:
+            row = round(bar.get_y() + bar.get_height() / 2)
+            segments[row].append((bar.get_x(), bar.get_width(), bars.get_label()))
+    for row, start in enumerate(STARTS):
+        drawn = sorted(segments[row])
+        phases = start["timeline"]["phases"]  # type: ignore[index]
+        assert [w for _, w, _ in drawn] == [p["seconds"] for p in phases]
+        assert [label.split(":")[0] for _, _, label in drawn] == [p["name"] for p in phases]
+        assert drawn[0][0] == 0
+        assert all(a[0] + a[1] == pytest.approx(b[0]) for a, b in zip(drawn, drawn[1:], strict=False))
+    assert [t.get_text().strip() for t in axis.texts] == ["28.5 s", "52.5 s"]  # each start's total
+
+
+def test_a_phase_keeps_its_colour_and_one_legend_entry_across_starts() -> None:
+    axis = _figures()["start_time.png"].axes[0]  # type: ignore[attr-defined]
+    names = [bars.get_label() for bars in axis.containers]
+    assert names == ["startup: startup words", "compile: compile words", "graphs: graphs words",
+                     "outside_log: outside_log words"]  # fmt: skip
+    for bars in axis.containers:
+        assert len({bar.get_facecolor() for bar in bars}) == 1
+    assert len({bars[0].get_facecolor() for bars in axis.containers}) == len(names)
+    assert len(axis.containers[2]) == 1  # graphs: only the first start captured any
+
+
+def test_the_bench_reads_the_profiles_starts_and_an_unreadable_history_costs_only_the_chart(
+    tmp_path: Path,
+) -> None:
+    from launcher.commands.bench_cmd import _recorded_starts
+
+    spawn = {"profile": "demo", "ts": "2026-12-02T09:30:00Z", "event": "start"}  # no timeline
+    lines = [{"profile": "other", **STARTS[0]}, spawn, {"profile": "demo", **STARTS[1]}]
+    (tmp_path / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    notes: list[str] = []
+    assert _recorded_starts(tmp_path, "demo", notes) == [STARTS[1]] and notes == []  # demo's, with a timeline
+    (tmp_path / "history.jsonl").unlink()
+    (tmp_path / "history.jsonl").mkdir()  # not a file: the history cannot be read
+    assert _recorded_starts(tmp_path, "demo", notes) == []
+    assert len(notes) == 1 and notes[0].startswith("start-time chart skipped: cannot read the history")

@@ -13,6 +13,7 @@ from launcher.logfacts import parse_file
 from launcher.logfacts.timeline_report import (
     OUTSIDE,
     compare,
+    recorded_starts,
     render_line,
     render_starts,
     render_table,
@@ -121,3 +122,25 @@ def test_one_line_for_the_journal_holds_every_phase_and_the_total() -> None:
     line = render_line(record)
     assert line.startswith("start timeline: startup 36 s · weights 1 s · compile 10 s (miss) · ")
     assert line.endswith(" · outside_log 6 s · total 70 s")  # 6.5 and 70.5 in whole seconds, as the table
+
+
+def test_the_last_starts_with_a_readable_timeline_are_picked_oldest_first() -> None:
+    timeline = _record("tiny.log", 70.5)
+    junk = {"phases": [{"name": "weights", "seconds": "NaN"}]}  # hand-edited: never plotted nor summed
+    records = [
+        {"ts": f"2026-12-0{day}T07:00:00Z", "event": "gates", "label": f"svc@{day}", "passed": True, **extra}
+        for day, extra in (
+            (1, {"timeline": timeline}),
+            (2, {}),  # no ready start: no timeline
+            (3, {"timeline": junk}),
+            (4, {"timeline": {"phases": [{"name": "x", "seconds": float("inf")}]}}),
+            (5, {"timeline": timeline, "gates": [], "fingerprint": "ab"}),
+            (6, {"timeline": timeline}),
+        )
+    ]
+    picked = recorded_starts(records, 2)
+    assert [s["ts"][:10] for s in picked] == ["2026-12-05", "2026-12-06"]
+    assert picked[0] == {"ts": "2026-12-05T07:00:00Z", "event": "gates", "label": "svc@5", "passed": True,
+                         "timeline": timeline}  # fmt: skip
+    assert [s["label"] for s in recorded_starts(records, 10)] == ["svc@1", "svc@5", "svc@6"]
+    assert recorded_starts(records, 0) == [] and recorded_starts([], 5) == []
