@@ -19,7 +19,7 @@ from launcher.bench.report import LEGEND, RecordSink, explain, latency_table, ta
 from launcher.bench.results import RunResult
 from launcher.bench.runner import Runner
 from launcher.bench.target import Endpoint, api_key_from_env, discover, from_profile, from_url
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.errors import BadInput, NothingMeasured
 from launcher.help_groups import GroupedCommand
 from launcher.settings import GlobalOptions
@@ -37,13 +37,7 @@ STARTS_SHOWN = 10  # the profile's last starts in summary.json and start_time.pn
     },
 )
 @click.option("--url", metavar="URL", help="The server to measure, e.g. http://127.0.0.1:8000.")
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="Measure the server profile NAME describes (must run).",
-)
+@profile_option("Measure the server profile NAME describes (must run).")
 @click.option("--model", metavar="NAME", help="Model name to send [default: from the profile or /v1/models].")
 @click.option(
     "--concurrency", default="1,2,4,8", show_default=True, help="Concurrency levels, comma-separated."

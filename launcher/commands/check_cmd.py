@@ -12,21 +12,14 @@ from urllib.parse import urlsplit
 
 import click
 
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.settings import GlobalOptions
 
 URL_HINT = "for example --url http://10.0.0.7:8000"
 
 
 @click.command("check")
-@click.option(
-    "--profile",
-    "name",
-    shell_complete=profile_names,
-    required=True,
-    metavar="NAME",
-    help="Profile whose gates to run.",
-)
+@profile_option("Profile whose gates to run.", dest="name", required=True)
 @click.option("--url", metavar="URL", help="Server to check [default: what serves the profile now].")
 @click.option(
     "--gates",

@@ -12,8 +12,7 @@ import os
 import click
 
 from launcher.atomicfile import write_atomic
-from launcher.commands.profile_arg import profile_of
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_of, profile_option
 from launcher.errors import BadInput
 from launcher.frontdoor.admin import FrontdoorAdmin, FrontdoorError
 from launcher.frontdoor.binary import caddy_executable
@@ -26,13 +25,7 @@ from launcher.state.store import StateStore
 
 
 @click.command("frontdoor")
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="The profile whose front door to run.",
-)
+@profile_option("The profile whose front door to run.")
 @click.option(
     "--dry-run", is_flag=True, help="Print Caddy's config and where the door would point; start nothing."
 )

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from launcher.atomicfile import write_atomic
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.errors import BadInput
 from launcher.frontdoor.door import door_of, has_frontdoor
 from launcher.host.frontdoor_unit import (
@@ -51,13 +51,7 @@ def _user_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 @click.command("install-unit")
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="Also write the drop-in of vllm-gate@NAME.",
-)
+@profile_option("Also write the drop-in of vllm-gate@NAME.")
 @click.option(
     "--unit-dir",
     type=click.Path(path_type=Path, file_okay=False),

@@ -10,6 +10,7 @@ from functools import partial
 
 import click
 
+from launcher.commands.profile_arg import profile_option
 from launcher.completion import profile_names
 from launcher.errors import BadInput
 from launcher.logview import (
@@ -37,13 +38,7 @@ FOLLOW_POLL_S = 0.25
 
 @click.command("logs")
 @click.argument("positional", metavar="[NAME]", required=False, shell_complete=profile_names)
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="The profile (or give it first, as before).",
-)
+@profile_option("The profile (or give it first, as before).")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
 @click.option(
     "--since", "since_text", metavar="T", help="From T on: 10m, 2h, 1d, or a time (2026-12-01T06:00)."

@@ -12,7 +12,7 @@ import json
 
 import click
 
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.host.preflight import check_host
 from launcher.host.request import HostRequest
 from launcher.profile.plan import build_plan
@@ -20,13 +20,7 @@ from launcher.settings import GlobalOptions
 
 
 @click.command("preflight")
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="Profile whose host checks to run.",
-)
+@profile_option("Profile whose host checks to run.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @click.option("--reap-orphans", is_flag=True, help="End vLLM orphans first: SIGTERM, grace, SIGKILL.")
 @click.option("--force", is_flag=True, help="With --reap-orphans: also end every other process on the GPUs.")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.errors import BadInput, ExitCode
 from launcher.help_groups import GroupedCommand
 from launcher.probe.recovery import DEFAULT_RESTORE_TIMEOUT_S
@@ -45,13 +45,7 @@ if TYPE_CHECKING:
         "Deadlines": ["stop_timeout_s", "release_timeout_s", "restore_timeout_s"],
     },
 )
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="The production profile (arm 0).",
-)
+@profile_option("The production profile (arm 0).")
 @click.option(
     "--arm",
     "arm_specs",

@@ -1,10 +1,26 @@
 """One convention for naming the profile a command acts on: `--profile NAME`, as `launch --profile
-prod`, `try`, `check`, `status`, `rollback` and the rest take it. `set` and `logs` took it as their
-first argument; that older form is still accepted, so scripts keep working."""
+prod`, `try`, `check`, `status`, `rollback` and the rest take it (`profile_option`: one spelling,
+one metavar, the profiles completed). `set` and `logs` took it as their first argument; that older
+form is still accepted, so scripts keep working."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from launcher.completion import profile_names
 from launcher.errors import BadInput
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def profile_option(help: str, *, dest: str = "profile", required: bool = False) -> Callable[[F], F]:
+    """`--profile NAME`, completed from the profiles dir; `help` says what the command does with it."""
+    return click.option(
+        "--profile", dest, shell_complete=profile_names, metavar="NAME", required=required, help=help
+    )
 
 
 def profile_of(command: str, option: str | None, positional: str | None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.errors import BadInput
 from launcher.profile.loader import NAME_RE
 from launcher.settings import GlobalOptions
@@ -18,14 +18,7 @@ from .live_reload import DEFAULT_RELOAD_TIMEOUT_S, reload_if_running
 
 
 @click.command("reload")
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    required=True,
-    help="The profile whose launcher reloads.",
-)
+@profile_option("The profile whose launcher reloads.", required=True)
 @click.pass_obj
 def reload_command(options: GlobalOptions, profile: str) -> None:
     """Make the running launcher of a profile serve the profile as it is now, and wait for the verdict.

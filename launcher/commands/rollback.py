@@ -13,7 +13,8 @@ from pathlib import Path
 
 import click
 
-from launcher.completion import profile_names, rollback_tags
+from launcher.commands.profile_arg import profile_option
+from launcher.completion import rollback_tags
 from launcher.errors import BadInput, ProfileInvalid
 from launcher.profile.diff import diff_launches
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
@@ -38,13 +39,7 @@ from .timeout_arg import TIMEOUT_S
 
 @click.command("rollback")
 @click.argument("tag", required=False, shell_complete=rollback_tags)
-@click.option(
-    "--profile",
-    "profile",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="Profile to restore [default: the one being served].",
-)
+@profile_option("Profile to restore [default: the one being served].")
 @click.option(
     "--list", "list_only", is_flag=True, help="List the snapshots: when, what changes, what serves."
 )

@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from launcher.completion import profile_names, set_words
+from launcher.commands.profile_arg import profile_option
+from launcher.completion import set_words
 from launcher.errors import BadInput, ExitCode, ProfileInvalid
 from launcher.profile.edit import (
     apply_assignments,
@@ -42,13 +43,7 @@ from .timeout_arg import TIMEOUT_S
 
 @click.command("set")
 @click.argument("words", nargs=-1, required=True, metavar="[PROFILE] KEY=VALUE...", shell_complete=set_words)
-@click.option(
-    "--profile",
-    "profile_option",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="Profile to change (or give it first, as before).",
-)
+@profile_option("Profile to change (or give it first, as before).", dest="profile_option")
 @click.option("--tag", metavar="TAG", help="Keep the profile as it was in PROFILE.toml.bak_TAG (required).")
 @click.option("--force-tag", is_flag=True, help="Replace an existing PROFILE.toml.bak_TAG.")
 @click.option("--dry-run", is_flag=True, help="Show the file diff and the argv changes; write nothing.")

@@ -16,8 +16,8 @@ import click
 import psutil
 
 from launcher.atomicfile import read_bytes_nofollow
+from launcher.commands.profile_arg import profile_option
 from launcher.commands.timeout_arg import TIMEOUT_S
-from launcher.completion import profile_names
 from launcher.errors import BadInput, GateError
 from launcher.profile.loader import NAME_RE, PROFILE_SUFFIX
 from launcher.settings import GlobalOptions
@@ -49,13 +49,7 @@ PROBE_DETAIL = "launch probe pid"  # how launcher/probe/session.py's status deta
 
 
 @click.command("status")
-@click.option(
-    "--profile",
-    "name",
-    shell_complete=profile_names,
-    metavar="NAME",
-    help="One profile (default: every profile with a status).",
-)
+@profile_option("One profile (default: every profile with a status).", dest="name")
 @click.option(
     "--json",
     "as_json",
@@ -422,7 +416,7 @@ def _watch_line(watch: dict[str, Any]) -> str:
 
 
 @click.command("history")
-@click.option("--profile", "name", shell_complete=profile_names, metavar="NAME", help="Only this profile.")
+@profile_option("Only this profile.", dest="name")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Newest N records.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines, as stored.")
 @click.option(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.completion import profile_names
+from launcher.commands.profile_arg import profile_option
 from launcher.host.orphans import deployment_id
 from launcher.settings import GlobalOptions
 
@@ -19,14 +19,7 @@ if TYPE_CHECKING:
 
 
 @click.command("try")
-@click.option(
-    "--profile",
-    "name",
-    shell_complete=profile_names,
-    required=True,
-    metavar="NAME",
-    help="Profile to try (profiles/NAME.toml).",
-)
+@profile_option("Profile to try (profiles/NAME.toml).", dest="name", required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the gate report as JSON on stdout.")
 @click.option("--allow-unknown", is_flag=True, help="Unknown vLLM flags become warnings (for forks).")
 @click.option(
