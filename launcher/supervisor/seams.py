@@ -3,8 +3,7 @@ state's collaborators and what they drive — the engine, the judge, vLLM's slee
 host-safety layer, the front door, systemd — as Protocols and plain values (`Execute`, `Hooks`,
 `EngineHandle`, `Attempt`). It imports none of their implementers (test_supervisor_structure.py);
 `wiring.py` alone plugs the real ones in, a unit test scripted ones (tests/engine_double.py,
-tests/supervisor_rig.py): every decision runs in milliseconds, with no process.
-"""
+tests/supervisor_rig.py): every decision runs in milliseconds, with no process."""
 
 from __future__ import annotations
 
