@@ -422,7 +422,8 @@ def _watch_line(watch: dict[str, Any]) -> str:
 @click.option(
     "--starts",
     is_flag=True,
-    help="Compare the last starts of --profile phase by phase (vLLM's own lines) and name what changed.",
+    help="Compare the last starts of --profile phase by phase (vLLM's own lines; a sleeper's wake "
+    "by its own phases) and name what changed.",
 )
 @click.option(
     "--last",
@@ -452,15 +453,15 @@ def history_cmd(
 
 
 def _show_starts(history: History, name: str | None, last: int, as_json: bool) -> None:
-    """The last N starts of one profile that recorded a timeline, side by side (oldest first)."""
-    from launcher.logfacts.timeline_report import compare, recorded_starts, render_starts
+    """The last N starts of one profile that recorded a timeline (cold starts and wakes), side by side
+    (oldest first)."""
+    from launcher.logfacts.timeline_report import changes, recorded_starts, render_starts
 
     if name is None:
         raise BadInput("history --starts compares the starts of one profile: name it with --profile NAME")
     timed = recorded_starts(history.read(profile=name), last)
     if as_json:
-        changes = [compare(a["timeline"], b["timeline"]) for a, b in zip(timed, timed[1:], strict=False)]
-        out = {"profile": name, "starts": timed, "changes": changes}
+        out = {"profile": name, "starts": timed, "changes": changes(timed)}
         click.echo(json.dumps(out, sort_keys=True))
         return
     if not timed:

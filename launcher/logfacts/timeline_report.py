@@ -2,8 +2,11 @@
 
 The history record holds the log's phases (timeline.py) and what the launcher measured around them:
 the gate chain runs from the spawn to the verdict, so its seconds less the log's span are the time
-before vLLM's first line (Python imports) plus the gates after ready. `compare` names what changed
-between two starts in the operator's words: a compile cache miss, a slower disk, more graphs.
+before vLLM's first line (Python imports) plus the gates after ready. A sleeper woken instead of a
+cold start (`park = "sleep"`) keeps a timeline of the same shape, `kind` "wake", whose phases the
+supervisor's clock cut (`Stopwatch`, WAKE_PHASES). `compare` names what changed between two starts of
+one kind in the operator's words: a compile cache miss, a slower disk, more graphs; a wake is not a
+faster disk than a cold start, only a wake.
 `recorded_starts` picks those starts out of the history, for `launch history --starts` and the
 bench's start-time chart alike.
 """
@@ -11,7 +14,7 @@ bench's start-time chart alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 OUTSIDE = "outside_log"
@@ -19,6 +22,51 @@ OUTSIDE_LABEL = "before vLLM's first line, and gates"
 SLOWER = 1.5  # a phase this many times longer than before, and by at least MIN_GROWTH_S, is named
 MIN_GROWTH_S = 5.0
 START_FIELDS = ("ts", "event", "label", "passed", "timeline")  # what a start shows of its record
+COLD, WAKE = "cold", "wake"
+KIND_TEXT = {COLD: "a cold start", WAKE: "woken from sleep"}
+WAKE_PHASES = {  # in the order a wake runs them (supervisor/park.py `wake_and_regate`)
+    "wait_memory": "the GPU memory of the engine stopped before it, released",
+    "wake_up": "POST /wake_up",
+    "checks": "/is_sleeping, /reset_prefix_cache, the greedy answer",
+    "gates": "the gates that speak HTTP, again",
+}
+
+
+class Stopwatch:
+    """Contiguous phases on one clock (the supervisor's: a fake one in tests): each runs from the
+    previous lap to its own. Kept in whole milliseconds, so that the phases add up to the total
+    exactly (to the millisecond) however the floats round."""
+
+    def __init__(self, monotonic: Callable[[], float], kind: str, labels: Mapping[str, str]) -> None:
+        self._now = monotonic
+        self.kind = kind
+        self._labels = labels
+        self._started = monotonic()
+        self._laps: list[tuple[str, int]] = []  # a phase, and the milliseconds from the start to its end
+
+    def lap(self, name: str) -> None:
+        self._laps.append((name, round((self._now() - self._started) * 1000)))
+
+    @property
+    def seconds(self) -> float:
+        """From the start to the last lap (0 before any)."""
+        return self._laps[-1][1] / 1000 if self._laps else 0.0
+
+    def as_record(self) -> dict[str, Any]:
+        """The history record's `seconds`, and its `timeline` once a phase ended."""
+        timeline = self.timeline()
+        return {"seconds": self.seconds} | ({"timeline": timeline} if timeline is not None else {})
+
+    def timeline(self) -> dict[str, Any] | None:
+        """The `timeline` field of the history record; None when no phase ended."""
+        if not self._laps:
+            return None
+        ends = [0] + [ms for _, ms in self._laps]
+        phases = [
+            {"name": name, "label": self._labels.get(name, ""), "seconds": (ms - before) / 1000, "detail": {}}
+            for (name, ms), before in zip(self._laps, ends, strict=False)
+        ]
+        return {"kind": self.kind, "phases": phases, "total_seconds": self.seconds}
 
 
 def start_record(
@@ -34,7 +82,7 @@ def start_record(
         if phase["name"] == "weights" and weights_cached is not None:
             phase["detail"] = {**phase.get("detail", {}), "in_page_cache": weights_cached}
     log_s = sum(float(p["seconds"]) for p in phases)
-    record: dict[str, Any] = {"phases": phases, "log_seconds": log_s}
+    record: dict[str, Any] = {"kind": COLD, "phases": phases, "log_seconds": log_s}
     gated = sum(float(g.get("duration_s") or 0.0) for g in gates)
     if gated > 0:
         outside = round(max(0.0, gated - log_s), 3)
@@ -66,8 +114,7 @@ def _readable(timeline: object) -> bool:
 def render_table(timeline: Mapping[str, Any]) -> str:
     """One row a phase: its name, seconds, and the figures its lines state."""
     rows = [(p["name"], f"{float(p['seconds']):6.0f} s", _detail(p)) for p in timeline.get("phases") or []]
-    total = timeline.get("total_seconds", timeline.get("log_seconds"))
-    rows.append(("total", f"{float(total or 0):6.0f} s", "vLLM's stamps are whole seconds"))
+    rows.append(("total", f"{float(_total(timeline) or 0):6.0f} s", "vLLM's stamps are whole seconds"))
     width = max(len(name) for name, _, _ in rows)
     return "start timeline\n" + "\n".join(f"  {n:<{width}}  {s}  {d}".rstrip() for n, s, d in rows)
 
@@ -80,10 +127,13 @@ def render_line(timeline: Mapping[str, Any]) -> str:
 
 
 def render_starts(records: Sequence[Mapping[str, Any]]) -> str:
-    """The starts side by side (oldest first), then what changed from each start to the next."""
+    """The starts side by side (oldest first), then what changed from each start to the next (a
+    cold start against the last cold one, a wake against the last wake: see `changes`)."""
     names = _phase_names(records)
     head = ["phase"] + [str(r.get("ts", "?"))[:19] for r in records]
     rows = [head] + [[n] + [_cell(r, n) for r in records] for n in names]
+    rows.append(["total"] + [_seconds(r["timeline"], _total(r["timeline"])) for r in records])
+    rows.append(["kind"] + [_kind_cell(r) for r in records])
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [
         "  ".join(
@@ -91,14 +141,31 @@ def render_starts(records: Sequence[Mapping[str, Any]]) -> str:
         )
         for row in rows
     ]
-    for before, after in zip(records, records[1:], strict=False):
-        for change in compare(before["timeline"], after["timeline"]):
-            lines.append(f"{str(after.get('ts', '?'))[:19]}: {change}")
+    for after, found in zip(records[1:], changes(records), strict=True):
+        lines += [f"{str(after.get('ts', '?'))[:19]}: {change}" for change in found]
     return "\n".join(line.rstrip() for line in lines)
 
 
+def changes(records: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """For each start after the first: what changed. Like is compared with like: a wake says only
+    that it was one where a cold start came before it (no "faster disk"), and a cold start after a
+    wake is compared with the cold start before the wake, so a compile cache miss is still named."""
+    out: list[list[str]] = []
+    for i in range(1, len(records)):
+        now, previous = records[i]["timeline"], records[i - 1]["timeline"]
+        found = [] if kind_of(previous) == kind_of(now) else compare(previous, now)
+        like = next(
+            (r["timeline"] for r in reversed(records[:i]) if kind_of(r["timeline"]) == kind_of(now)), None
+        )
+        out.append(found + (compare(like, now) if like is not None else []))
+    return out
+
+
 def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    """What changed from one start to the next, in the order the phases run."""
+    """What changed from one start to the next, in the order the phases run; between a cold start
+    and a wake only that (their phases are not the same work)."""
+    if kind_of(before) != kind_of(after):
+        return [f"{KIND_TEXT[kind_of(after)]} (was {KIND_TEXT[kind_of(before)]})"]
     a, b = _by_name(before), _by_name(after)
     out = [
         _cache_change(a.get("compile"), b.get("compile")),
@@ -108,8 +175,15 @@ def compare(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     for name, phase in b.items():
         old = a.get(name)
         if old is not None and _slower(float(old["seconds"]), float(phase["seconds"])):
-            out.append(f"{name} took {float(phase['seconds']):.0f} s, was {float(old['seconds']):.0f} s")
+            out.append(
+                f"{name} took {_seconds(after, phase['seconds'])}, was {_seconds(after, old['seconds'])}"
+            )
     return [text for text in out if text]
+
+
+def kind_of(timeline: Mapping[str, Any]) -> str:
+    """`cold` or `wake` (a record written before wakes kept one is a cold start's)."""
+    return WAKE if timeline.get("kind") == WAKE else COLD
 
 
 def _cache_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str | None:
@@ -163,7 +237,7 @@ def _cell(record: Mapping[str, Any], name: str) -> str:
     phase = _by_name(record["timeline"]).get(name)
     if phase is None:
         return "-"
-    return f"{float(phase['seconds']):.0f} s{_cell_extra(phase)}"
+    return _seconds(record["timeline"], phase["seconds"]) + _cell_extra(phase)
 
 
 def _cell_extra(phase: Mapping[str, Any]) -> str:
@@ -181,6 +255,20 @@ def _cell_extra(phase: Mapping[str, Any]) -> str:
 
 def _share(value: Any) -> str:
     return f"{float(value):.0%}"
+
+
+def _seconds(timeline: Mapping[str, Any], seconds: Any) -> str:
+    """Whole seconds for a cold start (vLLM's stamps are); a wake's phases take fractions of one."""
+    return f"{float(seconds or 0):.{2 if kind_of(timeline) == WAKE else 0}f} s"
+
+
+def _total(timeline: Mapping[str, Any]) -> Any:
+    return timeline.get("total_seconds", timeline.get("log_seconds"))
+
+
+def _kind_cell(record: Mapping[str, Any]) -> str:
+    failed = record.get("event") == "wake_failed" or record.get("passed") is False
+    return kind_of(record["timeline"]) + (" (failed)" if failed else "")
 
 
 def _detail(phase: Mapping[str, Any]) -> str:

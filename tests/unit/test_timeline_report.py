@@ -1,7 +1,7 @@
 """A start's timeline in the history: its record, its table, and what changed between two starts.
 
 Built from the real 0.26.0 logs: a cold start (tiny.log: the compile cache missed) against a warm one
-(h200-2 promotion: the cache hit).
+(h200-2 promotion: the cache hit); a sleeper's wake cut by the stopwatch on a fake clock, beside them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ from typing import Any
 
 from launcher.logfacts import parse_file
 from launcher.logfacts.timeline_report import (
+    COLD,
     OUTSIDE,
+    WAKE,
+    WAKE_PHASES,
+    Stopwatch,
+    changes,
     compare,
     recorded_starts,
     render_line,
@@ -19,6 +24,7 @@ from launcher.logfacts.timeline_report import (
     render_table,
     start_record,
 )
+from tests.doubles import FakeClock
 
 REAL = Path(__file__).parents[1] / "data" / "real-vllm-0.26"
 
@@ -104,10 +110,10 @@ def test_the_weights_page_cache_share_is_kept_beside_the_phase_and_named_when_it
     for record, share in ((warm, 1.0), (cold, 0.02)):
         phase = next(p for p in record["phases"] if p["name"] == "weights")
         phase["detail"] = {**phase["detail"], "gib": 4.69, "gb_per_s": 1.62 if share == 1.0 else 0.16}
-    changes = compare(warm, cold)
+    found = compare(warm, cold)
     assert (
         "weights read at 0.16 GB/s, was 1.62 GB/s (2% of them in the page cache at the start, was 100%)"
-        in (changes)
+        in (found)
     )
     row = next(
         line
@@ -144,3 +150,71 @@ def test_the_last_starts_with_a_readable_timeline_are_picked_oldest_first() -> N
                          "timeline": timeline}  # fmt: skip
     assert [s["label"] for s in recorded_starts(records, 10)] == ["svc@1", "svc@5", "svc@6"]
     assert recorded_starts(records, 0) == [] and recorded_starts([], 5) == []
+
+
+def _wake(*seconds: float) -> dict[str, Any]:
+    """A wake's timeline cut on a fake clock: each phase of WAKE_PHASES takes its seconds in turn."""
+    clock = FakeClock()
+    watch = Stopwatch(clock.monotonic, WAKE, WAKE_PHASES)
+    for name, step in zip(WAKE_PHASES, seconds, strict=False):
+        clock.sleep(step)
+        watch.lap(name)
+    timeline = watch.timeline()
+    assert timeline is not None
+    return timeline
+
+
+def test_a_stopwatch_cuts_contiguous_phases_that_add_up_to_its_seconds() -> None:
+    clock = FakeClock(now=1000.1)  # floats that do not add up exactly by themselves
+    watch = Stopwatch(clock.monotonic, WAKE, WAKE_PHASES)
+    assert watch.timeline() is None and watch.as_record() == {"seconds": 0.0}  # no phase ended yet
+    for name, step in zip(WAKE_PHASES, (0.1, 0.2, 1.0 / 3, 0.7), strict=True):
+        clock.sleep(step)
+        watch.lap(name)
+    record = watch.as_record()
+    phases = record["timeline"]["phases"]
+    assert [p["name"] for p in phases] == ["wait_memory", "wake_up", "checks", "gates"]
+    assert [p["seconds"] for p in phases] == [0.1, 0.2, 0.333, 0.7]
+    assert phases[1]["label"] == "POST /wake_up" and phases[0]["detail"] == {}
+    assert record["seconds"] == record["timeline"]["total_seconds"] == 1.333
+    assert round(sum(p["seconds"] for p in phases), 3) == record["seconds"]
+    assert record["timeline"]["kind"] == WAKE
+
+
+def test_a_wake_is_not_a_faster_disk_than_a_cold_start() -> None:
+    cold, wake = _record("tiny.log", 70.5), _wake(0.2, 1.5, 0.3, 0.7)
+    assert cold["kind"] == COLD
+    assert compare(cold, wake) == ["woken from sleep (was a cold start)"]
+    assert compare(wake, cold) == ["a cold start (was woken from sleep)"]
+    assert compare(wake, _wake(0.2, 9.0, 0.3, 0.7)) == ["wake_up took 9.00 s, was 1.50 s"]  # like with like
+    assert compare({k: v for k, v in cold.items() if k != "kind"}, cold) == []  # a record from before kinds
+
+
+def test_a_cold_start_after_a_wake_is_compared_with_the_cold_start_before_it() -> None:
+    warm, cold = _record("h200-2/promotion/engine.log", 35.0), _record("tiny.log", 70.5)
+    found = changes([{"timeline": warm}, {"timeline": _wake(0.2, 1.5, 0.3, 0.7)}, {"timeline": cold}])
+    assert found[0] == ["woken from sleep (was a cold start)"]
+    assert found[1][0] == "a cold start (was woken from sleep)"
+    assert any("torch.compile cache miss (was hit)" in change for change in found[1])  # against `warm`
+
+
+def test_cold_starts_and_wakes_side_by_side() -> None:
+    cold = _record("tiny.log", 70.5)
+    text = render_starts(
+        [
+            {"ts": "2026-12-01T07:30:00Z", "event": "gates", "timeline": cold},
+            {"ts": "2026-12-01T07:40:00Z", "event": "woken", "timeline": _wake(0.2, 1.5, 0.3, 0.7)},
+            {"ts": "2026-12-01T07:50:00Z", "event": "wake_failed", "timeline": _wake(0.0, 10.0)},
+        ]
+    )
+    lines = text.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if not line.startswith("2026")}
+    assert rows["compile"] == ["10", "s", "(miss)", "-", "-"]
+    assert rows["wake_up"] == ["-", "1.50", "s", "10.00", "s"]  # a wake's fractions of a second stay
+    assert rows["gates"] == ["-", "0.70", "s", "-"]  # the failed wake got no further
+    assert rows["total"] == ["70", "s", "2.70", "s", "10.00", "s"]
+    assert rows["kind"] == ["cold", "wake", "wake", "(failed)"]
+    assert [line for line in lines if line.startswith("2026-12-01T07:40")] == [
+        "2026-12-01T07:40:00: woken from sleep (was a cold start)"  # no faster disk, no shorter phases
+    ]
+    assert "2026-12-01T07:50:00: wake_up took 10.00 s, was 1.50 s" in lines  # a wake against the last wake
