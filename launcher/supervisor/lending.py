@@ -84,7 +84,7 @@ class Lending:
         if refused is not None:  # an arm still holds them: stay parked, ask again later
             return Verdict(Outcome.FAILED, int(ExitCode.PREFLIGHT_REFUSED), f"still parked: {refused}"), None
         state.take_back()
-        failed, _, seconds = self.parker.wake_and_regate(attempt, ())
+        failed, _, watch = self.parker.wake_and_regate(attempt, ())
         if failed is not None:
             code = self.recovery.restart(attempt.candidate, f"the wake failed ({failed})")
             outcome = Outcome.WOKEN if code is None else Outcome.FAILED
@@ -97,10 +97,11 @@ class Lending:
             show={"after": why},
             ready=f"serving again, woken; {why}",
             label=attempt.candidate.label,
-            seconds=seconds,
+            **watch.as_record(),
             why=why,
         )
         self.stage.go_live(attempt.candidate)
+        seconds = watch.seconds
         verdict = Verdict(
             Outcome.WOKEN, int(ExitCode.OK), f"woken in {seconds:.2f} s", data={"seconds": seconds}
         )

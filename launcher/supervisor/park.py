@@ -29,6 +29,7 @@ from basis.setting import SettingValues
 from gates.chain import ChainReport
 from gates.registry import HTTP_ONLY
 from launcher.host.page_cache import warm, warm_room, weight_files
+from launcher.logfacts.timeline_report import WAKE, WAKE_PHASES, Stopwatch
 from launcher.profile.candidate import Candidate
 from launcher.profile.keys import PREFLIGHT, engine_settings
 from launcher.supervisor.context import Context
@@ -209,7 +210,7 @@ class Parker:
         parked = self.ctx.state.take_parked()
         if parked is None:
             return False
-        why, report, seconds = self.wake_and_regate(parked, rejected_pids)
+        why, report, watch = self.wake_and_regate(parked, rejected_pids)
         if why is not None:
             self.ctx.progress.message(f"wake failed: {why}; last-good starts cold", event="park.wake_failed")
             parked.stop(grace_s=parked.candidate.settings.stop_grace_s)
@@ -227,7 +228,7 @@ class Parker:
             show={"reason": reason},
             ready=f"serving last-good, woken; {reason}",
             label=parked.candidate.label,
-            seconds=seconds,
+            **watch.as_record(),  # its seconds, and where they went (as a cold start keeps its own)
             port=parked.candidate.port,
         )
         self.stage.go_live(parked.candidate)
@@ -235,12 +236,12 @@ class Parker:
 
     def wake_and_regate(
         self, sleeper: Attempt, gone_pids: Sequence[int]
-    ) -> tuple[str | None, ChainReport | None, float]:
+    ) -> tuple[str | None, ChainReport | None, Stopwatch]:
         """Wake `sleeper` and run its gates that speak HTTP again: (why that failed, else None; the
-        gates' report; seconds). A failure is recorded (`wake_failed`); the caller decides what follows."""
-        clock = self.ctx.clock
-        started = clock.monotonic()
-        why = self._wake(sleeper, gone_pids)
+        gates' report; its phases on the clock, WAKE_PHASES). A failure is recorded (`wake_failed`,
+        with the phases it got through); the caller decides what follows."""
+        watch = Stopwatch(self.ctx.clock.monotonic, WAKE, WAKE_PHASES)
+        why = self._wake(sleeper, gone_pids, watch)
         report: ChainReport | None = None
         if why is None:
             report = self.ctx.execute.gates(
@@ -250,16 +251,16 @@ class Parker:
                 self.ctx.hooks.gpu_bytes,
                 only=HTTP_ONLY,  # what a woken engine is judged by: its gates that speak HTTP
             )
+            watch.lap("gates")
             failure = report.first_failure
             why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
-        seconds = round(clock.monotonic() - started, 3)
         if why is not None:
             self.ctx.transitions.record(
-                Event.WAKE_FAILED, label=sleeper.candidate.label, reason=why, seconds=seconds
+                Event.WAKE_FAILED, label=sleeper.candidate.label, reason=why, **watch.as_record()
             )
-        return why, report, seconds
+        return why, report, watch
 
-    def _wake(self, parked: Attempt, rejected_pids: Sequence[int]) -> str | None:
+    def _wake(self, parked: Attempt, rejected_pids: Sequence[int], watch: Stopwatch) -> str | None:
         settings = parked.candidate.settings
         if parked.engine.exited.is_set():
             return f"the parked engine is gone: {parked.engine.exit_description()}"
@@ -267,14 +268,19 @@ class Parker:
         deadline = clock.monotonic() + settings.wake_timeout_s
         while (self.gpu_bytes(rejected_pids) or 0) > 0 and clock.monotonic() < deadline:
             clock.sleep(MEMORY_POLL_S)  # the candidate's memory must be back before the sleeper takes its own
+        watch.lap("wait_memory")
         control = self.ctx.execute.sleep(parked.candidate, clock)
         why = control.wake(settings.wake_timeout_s)
-        if why is None and control.is_sleeping(settings.wake_timeout_s) is not False:
+        watch.lap("wake_up")
+        if why is not None:
+            return why
+        if control.is_sleeping(settings.wake_timeout_s) is not False:
             why = "/is_sleeping does not say it is awake"
         if why is None:
             why = control.reset_prefix_cache(settings.wake_timeout_s)  # a stale cache answered garbage
         if why is None:
             why = self._same_answer(parked, control.greedy(settings.wake_timeout_s))
+        watch.lap("checks")
         return why
 
     @staticmethod
@@ -311,7 +317,7 @@ class Parker:
         return self._serve_woken(parked, pids)
 
     def _serve_woken(self, woken: Attempt, gone_pids: Sequence[int]) -> bool:
-        why, _, seconds = self.wake_and_regate(woken, gone_pids)
+        why, _, watch = self.wake_and_regate(woken, gone_pids)
         if why is not None:
             self.stage.stop_running(f"its wake failed: {why}")
             return False
@@ -328,7 +334,7 @@ class Parker:
             show={"fingerprint": woken.candidate.fingerprint},
             ready=f"serving {woken.candidate.label}, woken",
             label=woken.candidate.label,
-            seconds=seconds,
+            **watch.as_record(),
             port=woken.candidate.port,
             why="back to the parked launch",
         )

@@ -79,10 +79,26 @@ def test_a_rejected_change_wakes_the_sleeper_and_it_serves_again(launcher_factor
     assert status["phase"] == "serving_last_good" and status["engine_pid"] == serving["engine_pid"]
     assert answers(port)  # the same engine, awake, on its port
     woken = record(launcher, "woken")
-    assert woken["port"] == port and woken["seconds"] >= 0
+    assert woken["port"] == port and wake_phases(woken) == ["wait_memory", "wake_up", "checks", "gates"]
     log = (launcher.state / "profiles" / "svc" / "logs" / "engine.log").read_text()
     assert "Resetting prefix cache..." in log and "wake up the engine with tags: None" in log
+    shown = launch(launcher, "history", "--profile", "svc", "--starts")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines}
+    assert rows["kind"][0] == "cold" and rows["kind"][-1] == "wake"  # the first start, …, the wake
+    assert rows["wake_up"][0] == "-" and rows["compile"][-1] == "-"  # each kind its own phases
+    assert lines[-1].endswith(": woken from sleep (was a cold start)")  # not a faster disk
     stop(launcher, 3)
+
+
+def wake_phases(record: dict[str, Any]) -> list[str]:
+    """The names of a wake's phases; checked contiguous: they add up to the record's seconds."""
+    timeline = record["timeline"]
+    assert timeline["kind"] == "wake"
+    total = round(sum(p["seconds"] for p in timeline["phases"]), 3)
+    assert total == timeline["total_seconds"] == record["seconds"]
+    return [p["name"] for p in timeline["phases"]]
 
 
 def test_a_promoted_change_serves_on_the_other_port_and_the_sleeper_is_gone(
@@ -116,7 +132,8 @@ def test_a_wake_that_fails_or_hangs_is_named_and_last_good_starts_cold(
         launcher, "set", "svc", "sim_tool_fault=malformed", "--tag", "bad", "--apply", "--timeout-s", "90"
     )
     assert done.returncode == 3, done.stdout + done.stderr
-    assert record(launcher, "wake_failed")["reason"].startswith(why)
+    failed = record(launcher, "wake_failed")
+    assert failed["reason"].startswith(why) and wake_phases(failed) == ["wait_memory", "wake_up"]
     assert events(launcher)[-5:] == ["rollback", "start", "gates", "serving_last_good", "greedy_reference"]
     status = launcher.status()
     assert status["engine_pid"] != serving["engine_pid"] and answers(port)

@@ -1,15 +1,16 @@
 """Park as a unit (launcher/supervisor/park.py) on the rig's fake clock: the seconds a sleep and a
-wake took, the deadline of the wait for the rejected candidate's GPU memory, when parking is
-skipped and why, and the swap back to an engine kept asleep."""
+wake took and where a wake's went (its timeline), the deadline of the wait for the rejected
+candidate's GPU memory, when parking is skipped and why, and the swap back to an engine kept asleep."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from launcher.supervisor.history import Event
-from tests.engine_double import passes
+from tests.engine_double import Script, passes
 from tests.supervisor_rig import PORT, Rig
 
 PARK = {"park": "sleep", "park_port": PORT + 1, "wake_timeout_s": 10}
@@ -116,17 +117,77 @@ def test_the_wake_goes_on_as_soon_as_the_memory_is_back(tmp_path: Path) -> None:
     assert rig.clock.now - began == pytest.approx(0.2)  # two polls of 0.1 s, then the wake
 
 
+def phases(record: dict[str, Any]) -> dict[str, float]:
+    """A wake's phases in the order recorded, each checked contiguous: together they are the record's
+    seconds (both kept to the millisecond)."""
+    timeline = record["timeline"]
+    assert timeline["kind"] == "wake"
+    got = {p["name"]: p["seconds"] for p in timeline["phases"]}
+    assert round(sum(got.values()), 3) == timeline["total_seconds"] == record["seconds"]
+    return got
+
+
+def steps(rig: Rig, **seconds: float) -> None:
+    """Each call of the sleep seam moves the fake clock by its step (`wake`, `reset`, `greedy`)."""
+    rig.sleeps.on_call = lambda name: rig.clock.sleep(seconds.get(name, 0.0))
+
+
+def test_a_wake_records_its_phases_in_order_on_the_clock(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.gpu_memory.by_pid[99_999] = 8 * GIB
+
+    def let_go_on_the_third_read() -> None:
+        if rig.gpu_memory.reads >= 3:
+            rig.gpu_memory.by_pid[99_999] = 0
+
+    rig.gpu_memory.reads = 0  # the park read it twice (awake, asleep)
+    rig.gpu_memory.on_read = let_go_on_the_third_read
+    steps(rig, wake=1.5, reset=0.25, greedy=0.05)
+    rig.engines.while_gating.append(lambda: rig.clock.sleep(0.7))  # the re-gate
+    assert rig.parker.wake_parked([99_999], "rejected by health")
+    woken = rig.record(Event.WOKEN)
+    assert phases(woken) == {"wait_memory": 0.2, "wake_up": 1.5, "checks": 0.3, "gates": 0.7}
+    assert woken["seconds"] == 2.7
+    assert [p["label"] for p in woken["timeline"]["phases"]][1] == "POST /wake_up"
+
+
 def test_a_failed_wake_is_recorded_with_the_clock_s_seconds_and_the_sleeper_stopped(tmp_path: Path) -> None:
     rig = parked_rig(tmp_path)
     sleeper = rig.state.serving
     assert sleeper is not None
     rig.parker.park_for(rig.candidate(max_num_seqs=8))
     rig.sleeps.fail["wake"] = "POST /wake_up: no answer within 10 s"
-    rig.sleeps.on_call = lambda name: rig.clock.sleep(10.0 if name == "wake" else 0.0)
+    steps(rig, wake=10.0)
     assert not rig.parker.wake_parked([], "rejected")
     failed = rig.record(Event.WAKE_FAILED)
     assert failed["reason"] == "POST /wake_up: no answer within 10 s" and failed["seconds"] == 10.0
+    assert phases(failed) == {"wait_memory": 0.0, "wake_up": 10.0}  # what it got through, the failed one last
     assert rig.engine(sleeper).stops and rig.state.parked is None and rig.state.serving is None
+
+
+def test_a_wake_that_fails_its_checks_keeps_the_phases_it_got_through(tmp_path: Path) -> None:
+    rig = parked_rig(tmp_path)
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    rig.sleeps.fail["reset"] = "POST /reset_prefix_cache: 500"
+    steps(rig, wake=2.0, reset=0.5)
+    assert not rig.parker.wake_parked([], "rejected")
+    failed = rig.record(Event.WAKE_FAILED)
+    assert failed["reason"] == "POST /reset_prefix_cache: 500"
+    assert phases(failed) == {"wait_memory": 0.0, "wake_up": 2.0, "checks": 0.5}
+
+
+def test_a_wake_that_fails_its_re_gate_keeps_all_its_phases(tmp_path: Path) -> None:
+    regate = (("health", True, "200 OK"), ("tool_call", False, "0/2 cases"))
+    rig = Rig(tmp_path, Script(regate=regate), passes(), supervisor=PARK)  # the sleeper's re-gate fails
+    rig.serve(rig.candidate())
+    rig.parker.park_for(rig.candidate(max_num_seqs=8))
+    steps(rig, wake=2.0)
+    rig.engines.while_gating.append(lambda: rig.clock.sleep(3.0))
+    assert not rig.parker.wake_parked([], "rejected")
+    failed = rig.record(Event.WAKE_FAILED)
+    assert failed["reason"] == "re-gate: tool_call: 0/2 cases"
+    assert phases(failed) == {"wait_memory": 0.0, "wake_up": 2.0, "checks": 0.0, "gates": 3.0}
 
 
 def test_a_sleeper_that_died_asleep_is_not_woken(tmp_path: Path) -> None:
@@ -136,7 +197,9 @@ def test_a_sleeper_that_died_asleep_is_not_woken(tmp_path: Path) -> None:
     rig.parker.park_for(rig.candidate(max_num_seqs=8))
     rig.engine(sleeper).die()
     assert not rig.parker.wake_parked([], "rejected")
-    assert rig.record(Event.WAKE_FAILED)["reason"].startswith("the parked engine is gone: ")
+    failed = rig.record(Event.WAKE_FAILED)
+    assert failed["reason"].startswith("the parked engine is gone: ")
+    assert "timeline" not in failed and failed["seconds"] == 0.0  # it got through no phase
     assert ("wake", PORT) not in rig.sleeps.calls
 
 
@@ -162,6 +225,7 @@ def test_back_to_the_engine_kept_asleep_swaps_the_two_and_hands_over_the_gpu_loc
     assert rig.state.serving is old and rig.state.parked is new  # the new one sleeps in its place
     woken = rig.record(Event.WOKEN)
     assert woken["why"] == "back to the parked launch" and woken["port"] == PORT
+    assert list(phases(woken)) == ["wait_memory", "wake_up", "checks", "gates"]
     last_good = rig.store.last_good("svc")
     assert last_good is not None and last_good["fingerprint"] == old.candidate.fingerprint
 

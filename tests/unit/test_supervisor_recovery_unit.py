@@ -137,6 +137,10 @@ def test_taking_back_waits_while_an_arm_holds_the_gpus_then_wakes(tmp_path: Path
     verdict, code = rig.lending.take_back("asked by pid 4242")
     assert (verdict.outcome, code, verdict.data["seconds"]) == (Outcome.WOKEN, None, 0.5)
     assert rig.state.lent_to is None and rig.status()["phase"] == Phase.SERVING
+    woken = rig.record(Event.WOKEN)  # where the half second went, as a park's wake keeps it
+    timeline = [(p["name"], p["seconds"]) for p in woken["timeline"]["phases"]]
+    assert timeline == [("wait_memory", 0.0), ("wake_up", 0.5), ("checks", 0.0), ("gates", 0.0)]
+    assert woken["timeline"]["kind"] == "wake" and woken["seconds"] == 0.5
 
 
 def test_a_lender_that_is_gone_wakes_the_engine(tmp_path: Path) -> None:
