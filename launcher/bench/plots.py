@@ -7,7 +7,8 @@ between; the title names model, profile, date and run; legends sit outside the d
 matplotlib the run still completes and says how to get the plots; nothing else changes.
 
 With `--profile`, the summary's `starts` (the profile's last starts, from the history) become a
-start-time chart: one bar a start, its segments the phases vLLM's log showed, one colour a phase.
+start-time chart: one bar a start, its segments the phases vLLM's log showed, one colour a phase (a
+sleeper's wake: its own phases, docs/logs.md).
 """
 
 from __future__ import annotations
