@@ -120,10 +120,14 @@ def render_table(timeline: Mapping[str, Any]) -> str:
 
 
 def render_line(timeline: Mapping[str, Any]) -> str:
-    """The table in one line, for the journal and a reload's requesters (`launch --profile`)."""
-    parts = [f"{p['name']} {float(p['seconds']):.0f} s{_cell_extra(p)}" for p in timeline.get("phases") or []]
+    """The table in one line, for the journal and a reload's requesters (`launch --profile`, a wake)."""
+    parts = [
+        f"{p['name']} {_seconds(timeline, p['seconds'])}{_cell_extra(p)}"
+        for p in timeline.get("phases") or []
+    ]
     total = timeline.get("total_seconds", timeline.get("log_seconds"))
-    return "start timeline: " + " · ".join(parts) + f" · total {float(total or 0):.0f} s"
+    head = "wake timeline: " if kind_of(timeline) == WAKE else "start timeline: "
+    return head + " · ".join(parts) + f" · total {_seconds(timeline, total)}"
 
 
 def render_starts(records: Sequence[Mapping[str, Any]]) -> str:

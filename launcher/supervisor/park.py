@@ -29,7 +29,7 @@ from basis.setting import SettingValues
 from gates.chain import ChainReport
 from gates.registry import HTTP_ONLY
 from launcher.host.page_cache import warm, warm_room, weight_files
-from launcher.logfacts.timeline_report import WAKE, WAKE_PHASES, Stopwatch
+from launcher.logfacts.timeline_report import WAKE, WAKE_PHASES, Stopwatch, render_line
 from launcher.profile.candidate import Candidate
 from launcher.profile.keys import PREFLIGHT, engine_settings
 from launcher.supervisor.context import Context
@@ -252,6 +252,7 @@ class Parker:
                 only=HTTP_ONLY,  # what a woken engine is judged by: its gates that speak HTTP
             )
             watch.lap("gates")
+            self.ctx.progress.message(render_line(watch.timeline() or {}), event="wake.timeline")
             failure = report.first_failure
             why = f"re-gate: {failure.name}: {failure.summary}" if failure is not None else None
         if why is not None:

@@ -4,6 +4,7 @@ answers as vLLM 0.26.0's dev routes do (docs/vllm-facts.md §12); changes applie
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -47,7 +48,10 @@ def stop(launcher: Any, code: int) -> None:
 
 def answers(port: int) -> bool:
     body: dict[str, Any] = {
-        "model": "sim", "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0
+        "model": "sim",
+        "prompt": "The capital of France is",
+        "max_tokens": 4,
+        "temperature": 0,
     }
     try:
         return (
@@ -90,6 +94,10 @@ def test_a_rejected_change_wakes_the_sleeper_and_it_serves_again(launcher_factor
     assert rows["wake_up"][0] == "-" and rows["compile"][-1] == "-"  # each kind its own phases
     assert lines[-1].endswith(": woken from sleep (was a cold start)")  # not a faster disk
     stop(launcher, 3)
+    told = [json.loads(line)["msg"] for line in launcher.output().splitlines() if '"wake.timeline"' in line]
+    assert len(told) == 1 and told[0].startswith("wake timeline: ")  # the record's phases, one line
+    phases = [part.split()[0] for part in told[0].removeprefix("wake timeline: ").split(" · ")]
+    assert phases == ["wait_memory", "wake_up", "checks", "gates", "total"]
 
 
 def wake_phases(record: dict[str, Any]) -> list[str]:

@@ -218,3 +218,14 @@ def test_cold_starts_and_wakes_side_by_side() -> None:
         "2026-12-01T07:40:00: woken from sleep (was a cold start)"  # no faster disk, no shorter phases
     ]
     assert "2026-12-01T07:50:00: wake_up took 10.00 s, was 1.50 s" in lines  # a wake against the last wake
+
+
+def test_a_wake_s_line_names_it_and_keeps_its_hundredths() -> None:
+    wake = {
+        "kind": "wake",
+        "phases": [{"name": "wake_up", "seconds": 0.25}, {"name": "gates", "seconds": 0.5}],
+    }
+    assert (
+        render_line({**wake, "total_seconds": 0.75})
+        == "wake timeline: wake_up 0.25 s · gates 0.50 s · total 0.75 s"
+    )
