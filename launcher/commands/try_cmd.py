@@ -84,7 +84,7 @@ def try_cmd(
         early = None if report.passed else early_exit(attempt, progress.engine_log)
         facts = attempt.facts()
         store.write_last_facts(name, facts)
-        timeline = start_record(facts, report.to_json(), attempt.weights_cached)
+        timeline = start_record(facts, report.to_json(), attempt.marks)
         history.append(
             Event.TRY,
             profile=name,

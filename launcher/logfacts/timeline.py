@@ -16,7 +16,7 @@ from typing import Any
 
 # (milestone, phase it ends, what the operator reads), in log order
 PHASES: tuple[tuple[str, str, str], ...] = (
-    ("loading", "startup", "imports, CUDA and engine init"),
+    ("loading", "startup", "the engine core: its imports, CUDA and engine init"),
     ("weights", "weights", "weights loaded"),
     ("compiled", "compile", "torch.compile"),
     ("kv", "kv_profiling", "memory profiling, KV cache sized"),

@@ -1,8 +1,10 @@
 """A start's timeline as the history keeps it, as a table, and the last starts side by side.
 
-The history record holds the log's phases (timeline.py) and what the launcher measured around them:
-the gate chain runs from the spawn to the verdict, so its seconds less the log's span are the time
-before vLLM's first line (Python imports) plus the gates after ready. A sleeper woken instead of a
+The history record holds the log's phases (timeline.py) and what the launcher saw around them on
+its own clock (`StartMarks`): the spawn, the log's ready line and the verdict, so the time before
+vLLM's first line (`imports`: Python imports) and the gates after ready (`gates`) are phases of
+their own; an older record, or a start whose ready line went unseen, keeps one `outside_log` for
+both (the gate chain's seconds less the log's span). A sleeper woken instead of a
 cold start (`park = "sleep"`) keeps a timeline of the same shape, `kind` "wake", whose phases the
 supervisor's clock cut (`Stopwatch`, WAKE_PHASES). `compare` names what changed between two starts of
 one kind in the operator's words: a compile cache miss, a slower disk, more graphs; a wake is not a
@@ -15,10 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 OUTSIDE = "outside_log"
 OUTSIDE_LABEL = "before vLLM's first line, and gates"
+IMPORTS, IMPORTS_LABEL = "imports", "the process started to vLLM's first line (Python imports)"
+GATES, GATES_LABEL = "gates", "ready to the gates' verdict"
 SLOWER = 1.5  # a phase this many times longer than before, and by at least MIN_GROWTH_S, is named
 MIN_GROWTH_S = 5.0
 START_FIELDS = ("ts", "event", "label", "passed", "timeline")  # what a start shows of its record
@@ -69,22 +74,49 @@ class Stopwatch:
         return {"kind": self.kind, "phases": phases, "total_seconds": self.seconds}
 
 
+@dataclass(slots=True)
+class StartMarks:
+    """What the launcher saw of one cold start on its own clock, around vLLM's log: when it spawned
+    the engine, when the log's ready line arrived; and the share of the weight files in the page
+    cache as it spawned (`weights_cached`, read ahead or left by an earlier start)."""
+
+    now: Callable[[], float]
+    weights_cached: float | None = None
+    spawned: float = field(init=False)
+    ready: float | None = None
+
+    def __post_init__(self) -> None:
+        self.spawned = self.now()
+
+    def saw_ready(self) -> None:
+        if self.ready is None:
+            self.ready = self.now()
+
+
 def start_record(
-    facts: Mapping[str, Any], gates: Sequence[Mapping[str, Any]], weights_cached: float | None = None
+    facts: Mapping[str, Any], gates: Sequence[Mapping[str, Any]], marks: StartMarks | None = None
 ) -> dict[str, Any] | None:
-    """The `timeline` field of a start's history record; None when the log showed no ready start.
-    `weights_cached`: the share of the weight files in the page cache as the engine started (read
-    ahead, or left by an earlier start), beside the weights phase: what its GB/s was measured against."""
+    """The `timeline` field of a start's history record, judged now; None when the log showed no
+    ready start. With `marks`, the log's phases are framed by the launcher's own: `imports` before
+    vLLM's first line and `gates` after ready; the weights phase keeps what its GB/s was measured
+    against (`in_page_cache`)."""
     phases = [dict(p) for p in facts.get("timeline") or []]
     if not phases:
         return None
     for phase in phases:
-        if phase["name"] == "weights" and weights_cached is not None:
-            phase["detail"] = {**phase.get("detail", {}), "in_page_cache": weights_cached}
+        if phase["name"] == "weights" and marks is not None and marks.weights_cached is not None:
+            phase["detail"] = {**phase.get("detail", {}), "in_page_cache": marks.weights_cached}
     log_s = sum(float(p["seconds"]) for p in phases)
     record: dict[str, Any] = {"kind": COLD, "phases": phases, "log_seconds": log_s}
     gated = sum(float(g.get("duration_s") or 0.0) for g in gates)
-    if gated > 0:
+    if marks is not None and marks.ready is not None:
+        # vLLM's stamps are whole seconds: `imports` is as exact as that, the gates to the millisecond
+        before = round(max(0.0, marks.ready - marks.spawned - log_s), 3)
+        after = round(max(0.0, marks.now() - marks.ready), 3)
+        phases.insert(0, {"name": IMPORTS, "label": IMPORTS_LABEL, "seconds": before, "detail": {}})
+        phases.append({"name": GATES, "label": GATES_LABEL, "seconds": after, "detail": {}})
+        record["total_seconds"] = round(log_s + before + after, 3)
+    elif gated > 0:
         outside = round(max(0.0, gated - log_s), 3)
         phases.append({"name": OUTSIDE, "label": OUTSIDE_LABEL, "seconds": outside, "detail": {}})
         record["total_seconds"] = round(log_s + outside, 3)

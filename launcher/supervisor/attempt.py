@@ -32,6 +32,7 @@ from launcher.host.adapters import ProcessMemory, RequestsHttp
 from launcher.host.orphans import mark_env
 from launcher.host.page_cache import model_cached_share
 from launcher.logfacts.events import EventKind, LogEvent
+from launcher.logfacts.timeline_report import StartMarks
 from launcher.profile.candidate import Candidate
 from launcher.profile.keys import engine_settings
 from launcher.supervisor.engine import EngineProcess
@@ -81,8 +82,10 @@ def start_attempt(
     marker_gate = SettingValues.of(GATE_SETTINGS["kernel_marker"], candidate.gate_tables.get("kernel_marker"))
     markers = marker_gate.value("patterns")
 
-    def on_event(event: LogEvent) -> None:
+    def on_event(event: LogEvent) -> None:  # from the log's reader, once the engine runs (and `marks` is)
         progress.on_log_event(event)
+        if event.kind is EventKind.READY:
+            marks.saw_ready()
         if on_loaded is not None and event.kind in (EventKind.READY, EventKind.FAILED):
             on_loaded()
 
@@ -100,10 +103,12 @@ def start_attempt(
     if on_loaded is not None:
         engine.on_exit(on_loaded)
     engine.on_death(log.notify)  # gates waiting on the log see the death at once
-    # what its weights' GB/s will be measured against (the timeline): read before vLLM reads them
+    # the frame of its timeline: what its weights' GB/s will be measured against, read before vLLM
+    # reads them, and the spawn on the launcher's clock
     cached = model_cached_share(engine_settings(candidate.profile_data).optional_text("model"))
+    marks = StartMarks(SYSTEM_CLOCK.monotonic, weights_cached=cached)
     engine.start()
-    return Attempt(candidate=candidate, engine=engine, log=log, weights_cached=cached)
+    return Attempt(candidate=candidate, engine=engine, log=log, marks=marks)
 
 
 def gate_attempt(

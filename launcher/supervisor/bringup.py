@@ -201,7 +201,7 @@ class Bringup:
         if report.passed:
             attempt.engine.watch_every_process()  # what serves is watched, however fast it started
         facts = attempt.facts()
-        timeline = start_record(facts, report.to_json(), attempt.weights_cached)
+        timeline = start_record(facts, report.to_json(), attempt.marks)
         if timeline is not None:  # where the start's seconds went, in the journal (logfacts/timeline.py)
             ctx.progress.message(render_line(timeline), event="start.timeline")
         ctx.store.write_last_facts(

@@ -1,9 +1,8 @@
-"""The supervisor's seams, in one place (as tox's `Execute`): what crosses between the serving
-state's collaborators and what they drive — the engine, the judge, vLLM's sleep routes, the
-host-safety layer, the front door, systemd — as Protocols and plain values (`Execute`, `Hooks`,
-`EngineHandle`, `Attempt`). It imports none of their implementers (test_supervisor_structure.py);
-`wiring.py` alone plugs the real ones in, a unit test scripted ones (tests/engine_double.py,
-tests/supervisor_rig.py): every decision runs in milliseconds, with no process."""
+"""The supervisor's seams in one place (as tox's `Execute`): what crosses between the serving state's
+collaborators and what they drive (the engine, the judge, vLLM's sleep routes, the host-safety layer,
+the front door, systemd) as Protocols and plain values (`Execute`, `Hooks`, `EngineHandle`, `Attempt`).
+It imports none of their implementers (test_supervisor_structure.py); `wiring.py` alone plugs the real
+ones in, a unit test scripted ones (tests/engine_double.py, tests/supervisor_rig.py): no process."""
 
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ from launcher.supervisor.history import utc_now
 if TYPE_CHECKING:
     from gates.chain import ChainReport
     from gates.outcome import Outcome
+    from launcher.logfacts.timeline_report import StartMarks
     from launcher.profile.candidate import Candidate
     from launcher.watch.verdict import Judgement
 
@@ -132,7 +132,7 @@ class Attempt:
     held: ExitStack = field(default_factory=ExitStack)  # GPU locks, released once the group is gone
     greedy: str | None = None  # its answer to the fixed greedy prompt once it served: a wake must repeat it
     slept: int = 0  # how often it was put to sleep (the first sleep pins host buffers: it costs more)
-    weights_cached: float | None = None  # share of its weight files in the page cache as it started
+    marks: StartMarks | None = None  # what the launcher saw of its start (its timeline's frame)
 
     @property
     def passed(self) -> bool:

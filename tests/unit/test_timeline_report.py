@@ -13,6 +13,7 @@ from launcher.logfacts import parse_file
 from launcher.logfacts.timeline_report import (
     COLD,
     OUTSIDE,
+    StartMarks,
     WAKE,
     WAKE_PHASES,
     Stopwatch,
@@ -100,13 +101,13 @@ def test_starts_side_by_side_oldest_first() -> None:
 
 def test_the_weights_page_cache_share_is_kept_beside_the_phase_and_named_when_it_fell() -> None:
     facts = parse_file(str(REAL / "tiny.log"), events=False)[0].to_json()
-    warm = start_record(facts, [{"duration_s": 70.5}], weights_cached=1.0)
-    cold = start_record(facts, [{"duration_s": 70.5}], weights_cached=0.02)
+    warm = start_record(facts, [{"duration_s": 70.5}], StartMarks(FakeClock().monotonic, weights_cached=1.0))
+    cold = start_record(facts, [{"duration_s": 70.5}], StartMarks(FakeClock().monotonic, weights_cached=0.02))
     assert warm is not None and cold is not None
     weights = next(p for p in warm["phases"] if p["name"] == "weights")
     assert weights["detail"]["in_page_cache"] == 1.0
     assert "100% in the page cache at the start" in render_table(warm)
-    assert start_record(facts, [], weights_cached=None) == start_record(facts, [])  # no figure, no key
+    assert start_record(facts, [], StartMarks(FakeClock().monotonic)) == start_record(facts, [])  # no figure
     for record, share in ((warm, 1.0), (cold, 0.02)):
         phase = next(p for p in record["phases"] if p["name"] == "weights")
         phase["detail"] = {**phase["detail"], "gib": 4.69, "gb_per_s": 1.62 if share == 1.0 else 0.16}
@@ -229,3 +230,29 @@ def test_a_wake_s_line_names_it_and_keeps_its_hundredths() -> None:
         render_line({**wake, "total_seconds": 0.75})
         == "wake timeline: wake_up 0.25 s · gates 0.50 s · total 0.75 s"
     )
+
+
+def test_the_launcher_s_clock_frames_the_log_imports_before_it_gates_after_ready() -> None:
+    """Spawned at 0, the ready line seen at 70.0 (the log's own span is 64 s), judged at 75.5: the
+    6 s before vLLM's first line are its imports, the 5.5 s after ready its gates; all add up."""
+    clock = FakeClock()
+    marks = StartMarks(clock.monotonic)
+    clock.sleep(70.0)
+    marks.saw_ready()
+    clock.sleep(3.0)
+    marks.saw_ready()  # the first ready line counts
+    clock.sleep(2.5)
+    facts = parse_file(str(REAL / "tiny.log"), events=False)[0].to_json()
+    record = start_record(facts, [{"duration_s": 99.0}], marks)  # the chain's own sum no longer used
+    assert record is not None
+    names = [p["name"] for p in record["phases"]]
+    assert names[0] == "imports" and names[1] == "startup" and names[-2:] == ["api_server", "gates"]
+    seconds = {p["name"]: p["seconds"] for p in record["phases"]}
+    assert (seconds["imports"], seconds["gates"], record["log_seconds"]) == (6.0, 5.5, 64)
+    assert record["total_seconds"] == sum(seconds.values()) == 75.5
+
+
+def test_a_ready_line_the_launcher_never_saw_leaves_one_row_outside_the_log() -> None:
+    facts = parse_file(str(REAL / "tiny.log"), events=False)[0].to_json()
+    record = start_record(facts, [{"duration_s": 70.5}], StartMarks(FakeClock().monotonic))
+    assert record is not None and record["phases"][-1]["name"] == OUTSIDE and record["total_seconds"] == 70.5
