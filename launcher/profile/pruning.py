@@ -14,23 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher.profile.loader import PROFILE_SUFFIX
-from launcher.profile.snapshots import BAK_MARK, TAG_RE
-
-
-def snapshot_files(profiles_dir: Path, profile: str) -> list[Path]:
-    """The profile's snapshots that are plain files (not links), newest first; a dir that cannot be
-    read has none."""
-    prefix = f"{profile}{PROFILE_SUFFIX}{BAK_MARK}"
-    found: list[tuple[float, str]] = []
-    with contextlib.suppress(OSError), os.scandir(profiles_dir) as entries:
-        for entry in entries:
-            if not entry.name.startswith(prefix) or not TAG_RE.match(entry.name[len(prefix) :]):
-                continue
-            with contextlib.suppress(OSError):
-                if entry.is_file(follow_symlinks=False):
-                    found.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
-    return [profiles_dir / name for _, name in sorted(found, reverse=True)]
+from launcher.profile.snapshots import snapshot_files
 
 
 def beyond_keep(profiles_dir: Path, profile: str, keep: int, *, adding: Path | None = None) -> list[Path]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,13 +44,24 @@ def bak_path(profiles_dir: Path, profile: str, tag: str) -> Path:
 
 
 def available_tags(profiles_dir: Path, profile: str) -> list[str]:
-    """Tags of the profile's snapshots, newest first."""
+    """Tags of the profile's snapshots, newest first (a link to a file counts: rollback refuses it)."""
     prefix = f"{profile}{PROFILE_SUFFIX}{BAK_MARK}"
-    found = [
-        p for p in profiles_dir.glob(f"{prefix}*") if p.is_file() and TAG_RE.match(p.name[len(prefix) :])
-    ]
-    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    return [p.name[len(prefix) :] for p in found]
+    return [p.name[len(prefix) :] for p in snapshot_files(profiles_dir, profile, links=True)]
+
+
+def snapshot_files(profiles_dir: Path, profile: str, *, links: bool = False) -> list[Path]:
+    """The profile's `.bak_<tag>` files, newest first (by mtime); a link to a file only with `links`
+    (pruning never takes one); a dir or an entry that cannot be read has none."""
+    prefix = f"{profile}{PROFILE_SUFFIX}{BAK_MARK}"
+    found: list[tuple[float, str]] = []
+    with contextlib.suppress(OSError), os.scandir(profiles_dir) as entries:
+        for entry in entries:
+            if not entry.name.startswith(prefix) or not TAG_RE.match(entry.name[len(prefix) :]):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_file(follow_symlinks=links):
+                    found.append((entry.stat(follow_symlinks=links).st_mtime, entry.name))
+    return [profiles_dir / name for _, name in sorted(found, reverse=True)]
 
 
 def refuse_existing(bak: Path) -> BadInput:
