@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -87,11 +89,26 @@ def one_run(weights: WeightFiles) -> dict[str, float | None]:
     }
 
 
+def positive(kind: type[float] | type[int]) -> Callable[[str], float]:
+    """An argparse type: a finite number above zero, else argparse's usage error (exit 2)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be above zero")
+        return value
+
+    return parse
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gib", type=float, default=2.0)
-    parser.add_argument("--files", type=int, default=4)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--gib", type=positive(float), default=2.0)
+    parser.add_argument("--files", type=positive(int), default=4)
+    parser.add_argument("--runs", type=positive(int), default=5)
     parser.add_argument("--dir", type=Path, default=Path(".bench-warm-weights"))
     parser.add_argument("--keep", action="store_true", help="Keep the model dir for the next run.")
     args = parser.parse_args()
