@@ -101,7 +101,9 @@ def test_the_wake_waits_for_the_rejected_candidate_s_memory_until_its_deadline(t
     assert rig.record(Event.WOKEN)["port"] == PORT
 
 
-def test_the_wake_goes_on_as_soon_as_the_memory_is_back(tmp_path: Path) -> None:
+def parked_with_memory_back_on_the_third_read(tmp_path: Path) -> Rig:
+    """Parked for a candidate whose 8 GiB (pid 99 999) are let go at the wake's first memory poll
+    after the park's two reads (awake, asleep): the wake waits two polls of 0.1 s."""
     rig = parked_rig(tmp_path)
     rig.parker.park_for(rig.candidate(max_num_seqs=8))
     rig.gpu_memory.by_pid[99_999] = 8 * GIB
@@ -110,8 +112,13 @@ def test_the_wake_goes_on_as_soon_as_the_memory_is_back(tmp_path: Path) -> None:
         if rig.gpu_memory.reads >= 3:
             rig.gpu_memory.by_pid[99_999] = 0
 
-    rig.gpu_memory.reads = 0  # the park read it twice (awake, asleep)
+    rig.gpu_memory.reads = 0
     rig.gpu_memory.on_read = let_go_on_the_third_read
+    return rig
+
+
+def test_the_wake_goes_on_as_soon_as_the_memory_is_back(tmp_path: Path) -> None:
+    rig = parked_with_memory_back_on_the_third_read(tmp_path)
     began = rig.clock.now
     assert rig.parker.wake_parked([99_999], "rejected")
     assert rig.clock.now - began == pytest.approx(0.2)  # two polls of 0.1 s, then the wake
@@ -133,16 +140,7 @@ def steps(rig: Rig, **seconds: float) -> None:
 
 
 def test_a_wake_records_its_phases_in_order_on_the_clock(tmp_path: Path) -> None:
-    rig = parked_rig(tmp_path)
-    rig.parker.park_for(rig.candidate(max_num_seqs=8))
-    rig.gpu_memory.by_pid[99_999] = 8 * GIB
-
-    def let_go_on_the_third_read() -> None:
-        if rig.gpu_memory.reads >= 3:
-            rig.gpu_memory.by_pid[99_999] = 0
-
-    rig.gpu_memory.reads = 0  # the park read it twice (awake, asleep)
-    rig.gpu_memory.on_read = let_go_on_the_third_read
+    rig = parked_with_memory_back_on_the_third_read(tmp_path)
     steps(rig, wake=1.5, reset=0.25, greedy=0.05)
     rig.engines.while_gating.append(lambda: rig.clock.sleep(0.7))  # the re-gate
     assert rig.parker.wake_parked([99_999], "rejected by health")
