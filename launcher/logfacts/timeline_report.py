@@ -157,9 +157,8 @@ def render_line(timeline: Mapping[str, Any]) -> str:
         f"{p['name']} {_seconds(timeline, p['seconds'])}{_cell_extra(p)}"
         for p in timeline.get("phases") or []
     ]
-    total = timeline.get("total_seconds", timeline.get("log_seconds"))
     head = "wake timeline: " if kind_of(timeline) == WAKE else "start timeline: "
-    return head + " · ".join(parts) + f" · total {_seconds(timeline, total)}"
+    return head + " · ".join(parts) + f" · total {_seconds(timeline, _total(timeline))}"
 
 
 def render_starts(records: Sequence[Mapping[str, Any]]) -> str:
